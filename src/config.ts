@@ -1,0 +1,42 @@
+import path from 'node:path';
+import { z } from 'zod';
+
+// The environment, parsed once. Nothing else in the service reads process.env.
+const schema = z.object({
+  HOST: z.string().min(1).default('127.0.0.1'),
+  PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  DATA_DIR: z.string().min(1).default('./.data'),
+  DATABASE_URL: z.string().url().optional(),
+  ESDB_URL: z.string().min(1).optional(),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+
+export type Config = {
+  host: string;
+  port: number;
+  dataDir: string;
+  databaseUrl: string | undefined;
+  esdbUrl: string | undefined;
+  logLevel: z.infer<typeof schema>['LOG_LEVEL'];
+};
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const parsed = schema.safeParse(env);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
+    throw new ConfigError(`invalid environment: ${lines.join('; ')}`);
+  }
+  const e = parsed.data;
+  return {
+    host: e.HOST,
+    port: e.PORT,
+    dataDir: path.resolve(e.DATA_DIR),
+    databaseUrl: e.DATABASE_URL,
+    esdbUrl: e.ESDB_URL,
+    logLevel: e.LOG_LEVEL,
+  };
+}

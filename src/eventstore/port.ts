@@ -1,0 +1,216 @@
+import { APPEND_MAX_EVENTS, EVENT_MAX_BYTES, EVENT_TYPE_MAX_CHARS, STREAM_NAME_MAX_CHARS } from '../limits.ts';
+
+// The event store port. Semantics follow EventStoreDB so that every adapter
+// behaves the same; one conformance suite (test/eventstore/) holds them to it.
+
+export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
+export type JsonObject = { [key: string]: JsonValue };
+
+/**
+ * An opaque log position. Positions of one store are fixed-width strings whose
+ * string order equals log order. START sorts before every real position.
+ */
+export type Position = string;
+export const START: Position = '';
+
+export type ExpectedRevision = 'no_stream' | 'stream_exists' | 'any' | bigint;
+/** The actual state a WrongExpectedRevision reports: the last revision, or no stream at all. */
+export type ActualRevision = 'no_stream' | bigint;
+
+export type EventMetadata = JsonObject & { org_id: string };
+
+export type NewEvent = {
+  /** A UUID; generated when absent. Appending an id that already exists is refused. */
+  id?: string;
+  type: string;
+  data: JsonObject;
+  metadata: EventMetadata;
+};
+
+export type RecordedEvent = {
+  id: string;
+  type: string;
+  streamName: string;
+  /** 0-based revision within its stream. */
+  revision: bigint;
+  position: Position;
+  data: JsonObject;
+  metadata: EventMetadata;
+  /** When the store recorded the event (ISO 8601). */
+  recordedAt: string;
+};
+
+export type AppendResult = {
+  /** The revision of the last event written; pass it as the next expected revision. */
+  nextExpectedRevision: bigint;
+  /** The log position of the last event written. */
+  lastPosition: Position;
+};
+
+/** Either stream-name prefixes or exact event types; one kind, as EventStoreDB filters allow. */
+export type ReadFilter = { streamPrefixes: readonly string[] } | { eventTypes: readonly string[] };
+
+export type ReadStreamOptions = {
+  /** Inclusive. Default: 0 forwards, the last revision backwards. */
+  fromRevision?: bigint;
+  direction?: 'forwards' | 'backwards';
+  maxCount?: number;
+};
+
+export type ReadAllOptions = {
+  /** Exclusive. Default: START. */
+  after?: Position;
+  maxCount?: number;
+  filter?: ReadFilter;
+};
+
+export type SubscriptionItem =
+  | { kind: 'event'; event: RecordedEvent }
+  /** Sent once, when the history up to the head at subscription time has been delivered. */
+  | { kind: 'caught_up'; position: Position };
+
+export type SubscribeOptions = {
+  /** Exclusive. Default: START. */
+  after?: Position;
+  filter?: ReadFilter;
+  signal?: AbortSignal;
+};
+
+export interface EventStore {
+  readonly kind: 'postgres' | 'eventstoredb';
+  appendToStream(stream: string, events: readonly NewEvent[], opts?: { expectedRevision?: ExpectedRevision }): Promise<AppendResult>;
+  /** Events of one stream; a stream that does not exist reads empty. */
+  readStream(stream: string, opts?: ReadStreamOptions): Promise<RecordedEvent[]>;
+  readAll(opts?: ReadAllOptions): Promise<RecordedEvent[]>;
+  /** Catch-up then live; resubscribes by itself after transport errors; ends when `signal` aborts. */
+  subscribeToAll(opts?: SubscribeOptions): AsyncIterable<SubscriptionItem>;
+  /** Position of the last event in the log, START for an empty log. */
+  headPosition(): Promise<Position>;
+  close(): Promise<void>;
+}
+
+// ---------------------------------------------------------------------------
+// Errors: typed, with stable codes.
+
+export class EventStoreError extends Error {
+  constructor(
+    readonly code: 'wrong_expected_revision' | 'invalid_stream_name' | 'invalid_event' | 'duplicate_event_id' | 'store_unavailable',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export class WrongExpectedRevision extends EventStoreError {
+  override name = 'WrongExpectedRevision';
+  constructor(
+    readonly stream: string,
+    readonly expected: ExpectedRevision,
+    readonly actual: ActualRevision,
+  ) {
+    super('wrong_expected_revision', `stream ${stream}: expected revision ${String(expected)}, actual ${String(actual)}`);
+  }
+}
+
+export class InvalidStreamName extends EventStoreError {
+  override name = 'InvalidStreamName';
+  constructor(message: string) {
+    super('invalid_stream_name', message);
+  }
+}
+
+export class InvalidEvent extends EventStoreError {
+  override name = 'InvalidEvent';
+  constructor(message: string) {
+    super('invalid_event', message);
+  }
+}
+
+export class DuplicateEventId extends EventStoreError {
+  override name = 'DuplicateEventId';
+  constructor(readonly eventId: string) {
+    super('duplicate_event_id', `event id ${eventId} already exists in the log`);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Shared checks: every adapter validates an append the same way, before any write.
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const EVENT_TYPE = /^[a-z][a-z0-9_]*(\.[a-z0-9_]+)*$/;
+
+export function checkStreamName(stream: unknown): asserts stream is string {
+  if (typeof stream !== 'string' || stream.length === 0) throw new InvalidStreamName('stream name must be a non-empty string');
+  if (stream.length > STREAM_NAME_MAX_CHARS) throw new InvalidStreamName(`stream name longer than ${STREAM_NAME_MAX_CHARS} characters`);
+  if (stream.startsWith('$')) throw new InvalidStreamName('stream names starting with $ are reserved for the store');
+  // eslint-disable-next-line no-control-regex
+  if (/[\u0000-\u001f\u007f]/.test(stream)) throw new InvalidStreamName('stream name contains control characters');
+}
+
+/** True when `v` is plain JSON that survives JSON.stringify/JSON.parse unchanged. */
+function checkJson(v: unknown, path: string, depth: number): void {
+  if (depth > 64) throw new InvalidEvent(`${path}: nested deeper than 64 levels`);
+  if (v === null || typeof v === 'boolean' || typeof v === 'string') return;
+  if (typeof v === 'number') {
+    if (!Number.isFinite(v)) throw new InvalidEvent(`${path}: ${v} is not a JSON number`);
+    return;
+  }
+  if (Array.isArray(v)) {
+    v.forEach((x, i) => checkJson(x, `${path}[${i}]`, depth + 1));
+    return;
+  }
+  if (typeof v === 'object') {
+    const proto = Object.getPrototypeOf(v);
+    if (proto !== Object.prototype && proto !== null) throw new InvalidEvent(`${path}: not a plain object`);
+    for (const [k, x] of Object.entries(v)) checkJson(x, `${path}.${k}`, depth + 1);
+    return;
+  }
+  throw new InvalidEvent(`${path}: a ${typeof v} is not JSON`);
+}
+
+export type CheckedEvent = { id: string; type: string; data: string; metadata: string; dataValue: JsonObject; metadataValue: EventMetadata };
+
+export function checkAppend(stream: string, events: readonly NewEvent[], expected: ExpectedRevision, newId: () => string): CheckedEvent[] {
+  checkStreamName(stream);
+  if (!(typeof expected === 'bigint' ? expected >= 0n : ['no_stream', 'stream_exists', 'any'].includes(expected))) {
+    throw new InvalidEvent(`invalid expected revision ${String(expected)}`);
+  }
+  if (!Array.isArray(events) || events.length === 0) throw new InvalidEvent('an append carries at least one event');
+  if (events.length > APPEND_MAX_EVENTS) throw new InvalidEvent(`an append carries at most ${APPEND_MAX_EVENTS} events`);
+  const ids = new Set<string>();
+  return events.map((e, i) => {
+    if (typeof e !== 'object' || e === null) throw new InvalidEvent(`event ${i}: not an object`);
+    if (typeof e.type !== 'string' || !EVENT_TYPE.test(e.type) || e.type.length > EVENT_TYPE_MAX_CHARS) {
+      throw new InvalidEvent(`event ${i}: type must be a dotted lowercase name`);
+    }
+    const id = e.id ?? newId();
+    if (typeof id !== 'string' || !UUID.test(id)) throw new InvalidEvent(`event ${i}: id must be a lowercase UUID`);
+    if (ids.has(id)) throw new InvalidEvent(`event ${i}: id ${id} repeated within the append`);
+    ids.add(id);
+    if (typeof e.data !== 'object' || e.data === null || Array.isArray(e.data)) throw new InvalidEvent(`event ${i}: data must be a JSON object`);
+    checkJson(e.data, `event ${i}: data`, 0);
+    const m = e.metadata as unknown;
+    if (typeof m !== 'object' || m === null || Array.isArray(m)) throw new InvalidEvent(`event ${i}: metadata must be a JSON object`);
+    checkJson(m, `event ${i}: metadata`, 0);
+    const org = (m as Record<string, unknown>).org_id;
+    if (typeof org !== 'string' || org.length === 0) throw new InvalidEvent(`event ${i}: metadata.org_id is required`);
+    const data = JSON.stringify(e.data);
+    const metadata = JSON.stringify(m);
+    if (data.length + metadata.length > EVENT_MAX_BYTES) throw new InvalidEvent(`event ${i}: larger than ${EVENT_MAX_BYTES} bytes`);
+    return { id, type: e.type, data, metadata, dataValue: e.data, metadataValue: m as EventMetadata };
+  });
+}
+
+/** Decides an expected-revision check against the stream's current state. */
+export function revisionMatches(expected: ExpectedRevision, current: ActualRevision): boolean {
+  if (expected === 'any') return true;
+  if (expected === 'no_stream') return current === 'no_stream';
+  if (expected === 'stream_exists') return current !== 'no_stream';
+  return current === expected;
+}
+
+export function matchesFilter(e: { streamName: string; type: string }, filter: ReadFilter | undefined): boolean {
+  if (!filter) return true;
+  if ('streamPrefixes' in filter) return filter.streamPrefixes.some((p) => e.streamName.startsWith(p));
+  return filter.eventTypes.includes(e.type);
+}

@@ -1,0 +1,415 @@
+import { randomUUID } from 'node:crypto';
+import type { Db } from '../postgres/db.ts';
+import { GROUP_COMMIT_MAX_APPENDS, GROUP_COMMIT_MAX_EVENTS, READ_PAGE_DEFAULT, READ_PAGE_MAX, SUBSCRIPTION_POLL_MS, SUBSCRIPTION_RETRY_MS } from '../limits.ts';
+import {
+  type AppendResult,
+  type CheckedEvent,
+  checkAppend,
+  checkStreamName,
+  DuplicateEventId,
+  type EventMetadata,
+  type EventStore,
+  EventStoreError,
+  type ExpectedRevision,
+  type JsonObject,
+  type NewEvent,
+  type Position,
+  type ReadAllOptions,
+  type ReadFilter,
+  type ReadStreamOptions,
+  type RecordedEvent,
+  START,
+  type SubscribeOptions,
+  type SubscriptionItem,
+  WrongExpectedRevision,
+} from './port.ts';
+
+// The Postgres event store.
+//
+// Positions are gapless: every append transaction first locks the single
+// log-head row, takes the next positions from it and commits before the next
+// transaction can take the lock, so commit order equals position order and a
+// reader polling `position > checkpoint` never skips an event (a bigserial
+// cursor would: its values are taken before commit and become visible out of
+// order).
+//
+// Group commit: appends that arrive while a transaction is in flight wait in a
+// queue and go together in the next one. The whole batch is one call of the
+// es_append() function, one round trip and one WAL flush; inside it each
+// append is checked against its own expected revision and answered on its own.
+
+const NOTIFY_CHANNEL = 'es_appended';
+const POSITION_DIGITS = 20;
+
+const SENTINEL: Record<'no_stream' | 'stream_exists' | 'any', bigint> = { no_stream: -1n, stream_exists: -2n, any: -3n };
+
+export const SCHEMA_SQL = `
+CREATE TABLE IF NOT EXISTS es_log_head (
+  id smallint PRIMARY KEY CHECK (id = 1),
+  position bigint NOT NULL
+);
+INSERT INTO es_log_head (id, position) VALUES (1, 0) ON CONFLICT (id) DO NOTHING;
+
+CREATE TABLE IF NOT EXISTS es_streams (
+  stream_name text PRIMARY KEY,
+  revision bigint NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS es_events (
+  position bigint PRIMARY KEY,
+  event_id uuid NOT NULL UNIQUE,
+  stream_name text NOT NULL,
+  stream_revision bigint NOT NULL,
+  event_type text NOT NULL,
+  data json NOT NULL,
+  metadata json NOT NULL,
+  recorded_at timestamptz NOT NULL DEFAULT now(),
+  UNIQUE (stream_name, stream_revision)
+);
+
+-- Appends a batch. Expected revisions: >= 0 exact, -1 no_stream, -2 stream_exists, -3 any.
+-- Returns one row per append, in order: ok, the actual revision (-1: no stream), and
+-- for an accepted append its last revision and position.
+CREATE OR REPLACE FUNCTION es_append(
+  p_streams text[], p_expected bigint[], p_counts int[],
+  p_ids uuid[], p_types text[], p_data json[], p_metadata json[]
+) RETURNS TABLE (ok boolean, actual bigint, last_revision bigint, last_position bigint)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  head bigint;
+  start_head bigint;
+  cur bigint;
+  exp bigint;
+  n int;
+  off int := 0;
+BEGIN
+  SELECT h.position INTO head FROM es_log_head h WHERE h.id = 1 FOR UPDATE;
+  start_head := head;
+  FOR i IN 1 .. coalesce(array_length(p_streams, 1), 0) LOOP
+    n := p_counts[i];
+    exp := p_expected[i];
+    SELECT s.revision INTO cur FROM es_streams s WHERE s.stream_name = p_streams[i];
+    IF NOT FOUND THEN
+      cur := -1;
+    END IF;
+    IF exp = -3 OR (exp = -1 AND cur = -1) OR (exp = -2 AND cur <> -1) OR (exp >= 0 AND cur = exp) THEN
+      INSERT INTO es_events (position, event_id, stream_name, stream_revision, event_type, data, metadata)
+        SELECT head + k, p_ids[off + k], p_streams[i], cur + k, p_types[off + k], p_data[off + k], p_metadata[off + k]
+        FROM generate_series(1, n) AS k;
+      INSERT INTO es_streams AS s (stream_name, revision) VALUES (p_streams[i], cur + n)
+        ON CONFLICT (stream_name) DO UPDATE SET revision = EXCLUDED.revision;
+      head := head + n;
+      ok := true; actual := cur + n; last_revision := cur + n; last_position := head;
+    ELSE
+      ok := false; actual := cur; last_revision := NULL; last_position := NULL;
+    END IF;
+    off := off + n;
+    RETURN NEXT;
+  END LOOP;
+  IF head <> start_head THEN
+    UPDATE es_log_head SET position = head WHERE id = 1;
+    PERFORM pg_notify('${NOTIFY_CHANNEL}', head::text);
+  END IF;
+  RETURN;
+END
+$fn$;
+`;
+
+export function formatPosition(p: bigint): Position {
+  return p <= 0n ? START : p.toString().padStart(POSITION_DIGITS, '0');
+}
+
+export function parsePosition(p: Position | undefined): bigint {
+  if (p === undefined || p === START) return 0n;
+  if (!/^\d{1,20}$/.test(p)) throw new EventStoreError('invalid_event', `not a position of this store: ${p}`);
+  return BigInt(p);
+}
+
+type Pending = {
+  stream: string;
+  expected: ExpectedRevision;
+  events: CheckedEvent[];
+  resolve: (r: AppendResult) => void;
+  reject: (e: unknown) => void;
+};
+
+type EventRow = {
+  position: string;
+  event_id: string;
+  stream_name: string;
+  stream_revision: string;
+  event_type: string;
+  data: JsonObject;
+  metadata: EventMetadata;
+  recorded_at: Date;
+};
+
+const SELECT_EVENT = `SELECT position, event_id, stream_name, stream_revision, event_type, data, metadata, recorded_at FROM es_events`;
+
+function toRecorded(r: EventRow): RecordedEvent {
+  return {
+    id: r.event_id,
+    type: r.event_type,
+    streamName: r.stream_name,
+    revision: BigInt(r.stream_revision),
+    position: formatPosition(BigInt(r.position)),
+    data: r.data,
+    metadata: r.metadata,
+    recordedAt: r.recorded_at.toISOString(),
+  };
+}
+
+function clampCount(n: number | undefined, dflt: number): number {
+  if (n === undefined) return dflt;
+  if (!Number.isInteger(n) || n < 0) throw new EventStoreError('invalid_event', `maxCount must be a non-negative integer`);
+  return Math.min(n, READ_PAGE_MAX);
+}
+
+function filterSql(filter: ReadFilter | undefined, params: unknown[]): string {
+  if (!filter) return '';
+  if ('streamPrefixes' in filter) {
+    params.push(filter.streamPrefixes.map((p) => p.replace(/[\\%_]/g, (c) => '\\' + c) + '%'));
+    return ` AND stream_name LIKE ANY($${params.length})`;
+  }
+  params.push([...filter.eventTypes]);
+  return ` AND event_type = ANY($${params.length})`;
+}
+
+/** Wakes waiters when the log head moves (NOTIFY from any process, or a local commit). */
+class HeadSignal {
+  private waiters: Array<() => void> = [];
+  /** A promise that resolves at the next signal. Take it before reading, so no signal is missed. */
+  next(): Promise<void> {
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+  fire(): void {
+    const ws = this.waiters;
+    this.waiters = [];
+    for (const w of ws) w();
+  }
+}
+
+/** Resolves after `ms`, when `wake` resolves, or when `signal` aborts, whichever is first; leaves no timer or listener behind. */
+function sleep(ms: number, signal?: AbortSignal, wake?: Promise<void>): Promise<void> {
+  return new Promise<void>((resolve) => {
+    let settled = false;
+    const done = () => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+    void wake?.then(done);
+  });
+}
+
+export async function migrateEventStore(db: Db): Promise<void> {
+  await db.transaction(async (tx) => {
+    // Two processes starting together must not race on DDL.
+    await tx.query(`SELECT pg_advisory_xact_lock(hashtext('es_schema'))`);
+    await tx.query(SCHEMA_SQL);
+  });
+}
+
+export class PostgresEventStore implements EventStore {
+  readonly kind = 'postgres' as const;
+  private queue: Pending[] = [];
+  private draining = false;
+  private readonly signal = new HeadSignal();
+  private stopListening: (() => Promise<void>) | undefined;
+  private closed = false;
+
+  private constructor(private readonly db: Db) {}
+
+  static async open(db: Db): Promise<PostgresEventStore> {
+    await migrateEventStore(db);
+    const store = new PostgresEventStore(db);
+    store.stopListening = await db.listen(NOTIFY_CHANNEL, () => store.signal.fire());
+    return store;
+  }
+
+  appendToStream(stream: string, events: readonly NewEvent[], opts: { expectedRevision?: ExpectedRevision } = {}): Promise<AppendResult> {
+    const expected = opts.expectedRevision ?? 'any';
+    let checked: CheckedEvent[];
+    try {
+      checked = checkAppend(stream, events, expected, randomUUID);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    if (this.closed) return Promise.reject(new EventStoreError('store_unavailable', 'event store is closed'));
+    return new Promise((resolve, reject) => {
+      this.queue.push({ stream, expected, events: checked, resolve, reject });
+      if (!this.draining) void this.drain();
+    });
+  }
+
+  private takeBatch(): Pending[] {
+    const batch: Pending[] = [];
+    let events = 0;
+    while (this.queue.length > 0 && batch.length < GROUP_COMMIT_MAX_APPENDS) {
+      const next = this.queue[0]!;
+      if (batch.length > 0 && events + next.events.length > GROUP_COMMIT_MAX_EVENTS) break;
+      batch.push(this.queue.shift()!);
+      events += next.events.length;
+    }
+    return batch;
+  }
+
+  private async drain(): Promise<void> {
+    this.draining = true;
+    try {
+      while (this.queue.length > 0) {
+        const batch = this.takeBatch();
+        try {
+          await this.commit(batch);
+        } catch (err) {
+          if (batch.length === 1) {
+            batch[0]!.reject(this.mapError(err));
+          } else {
+            // One bad append (a duplicate event id, say) must not fail its
+            // neighbours: retry each alone, so only the culprit fails.
+            for (const p of batch) {
+              try {
+                await this.commit([p]);
+              } catch (e) {
+                p.reject(this.mapError(e));
+              }
+            }
+          }
+        }
+      }
+    } finally {
+      this.draining = false;
+    }
+  }
+
+  private mapError(err: unknown): unknown {
+    const e = err as { code?: string; constraint?: string; detail?: string };
+    if (e?.code === '23505' && e.constraint === 'es_events_event_id_key') {
+      const m = /\(event_id\)=\(([0-9a-f-]+)\)/.exec(e.detail ?? '');
+      return new DuplicateEventId(m?.[1] ?? 'unknown');
+    }
+    if (err instanceof EventStoreError) return err;
+    const wrapped = new EventStoreError('store_unavailable', `append failed: ${(err as Error)?.message ?? String(err)}`);
+    (wrapped as { cause?: unknown }).cause = err;
+    return wrapped;
+  }
+
+  /** Writes a batch in one statement (one transaction) and answers each append. */
+  private async commit(batch: Pending[]): Promise<void> {
+    const streams: string[] = [];
+    const expected: string[] = [];
+    const counts: number[] = [];
+    const ids: string[] = [];
+    const types: string[] = [];
+    const data: string[] = [];
+    const metadata: string[] = [];
+    for (const p of batch) {
+      streams.push(p.stream);
+      expected.push((typeof p.expected === 'bigint' ? p.expected : SENTINEL[p.expected]).toString());
+      counts.push(p.events.length);
+      for (const e of p.events) {
+        ids.push(e.id);
+        types.push(e.type);
+        data.push(e.data);
+        metadata.push(e.metadata);
+      }
+    }
+    const { rows } = await this.db.query<{ ok: boolean; actual: string; last_revision: string | null; last_position: string | null }>(
+      'SELECT ok, actual, last_revision, last_position FROM es_append($1::text[], $2::bigint[], $3::int[], $4::uuid[], $5::text[], $6::json[], $7::json[])',
+      [streams, expected, counts, ids, types, data, metadata],
+    );
+    if (rows.length !== batch.length) throw new Error(`es_append answered ${rows.length} rows for ${batch.length} appends`);
+    let moved = false;
+    batch.forEach((p, i) => {
+      const r = rows[i]!;
+      if (r.ok) {
+        moved = true;
+        p.resolve({ nextExpectedRevision: BigInt(r.last_revision!), lastPosition: formatPosition(BigInt(r.last_position!)) });
+      } else {
+        const actual = BigInt(r.actual);
+        p.reject(new WrongExpectedRevision(p.stream, p.expected, actual < 0n ? 'no_stream' : actual));
+      }
+    });
+    if (moved) this.signal.fire();
+  }
+
+  async readStream(stream: string, opts: ReadStreamOptions = {}): Promise<RecordedEvent[]> {
+    checkStreamName(stream);
+    const max = clampCount(opts.maxCount, READ_PAGE_MAX);
+    if (max === 0) return [];
+    const backwards = opts.direction === 'backwards';
+    const from = opts.fromRevision;
+    const params: unknown[] = [stream, max];
+    let where = 'stream_name = $1';
+    if (from !== undefined) {
+      params.push(from.toString());
+      where += backwards ? ' AND stream_revision <= $3' : ' AND stream_revision >= $3';
+    }
+    const { rows } = await this.db.query<EventRow>(
+      `${SELECT_EVENT} WHERE ${where} ORDER BY stream_revision ${backwards ? 'DESC' : 'ASC'} LIMIT $2`,
+      params,
+    );
+    return rows.map(toRecorded);
+  }
+
+  async readAll(opts: ReadAllOptions = {}): Promise<RecordedEvent[]> {
+    const max = clampCount(opts.maxCount, READ_PAGE_DEFAULT);
+    if (max === 0) return [];
+    const params: unknown[] = [parsePosition(opts.after).toString(), max];
+    const extra = filterSql(opts.filter, params);
+    const { rows } = await this.db.query<EventRow>(`${SELECT_EVENT} WHERE position > $1${extra} ORDER BY position LIMIT $2`, params);
+    return rows.map(toRecorded);
+  }
+
+  async headPosition(): Promise<Position> {
+    const { rows } = await this.db.query<{ position: string }>('SELECT position FROM es_log_head WHERE id = 1');
+    return formatPosition(BigInt(rows[0]?.position ?? '0'));
+  }
+
+  subscribeToAll(opts: SubscribeOptions = {}): AsyncIterable<SubscriptionItem> {
+    return { [Symbol.asyncIterator]: () => this.subscription(opts)[Symbol.asyncIterator]() };
+  }
+
+  private async *subscription(opts: SubscribeOptions): AsyncGenerator<SubscriptionItem> {
+    const { signal, filter } = opts;
+    let after = opts.after ?? START;
+    parsePosition(after);
+    let caughtUp = false;
+    while (!signal?.aborted && !this.closed) {
+      const woken = this.signal.next();
+      let head: Position;
+      let batch: RecordedEvent[];
+      try {
+        head = await this.headPosition();
+        batch = await this.readAll({ after, maxCount: READ_PAGE_DEFAULT, ...(filter ? { filter } : {}) });
+      } catch {
+        // Transport error: back off and resume from the last delivered position.
+        await sleep(SUBSCRIPTION_RETRY_MS, signal);
+        continue;
+      }
+      for (const event of batch) {
+        if (signal?.aborted) return;
+        yield { kind: 'event', event };
+        after = event.position;
+      }
+      if (batch.length < READ_PAGE_DEFAULT) {
+        if (!caughtUp) {
+          caughtUp = true;
+          yield { kind: 'caught_up', position: head > after ? head : after };
+        }
+        await sleep(SUBSCRIPTION_POLL_MS, signal, woken);
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.signal.fire();
+    while (this.draining) await sleep(5);
+    await this.stopListening?.();
+  }
+}

@@ -1,0 +1,114 @@
+import pg from 'pg';
+import { PG_POOL_MAX } from '../limits.ts';
+
+// The one place that builds node-postgres pools. Everything else talks to a
+// `Db`: a query function, transactions, and LISTEN channels that re-listen by
+// themselves after a reconnect.
+
+export type Row = Record<string, unknown>;
+export type QueryResult<R extends Row = Row> = { rows: R[]; rowCount: number };
+
+export interface Queryable {
+  query<R extends Row = Row>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>>;
+}
+
+export interface Db extends Queryable {
+  /** Runs `fn` in one transaction on one connection; rolls back if it throws. */
+  transaction<T>(fn: (tx: Queryable) => Promise<T>, opts?: { isolation?: 'read committed' | 'repeatable read' | 'serializable' }): Promise<T>;
+  /** Subscribes to a NOTIFY channel; the returned function stops listening. */
+  listen(channel: string, onPayload: (payload: string) => void): Promise<() => Promise<void>>;
+  close(): Promise<void>;
+  readonly url: string;
+}
+
+export function openDb(url: string, opts: { max?: number; applicationName?: string } = {}): Db {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: opts.max ?? PG_POOL_MAX,
+    application_name: opts.applicationName ?? 'ledger',
+    idleTimeoutMillis: 30_000,
+  });
+  // An idle client's error (server restart, network) must not crash the process;
+  // the next checkout opens a fresh connection.
+  pool.on('error', () => {});
+
+  const listeners = new Set<{ stop: () => Promise<void> }>();
+
+  const db: Db = {
+    url,
+    async query<R extends Row = Row>(text: string, params?: readonly unknown[]) {
+      const res = await pool.query(text, params as unknown[] | undefined);
+      return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
+    },
+    async transaction<T>(fn: (tx: Queryable) => Promise<T>, o?: { isolation?: string }) {
+      const client = await pool.connect();
+      let broken = false;
+      try {
+        await client.query(o?.isolation ? `BEGIN ISOLATION LEVEL ${o.isolation.toUpperCase()}` : 'BEGIN');
+        const tx: Queryable = {
+          async query<R extends Row = Row>(text: string, params?: readonly unknown[]) {
+            const res = await client.query(text, params as unknown[] | undefined);
+            return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
+          },
+        };
+        const out = await fn(tx);
+        await client.query('COMMIT');
+        return out;
+      } catch (err) {
+        try {
+          await client.query('ROLLBACK');
+        } catch {
+          broken = true;
+        }
+        throw err;
+      } finally {
+        client.release(broken);
+      }
+    },
+    async listen(channel, onPayload) {
+      if (!/^[a-z_][a-z0-9_]*$/.test(channel)) throw new Error(`invalid channel: ${channel}`);
+      let stopped = false;
+      let client: pg.Client | undefined;
+      const connect = async (): Promise<void> => {
+        while (!stopped) {
+          const c = new pg.Client({ connectionString: url, application_name: 'ledger-listen' });
+          c.on('notification', (n) => {
+            if (n.channel === channel) onPayload(n.payload ?? '');
+          });
+          c.on('error', () => {
+            // Reconnect and LISTEN again; subscribers poll meanwhile.
+            if (client === c) client = undefined;
+            c.end().catch(() => {});
+            if (!stopped) setTimeout(() => void connect(), 250).unref();
+          });
+          try {
+            await c.connect();
+            await c.query(`LISTEN ${channel}`);
+            client = c;
+            // A notification may have been missed while disconnected: wake once.
+            onPayload('');
+            return;
+          } catch {
+            await c.end().catch(() => {});
+            await new Promise((r) => setTimeout(r, 250));
+          }
+        }
+      };
+      await connect();
+      const handle = {
+        stop: async () => {
+          stopped = true;
+          listeners.delete(handle);
+          await client?.end().catch(() => {});
+        },
+      };
+      listeners.add(handle);
+      return handle.stop;
+    },
+    async close() {
+      await Promise.all([...listeners].map((l) => l.stop()));
+      await pool.end();
+    },
+  };
+  return db;
+}

@@ -1,0 +1,279 @@
+import { randomUUID } from 'node:crypto';
+import type { Test } from 'tap';
+import {
+  type EventStore,
+  EventStoreError,
+  InvalidEvent,
+  InvalidStreamName,
+  type NewEvent,
+  type RecordedEvent,
+  START,
+  WrongExpectedRevision,
+} from '../../src/eventstore/port.ts';
+
+// The event store conformance suite: every adapter runs it (Postgres always,
+// EventStoreDB when ESDB_URL is set). `open` may be called several times; each
+// call returns another store instance over the same log (another process, in effect).
+
+export type StoreFactory = { open(): Promise<EventStore> };
+
+const ORG = 'org_conformance';
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export function ev(type: string, data: Record<string, unknown> = {}, extra: Record<string, unknown> = {}): NewEvent {
+  return { type, data: data as NewEvent['data'], metadata: { org_id: ORG, ...extra } as NewEvent['metadata'] };
+}
+
+const uniq = (p: string) => `${p}-${randomUUID().slice(0, 8)}`;
+
+async function rejects<E>(p: Promise<unknown>, ctor: new (...a: never[]) => E): Promise<E> {
+  try {
+    await p;
+  } catch (err) {
+    if (err instanceof ctor) return err;
+    throw err;
+  }
+  throw new Error(`expected a ${ctor.name}`);
+}
+
+async function collect(store: EventStore, stream: string) {
+  return store.readAll({ filter: { streamPrefixes: [stream] }, maxCount: 10_000 });
+}
+
+export function conformance(t: Test, factory: StoreFactory): void {
+  let store: EventStore;
+  const extra: EventStore[] = [];
+  t.before(async () => {
+    store = await factory.open();
+  });
+  t.teardown(async () => {
+    for (const s of extra) await s.close();
+    await store.close();
+  });
+
+  t.test('revisions start at 0 and advance by the number of events', async (t) => {
+    const s = uniq('rev');
+    const a = await store.appendToStream(s, [ev('test.one')], { expectedRevision: 'no_stream' });
+    t.equal(a.nextExpectedRevision, 0n);
+    const b = await store.appendToStream(s, [ev('test.two'), ev('test.three')], { expectedRevision: 0n });
+    t.equal(b.nextExpectedRevision, 2n);
+    const read = await store.readStream(s);
+    t.same(read.map((e) => e.revision), [0n, 1n, 2n]);
+    t.same(read.map((e) => e.type), ['test.one', 'test.two', 'test.three']);
+  });
+
+  t.test('each expected-revision rule, with the actual revision in the error', async (t) => {
+    const s = uniq('expect');
+    const missing = await rejects(store.appendToStream(s, [ev('test.a')], { expectedRevision: 'stream_exists' }), WrongExpectedRevision);
+    t.equal(missing.actual, 'no_stream', 'stream_exists on a missing stream');
+    const exact = await rejects(store.appendToStream(s, [ev('test.a')], { expectedRevision: 0n }), WrongExpectedRevision);
+    t.equal(exact.actual, 'no_stream', 'exact revision on a missing stream');
+    await store.appendToStream(s, [ev('test.a'), ev('test.b')], { expectedRevision: 'no_stream' });
+    const again = await rejects(store.appendToStream(s, [ev('test.c')], { expectedRevision: 'no_stream' }), WrongExpectedRevision);
+    t.equal(again.actual, 1n, 'no_stream on an existing stream reports its last revision');
+    t.equal(again.stream, s);
+    const stale = await rejects(store.appendToStream(s, [ev('test.c')], { expectedRevision: 0n }), WrongExpectedRevision);
+    t.equal(stale.actual, 1n);
+    t.equal(stale.expected, 0n);
+    const ahead = await rejects(store.appendToStream(s, [ev('test.c')], { expectedRevision: 5n }), WrongExpectedRevision);
+    t.equal(ahead.actual, 1n);
+    t.equal((await store.appendToStream(s, [ev('test.c')], { expectedRevision: 'stream_exists' })).nextExpectedRevision, 2n);
+    t.equal((await store.appendToStream(s, [ev('test.d')], { expectedRevision: 'any' })).nextExpectedRevision, 3n);
+    t.equal((await store.appendToStream(uniq('any'), [ev('test.d')])).nextExpectedRevision, 0n, 'any is the default');
+    t.equal((await store.readStream(s)).length, 4, 'refused appends wrote nothing');
+  });
+
+  t.test('ten racing appends with the same expectation: exactly one wins', async (t) => {
+    const s = uniq('race');
+    await store.appendToStream(s, [ev('test.base')], { expectedRevision: 'no_stream' });
+    const results = await Promise.allSettled(
+      Array.from({ length: 10 }, (_, i) => store.appendToStream(s, [ev('test.racer', { i })], { expectedRevision: 0n })),
+    );
+    const won = results.filter((r) => r.status === 'fulfilled');
+    const lost = results.filter((r) => r.status === 'rejected');
+    t.equal(won.length, 1);
+    t.equal(lost.length, 9);
+    for (const r of lost) t.ok((r as PromiseRejectedResult).reason instanceof WrongExpectedRevision);
+    t.equal((await store.readStream(s)).length, 2);
+
+    const fresh = uniq('race-new');
+    const created = await Promise.allSettled(
+      Array.from({ length: 10 }, () => store.appendToStream(fresh, [ev('test.racer')], { expectedRevision: 'no_stream' })),
+    );
+    t.equal(created.filter((r) => r.status === 'fulfilled').length, 1, 'one creator of a new stream');
+  });
+
+  t.test('readStream: order, from, backwards, max; a missing stream reads empty', async (t) => {
+    const s = uniq('read');
+    await store.appendToStream(s, Array.from({ length: 10 }, (_, i) => ev('test.n', { i })));
+    const all = await store.readStream(s);
+    t.same(all.map((e) => e.data.i), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    t.same((await store.readStream(s, { fromRevision: 7n })).map((e) => e.data.i), [7, 8, 9]);
+    t.same((await store.readStream(s, { maxCount: 3 })).map((e) => e.data.i), [0, 1, 2]);
+    t.same((await store.readStream(s, { direction: 'backwards', maxCount: 3 })).map((e) => e.data.i), [9, 8, 7]);
+    t.same((await store.readStream(s, { direction: 'backwards', fromRevision: 2n })).map((e) => e.data.i), [2, 1, 0]);
+    t.same(await store.readStream(uniq('missing')), []);
+    t.same(await store.readStream(uniq('missing'), { direction: 'backwards' }), []);
+  });
+
+  t.test('data, metadata and unicode round-trip exactly', async (t) => {
+    const s = uniq('unicode');
+    const id = randomUUID();
+    const data = {
+      text: 'Olá, São Paulo — 東京 🚀 \u0000 nul \u2028 sep "quoted" \\ back',
+      nested: { list: [1, -2.5, true, null, 'x'], empty: {}, arr: [] },
+      amount_minor: '123456789012345678901234567890',
+      big: 9007199254740991,
+    };
+    await store.appendToStream(s, [{ id, type: 'test.unicode', data, metadata: { org_id: ORG, actor: { kind: 'system', id: 'ç' }, 'chave-é': 'valor' } }]);
+    const [e] = await store.readStream(s);
+    t.equal(e?.id, id);
+    t.same(e?.data, data);
+    t.same(e?.metadata, { org_id: ORG, actor: { kind: 'system', id: 'ç' }, 'chave-é': 'valor' });
+    t.match(e?.recordedAt, /^\d{4}-\d\d-\d\dT/);
+  });
+
+  t.test('lastPosition is the position readAll shows; after is exclusive', async (t) => {
+    const s = uniq('pos');
+    const before = await store.headPosition();
+    const r = await store.appendToStream(s, [ev('test.a'), ev('test.b'), ev('test.c')]);
+    const events = await collect(store, s);
+    t.equal(events.length, 3);
+    t.equal(events[2]!.position, r.lastPosition);
+    t.ok(events[0]!.position > before, 'positions grow');
+    t.ok(events[0]!.position < events[1]!.position && events[1]!.position < events[2]!.position, 'string order is log order');
+    const afterFirst = await store.readAll({ after: events[0]!.position, filter: { streamPrefixes: [s] } });
+    t.same(afterFirst.map((e) => e.type), ['test.b', 'test.c'], 'the event at `after` is not returned');
+    t.same(await store.readAll({ after: r.lastPosition, filter: { streamPrefixes: [s] } }), []);
+    t.ok((await store.headPosition()) >= r.lastPosition, 'head is at or past the last append');
+    const byType = await store.readAll({ after: before, filter: { eventTypes: ['test.b'] } });
+    t.ok(byType.some((e) => e.streamName === s && e.type === 'test.b'));
+    t.ok(byType.every((e) => e.type === 'test.b'), 'event-type filter');
+    t.ok(START < events[0]!.position, 'START sorts first');
+  });
+
+  t.test('a 500-event append is never seen half done', async (t) => {
+    const s = uniq('atomic');
+    let done = false;
+    const seen = new Set<number>();
+    const reader = (async () => {
+      while (!done) {
+        const got = await collect(store, s);
+        seen.add(got.length);
+        await sleep(1);
+      }
+      seen.add((await collect(store, s)).length);
+    })();
+    await sleep(20);
+    await store.appendToStream(s, Array.from({ length: 500 }, (_, i) => ev('test.bulk', { i })));
+    await sleep(20);
+    done = true;
+    await reader;
+    t.same([...seen].sort((a, b) => a - b), [0, 500].filter((n) => seen.has(n)));
+    t.ok(seen.has(500));
+    t.notOk([...seen].some((n) => n !== 0 && n !== 500), 'only 0 or 500 ever visible');
+  });
+
+  t.test('bad input: a typed error and nothing written', async (t) => {
+    const head = await store.headPosition();
+    const s = uniq('bad');
+    const circular: Record<string, unknown> = {};
+    circular.self = circular;
+    const bad: Array<[string, () => Promise<unknown>, new (...a: never[]) => EventStoreError]> = [
+      ['empty stream name', () => store.appendToStream('', [ev('test.a')]), InvalidStreamName],
+      ['stream name too long', () => store.appendToStream('x'.repeat(201), [ev('test.a')]), InvalidStreamName],
+      ['reserved stream name', () => store.appendToStream('$all', [ev('test.a')]), InvalidStreamName],
+      ['no events', () => store.appendToStream(s, []), InvalidEvent],
+      ['bigint in data', () => store.appendToStream(s, [{ type: 'test.a', data: { n: 1n } as never, metadata: { org_id: ORG } }]), InvalidEvent],
+      ['function in data', () => store.appendToStream(s, [{ type: 'test.a', data: { f: () => 1 } as never, metadata: { org_id: ORG } }]), InvalidEvent],
+      ['undefined in data', () => store.appendToStream(s, [{ type: 'test.a', data: { u: undefined } as never, metadata: { org_id: ORG } }]), InvalidEvent],
+      ['NaN in data', () => store.appendToStream(s, [{ type: 'test.a', data: { n: Number.NaN }, metadata: { org_id: ORG } }]), InvalidEvent],
+      ['circular data', () => store.appendToStream(s, [{ type: 'test.a', data: circular as never, metadata: { org_id: ORG } }]), InvalidEvent],
+      ['Date in data', () => store.appendToStream(s, [{ type: 'test.a', data: { d: new Date() } as never, metadata: { org_id: ORG } }]), InvalidEvent],
+      ['array as data', () => store.appendToStream(s, [{ type: 'test.a', data: [] as never, metadata: { org_id: ORG } }]), InvalidEvent],
+      ['metadata without org_id', () => store.appendToStream(s, [{ type: 'test.a', data: {}, metadata: {} as never }]), InvalidEvent],
+      ['empty org_id', () => store.appendToStream(s, [{ type: 'test.a', data: {}, metadata: { org_id: '' } }]), InvalidEvent],
+      ['bad event type', () => store.appendToStream(s, [ev('Not A Type')]), InvalidEvent],
+      ['bad event id', () => store.appendToStream(s, [{ ...ev('test.a'), id: 'nope' }]), InvalidEvent],
+      ['one bad event spoils the append', () => store.appendToStream(s, [ev('test.a'), { type: 'test.b', data: { n: 2n } as never, metadata: { org_id: ORG } }]), InvalidEvent],
+    ];
+    for (const [name, fn, ctor] of bad) {
+      const err = await fn().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      t.ok(err instanceof ctor, `${name}: ${ctor.name}`);
+    }
+    t.equal(await store.headPosition(), head, 'the log did not move');
+    t.same(await store.readStream(s), []);
+  });
+
+  t.test('subscribe: history, caught up, live; resuming gives no gap and no duplicate', async (t) => {
+    const s = uniq('sub');
+    await store.appendToStream(s, [ev('test.h', { n: 0 }), ev('test.h', { n: 1 })]);
+    const ac = new AbortController();
+    const got: RecordedEvent[] = [];
+    let caughtUpAt = -1;
+    const sub = (async () => {
+      for await (const item of store.subscribeToAll({ filter: { streamPrefixes: [s] }, signal: ac.signal })) {
+        if (item.kind === 'caught_up') caughtUpAt = got.length;
+        else got.push(item.event);
+        if (got.length === 5) break;
+      }
+    })();
+    while (caughtUpAt < 0) await sleep(5);
+    t.equal(caughtUpAt, 2, 'caught up after the two historical events');
+    await store.appendToStream(s, [ev('test.l', { n: 2 })]);
+    await sleep(10);
+    await store.appendToStream(s, [ev('test.l', { n: 3 }), ev('test.l', { n: 4 })]);
+    await sub;
+    ac.abort();
+    t.same(got.map((e) => e.data.n), [0, 1, 2, 3, 4]);
+
+    // Resume after the third event: exactly the rest, then new ones.
+    await store.appendToStream(s, [ev('test.l', { n: 5 })]);
+    const resumed: number[] = [];
+    const ac2 = new AbortController();
+    for await (const item of store.subscribeToAll({ after: got[2]!.position, filter: { streamPrefixes: [s] }, signal: ac2.signal })) {
+      if (item.kind === 'event') resumed.push(item.event.data.n as number);
+      if (resumed.length === 3) break;
+    }
+    t.same(resumed, [3, 4, 5]);
+  });
+
+  t.test('8 concurrent writers x 100 appends with a subscriber: every event once, in order', async (t) => {
+    const writers = await Promise.all(Array.from({ length: 8 }, () => factory.open()));
+    extra.push(...writers);
+    const prefix = uniq('conc');
+    const start = await store.headPosition();
+    const ac = new AbortController();
+    const seen: RecordedEvent[] = [];
+    const total = 8 * 100;
+    const sub = (async () => {
+      for await (const item of store.subscribeToAll({ after: start, filter: { streamPrefixes: [prefix] }, signal: ac.signal })) {
+        if (item.kind === 'event') seen.push(item.event);
+        if (seen.length >= total) break;
+      }
+    })();
+    await Promise.all(
+      writers.map(async (w, wi) => {
+        for (let i = 0; i < 100; i++) {
+          await sleep(Math.random() * 3);
+          await w.appendToStream(`${prefix}-${wi}`, [ev('test.w', { wi, i })]);
+        }
+      }),
+    );
+    const timer = setTimeout(() => ac.abort(), 30_000);
+    await sub;
+    clearTimeout(timer);
+    t.equal(seen.length, total, 'every event delivered');
+    t.equal(new Set(seen.map((e) => e.id)).size, total, 'no duplicates');
+    let increasing = true;
+    for (let i = 1; i < seen.length; i++) if (!(seen[i - 1]!.position < seen[i]!.position)) increasing = false;
+    t.ok(increasing, 'strictly increasing positions');
+    for (let wi = 0; wi < 8; wi++) {
+      const mine = seen.filter((e) => e.data.wi === wi).map((e) => e.data.i);
+      t.same(mine, Array.from({ length: 100 }, (_, i) => i), `writer ${wi} in its own order`);
+    }
+  });
+}
