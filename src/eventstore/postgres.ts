@@ -50,11 +50,6 @@ CREATE TABLE IF NOT EXISTS es_log_head (
 );
 INSERT INTO es_log_head (id, position) VALUES (1, 0) ON CONFLICT (id) DO NOTHING;
 
-CREATE TABLE IF NOT EXISTS es_streams (
-  stream_name text PRIMARY KEY,
-  revision bigint NOT NULL
-);
-
 CREATE TABLE IF NOT EXISTS es_events (
   position bigint PRIMARY KEY,
   event_id uuid NOT NULL UNIQUE,
@@ -67,50 +62,81 @@ CREATE TABLE IF NOT EXISTS es_events (
   UNIQUE (stream_name, stream_revision)
 );
 
--- Appends a batch. Expected revisions: >= 0 exact, -1 no_stream, -2 stream_exists, -3 any.
+DROP FUNCTION IF EXISTS es_append(text[], bigint[], int[], uuid[], text[], json[], json[]);
+
+-- Appends a batch in a constant number of statements, whatever its size.
+-- Per append: stream, expected revision (>= 0 exact, -1 no_stream, -2 stream_exists,
+-- -3 any) and event count. Per event (flattened, in order): the 1-based index of its
+-- append, its 1-based index within that append, id, type, data, metadata.
 -- Returns one row per append, in order: ok, the actual revision (-1: no stream), and
--- for an accepted append its last revision and position.
+-- for an accepted append its last revision and last position.
 CREATE OR REPLACE FUNCTION es_append(
   p_streams text[], p_expected bigint[], p_counts int[],
+  p_event_append int[], p_event_k int[],
   p_ids uuid[], p_types text[], p_data json[], p_metadata json[]
 ) RETURNS TABLE (ok boolean, actual bigint, last_revision bigint, last_position bigint)
 LANGUAGE plpgsql AS $fn$
 DECLARE
   head bigint;
   start_head bigint;
+  names text[];
+  revs bigint[];
+  j int;
   cur bigint;
   exp bigint;
-  n int;
-  off int := 0;
+  n int := coalesce(array_length(p_streams, 1), 0);
+  oks boolean[] := '{}';
+  actuals bigint[] := '{}';
+  base_revs bigint[] := '{}';
+  base_pos bigint[] := '{}';
+  last_revs bigint[] := '{}';
+  last_pos bigint[] := '{}';
 BEGIN
+  -- The log-head row lock serializes appends across every process: positions are
+  -- taken and committed in the same order, so the log has no gap a reader could skip.
   SELECT h.position INTO head FROM es_log_head h WHERE h.id = 1 FOR UPDATE;
   start_head := head;
-  FOR i IN 1 .. coalesce(array_length(p_streams, 1), 0) LOOP
-    n := p_counts[i];
+
+  SELECT coalesce(array_agg(s.name), '{}'), coalesce(array_agg(coalesce(m.rev, -1)), '{}') INTO names, revs
+  FROM (SELECT DISTINCT unnest(p_streams) AS name) s
+  LEFT JOIN LATERAL (SELECT max(e.stream_revision) AS rev FROM es_events e WHERE e.stream_name = s.name) m ON true;
+
+  FOR i IN 1 .. n LOOP
+    j := array_position(names, p_streams[i]);
+    cur := revs[j];
     exp := p_expected[i];
-    SELECT s.revision INTO cur FROM es_streams s WHERE s.stream_name = p_streams[i];
-    IF NOT FOUND THEN
-      cur := -1;
-    END IF;
     IF exp = -3 OR (exp = -1 AND cur = -1) OR (exp = -2 AND cur <> -1) OR (exp >= 0 AND cur = exp) THEN
-      INSERT INTO es_events (position, event_id, stream_name, stream_revision, event_type, data, metadata)
-        SELECT head + k, p_ids[off + k], p_streams[i], cur + k, p_types[off + k], p_data[off + k], p_metadata[off + k]
-        FROM generate_series(1, n) AS k;
-      INSERT INTO es_streams AS s (stream_name, revision) VALUES (p_streams[i], cur + n)
-        ON CONFLICT (stream_name) DO UPDATE SET revision = EXCLUDED.revision;
-      head := head + n;
-      ok := true; actual := cur + n; last_revision := cur + n; last_position := head;
+      oks[i] := true;
+      base_revs[i] := cur;
+      base_pos[i] := head;
+      head := head + p_counts[i];
+      cur := cur + p_counts[i];
+      revs[j] := cur;
+      actuals[i] := cur;
+      last_revs[i] := cur;
+      last_pos[i] := head;
     ELSE
-      ok := false; actual := cur; last_revision := NULL; last_position := NULL;
+      oks[i] := false;
+      actuals[i] := cur;
+      base_revs[i] := NULL;
+      base_pos[i] := NULL;
+      last_revs[i] := NULL;
+      last_pos[i] := NULL;
     END IF;
-    off := off + n;
-    RETURN NEXT;
   END LOOP;
+
   IF head <> start_head THEN
+    INSERT INTO es_events (position, event_id, stream_name, stream_revision, event_type, data, metadata)
+    SELECT a.base_pos + e.k, e.id, a.stream, a.base_rev + e.k, e.type, e.data, e.metadata
+    FROM unnest(p_event_append, p_event_k, p_ids, p_types, p_data, p_metadata) AS e(app, k, id, type, data, metadata)
+    JOIN unnest(p_streams, oks, base_revs, base_pos) WITH ORDINALITY AS a(stream, ok, base_rev, base_pos, ai) ON a.ai = e.app
+    WHERE a.ok
+    ORDER BY 1;
     UPDATE es_log_head SET position = head WHERE id = 1;
     PERFORM pg_notify('${NOTIFY_CHANNEL}', head::text);
   END IF;
-  RETURN;
+
+  RETURN QUERY SELECT * FROM unnest(oks, actuals, last_revs, last_pos);
 END
 $fn$;
 `;
@@ -303,24 +329,29 @@ export class PostgresEventStore implements EventStore {
     const streams: string[] = [];
     const expected: string[] = [];
     const counts: number[] = [];
+    const eventAppend: number[] = [];
+    const eventK: number[] = [];
     const ids: string[] = [];
     const types: string[] = [];
     const data: string[] = [];
     const metadata: string[] = [];
-    for (const p of batch) {
+    batch.forEach((p, ai) => {
       streams.push(p.stream);
       expected.push((typeof p.expected === 'bigint' ? p.expected : SENTINEL[p.expected]).toString());
       counts.push(p.events.length);
-      for (const e of p.events) {
+      p.events.forEach((e, k) => {
+        eventAppend.push(ai + 1);
+        eventK.push(k + 1);
         ids.push(e.id);
         types.push(e.type);
         data.push(e.data);
         metadata.push(e.metadata);
-      }
-    }
+      });
+    });
     const { rows } = await this.db.query<{ ok: boolean; actual: string; last_revision: string | null; last_position: string | null }>(
-      'SELECT ok, actual, last_revision, last_position FROM es_append($1::text[], $2::bigint[], $3::int[], $4::uuid[], $5::text[], $6::json[], $7::json[])',
-      [streams, expected, counts, ids, types, data, metadata],
+      'SELECT ok, actual, last_revision, last_position FROM es_append($1::text[], $2::bigint[], $3::int[], $4::int[], $5::int[], $6::uuid[], $7::text[], $8::json[], $9::json[])',
+      [streams, expected, counts, eventAppend, eventK, ids, types, data, metadata],
+      { name: 'es_append_v2' },
     );
     if (rows.length !== batch.length) throw new Error(`es_append answered ${rows.length} rows for ${batch.length} appends`);
     let moved = false;

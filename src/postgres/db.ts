@@ -9,7 +9,8 @@ export type Row = Record<string, unknown>;
 export type QueryResult<R extends Row = Row> = { rows: R[]; rowCount: number };
 
 export interface Queryable {
-  query<R extends Row = Row>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>>;
+  /** `name` makes it a prepared statement, planned once per connection. */
+  query<R extends Row = Row>(text: string, params?: readonly unknown[], opts?: { name?: string }): Promise<QueryResult<R>>;
 }
 
 export interface Db extends Queryable {
@@ -36,8 +37,8 @@ export function openDb(url: string, opts: { max?: number; applicationName?: stri
 
   const db: Db = {
     url,
-    async query<R extends Row = Row>(text: string, params?: readonly unknown[]) {
-      const res = await pool.query(text, params as unknown[] | undefined);
+    async query<R extends Row = Row>(text: string, params?: readonly unknown[], o?: { name?: string }) {
+      const res = await pool.query({ text, values: params as unknown[] | undefined, ...(o?.name ? { name: o.name } : {}) });
       return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
     },
     async transaction<T>(fn: (tx: Queryable) => Promise<T>, o?: { isolation?: string }) {
@@ -46,8 +47,8 @@ export function openDb(url: string, opts: { max?: number; applicationName?: stri
       try {
         await client.query(o?.isolation ? `BEGIN ISOLATION LEVEL ${o.isolation.toUpperCase()}` : 'BEGIN');
         const tx: Queryable = {
-          async query<R extends Row = Row>(text: string, params?: readonly unknown[]) {
-            const res = await client.query(text, params as unknown[] | undefined);
+          async query<R extends Row = Row>(text: string, params?: readonly unknown[], q?: { name?: string }) {
+            const res = await client.query({ text, values: params as unknown[] | undefined, ...(q?.name ? { name: q.name } : {}) });
             return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
           },
         };

@@ -1,0 +1,70 @@
+import { getPostgreSQLEventStore } from '@event-driven-io/emmett-postgresql';
+import pg from 'pg';
+import { PostgresEventStore } from '../src/eventstore/postgres.ts';
+import { openDb } from '../src/postgres/db.ts';
+import { benchPostgres, benchSeconds, closedLoop, printTable, ratio, type LoadResult } from './harness.ts';
+
+// bench/append: events/s appending one event per call, against the same
+// durable embedded PostgreSQL in one run:
+//   baseline: raw single-row INSERT (autocommit), 1 and 16 connections
+//   Emmett's PostgreSQL event store, 1 and 16 writers
+//   our Postgres adapter, 1 and 16 writers
+// Run: npm run bench:append   (BENCH_SECONDS=5 by default per scenario)
+
+const seconds = benchSeconds();
+const pgServer = await benchPostgres();
+const payload = { amount_minor: '1250', currency: 'BRL', merchant: 'pix:merchant@example.com', note: 'x'.repeat(120) };
+const results: Record<string, LoadResult> = {};
+
+try {
+  // Baseline: raw INSERT.
+  const rawUrl = await pgServer.database('bench_raw');
+  const rawPool = new pg.Pool({ connectionString: rawUrl, max: 16 });
+  await rawPool.query('CREATE TABLE raw_events (id bigserial PRIMARY KEY, stream text NOT NULL, type text NOT NULL, data jsonb NOT NULL)');
+  for (const n of [1, 16]) {
+    results[`raw${n}`] = await closedLoop(`raw INSERT, ${n} conn`, n, seconds, async (w) => {
+      await rawPool.query('INSERT INTO raw_events (stream, type, data) VALUES ($1, $2, $3)', [`s-${w}`, 'bench.appended', JSON.stringify(payload)]);
+      return 1;
+    });
+  }
+  await rawPool.end();
+
+  // Emmett.
+  const emmettUrl = await pgServer.database('bench_emmett');
+  const emmettPool = new pg.Pool({ connectionString: emmettUrl, max: 16 });
+  const emmett = getPostgreSQLEventStore(emmettUrl, { connectionOptions: { pool: emmettPool } } as never);
+  await emmett.schema.migrate();
+  for (const n of [1, 16]) {
+    results[`emmett${n}`] = await closedLoop(`Emmett, ${n} writer${n > 1 ? 's' : ''}`, n, seconds, async (w) => {
+      await emmett.appendToStream(`bench-${n}-${w}`, [{ type: 'bench.appended', data: payload }]);
+      return 1;
+    });
+  }
+  await emmett.close();
+  await emmettPool.end().catch(() => {});
+
+  // Ours.
+  const oursUrl = await pgServer.database('bench_ours');
+  const db = openDb(oursUrl, { max: 16 });
+  const store = await PostgresEventStore.open(db);
+  for (const n of [1, 16]) {
+    results[`ours${n}`] = await closedLoop(`ours, ${n} writer${n > 1 ? 's' : ''}`, n, seconds, async (w) => {
+      await store.appendToStream(`bench-${n}-${w}`, [{ type: 'bench.appended', data: payload, metadata: { org_id: 'org_bench' } }]);
+      return 1;
+    });
+  }
+  const { rows } = await db.query<{ n: string; max: string }>('SELECT count(*)::text AS n, max(position)::text AS max FROM es_events');
+  await store.close();
+  await db.close();
+
+  console.log(`\nbench/append: one event per append, ${seconds} s per scenario, durable embedded PostgreSQL\n`);
+  printTable('events', Object.values(results));
+  console.log('');
+  ratio('ours/Emmett, 16 writers', results.ours16!, results.emmett16!, 3);
+  ratio('ours 16 writers / raw INSERT 16 conn', results.ours16!, results.raw16!, 2);
+  ratio('ours/Emmett, 1 writer', results.ours1!, results.emmett1!);
+  ratio('ours 1 writer / raw INSERT 1 conn', results.ours1!, results.raw1!);
+  console.log(`\nlog check: ${rows[0]!.n} events, max position ${rows[0]!.max} (${rows[0]!.n === rows[0]!.max ? 'gapless' : 'GAP'})`);
+} finally {
+  await pgServer.stop();
+}

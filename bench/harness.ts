@@ -1,0 +1,70 @@
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { ensureDatabase, startEmbeddedPostgres, type EmbeddedServer } from '../src/postgres/embedded.ts';
+
+// Shared pieces of the benchmarks: a durable embedded PostgreSQL (production
+// settings: fsync on), closed-loop load generators and a result table.
+
+export async function benchPostgres(): Promise<{ server: EmbeddedServer; database(name: string): Promise<string>; stop(): Promise<void> }> {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'ledger-bench-'));
+  await fs.chmod(dir, 0o755);
+  const server = await startEmbeddedPostgres({ dataDir: dir, durable: true });
+  return {
+    server,
+    async database(name) {
+      await ensureDatabase(server.adminUrl, name);
+      return server.urlFor(name);
+    },
+    async stop() {
+      await server.stop();
+      await fs.rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export type LoadResult = { name: string; ops: number; seconds: number; perSecond: number; p50Ms: number; p99Ms: number };
+
+/** Runs `op` from `workers` concurrent loops for `seconds` after a short warm-up; `op` returns how many units it did. */
+export async function closedLoop(name: string, workers: number, seconds: number, op: (worker: number, i: number) => Promise<number>): Promise<LoadResult> {
+  const warmupEnd = Date.now() + 500;
+  await Promise.all(
+    Array.from({ length: workers }, async (_, w) => {
+      for (let i = 0; Date.now() < warmupEnd; i++) await op(w, -1 - i);
+    }),
+  );
+  const latencies: number[] = [];
+  let units = 0;
+  const start = process.hrtime.bigint();
+  const end = Date.now() + seconds * 1000;
+  await Promise.all(
+    Array.from({ length: workers }, async (_, w) => {
+      for (let i = 0; Date.now() < end; i++) {
+        const t0 = process.hrtime.bigint();
+        const n = await op(w, i);
+        units += n;
+        latencies.push(Number(process.hrtime.bigint() - t0) / 1e6);
+      }
+    }),
+  );
+  const elapsed = Number(process.hrtime.bigint() - start) / 1e9;
+  latencies.sort((a, b) => a - b);
+  const pct = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] ?? 0;
+  return { name, ops: units, seconds: elapsed, perSecond: units / elapsed, p50Ms: pct(0.5), p99Ms: pct(0.99) };
+}
+
+export function printTable(unit: string, rows: LoadResult[]): void {
+  const w = Math.max(...rows.map((r) => r.name.length), 8);
+  console.log(`${'scenario'.padEnd(w)}  ${`${unit}/s`.padStart(10)}  ${'p50 ms'.padStart(8)}  ${'p99 ms'.padStart(8)}`);
+  for (const r of rows) {
+    console.log(`${r.name.padEnd(w)}  ${r.perSecond.toFixed(0).padStart(10)}  ${r.p50Ms.toFixed(2).padStart(8)}  ${r.p99Ms.toFixed(2).padStart(8)}`);
+  }
+}
+
+export function ratio(label: string, a: LoadResult, b: LoadResult, target?: number): void {
+  const r = a.perSecond / b.perSecond;
+  const verdict = target === undefined ? '' : r >= target ? `  (target >= ${target}: met)` : `  (target >= ${target}: NOT met)`;
+  console.log(`${label.padEnd(52)} ${r.toFixed(2)}x${verdict}`);
+}
+
+export const benchSeconds = () => Number(process.env.BENCH_SECONDS ?? '5');
