@@ -8,6 +8,8 @@ const schema = z.object({
   DATA_DIR: z.string().min(1).default('./.data'),
   DATABASE_URL: z.string().url().optional(),
   ESDB_URL: z.string().min(1).optional(),
+  AUDIT_SIGNING_KEY: z.string().min(1).optional(),
+  READ_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(5_000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
@@ -18,6 +20,10 @@ export type Config = {
   databaseUrl: string | undefined;
   esdbUrl: string | undefined;
   logLevel: z.infer<typeof schema>['LOG_LEVEL'];
+  /** base64 Ed25519 seed for audit checkpoints; generated into dataDir when unset. */
+  auditSigningKey: string | undefined;
+  /** How long a command waits for the read side before answering with the read-side-behind header. */
+  readWaitMs: number;
 };
 
 export class ConfigError extends Error {
@@ -38,5 +44,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     databaseUrl: e.DATABASE_URL,
     esdbUrl: e.ESDB_URL,
     logLevel: e.LOG_LEVEL,
+    auditSigningKey: e.AUDIT_SIGNING_KEY,
+    readWaitMs: e.READ_WAIT_MS,
   };
 }

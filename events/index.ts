@@ -1,0 +1,27 @@
+import type { z } from 'zod';
+import { orgEvents } from './org.ts';
+
+// The registry of every event type: one vocabulary for the log, the audit
+// chain's event_type and webhook subscriptions.
+
+export const eventSchemas = {
+  ...orgEvents,
+} as const;
+
+export type EventType = keyof typeof eventSchemas;
+export type EventDataOf<T extends EventType> = z.infer<(typeof eventSchemas)[T]>;
+/** A domain event as deciders see it: a type and its data. */
+export type DomainEvent = { [T in EventType]: { type: T; data: EventDataOf<T> } }[EventType];
+
+export const eventTypes = Object.keys(eventSchemas) as EventType[];
+
+export function isEventType(t: string): t is EventType {
+  return Object.hasOwn(eventSchemas, t);
+}
+
+/** Validates event data against its schema; throws on an unknown type or a bad shape. */
+export function parseEvent(type: string, data: unknown): DomainEvent {
+  if (!isEventType(type)) throw new Error(`unknown event type ${type}`);
+  const parsed = eventSchemas[type].parse(data);
+  return { type, data: parsed } as DomainEvent;
+}

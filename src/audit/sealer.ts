@@ -1,0 +1,274 @@
+import type { EventStore, NewEvent, Position, RecordedEvent } from '../eventstore/port.ts';
+import { DuplicateEventId, WrongExpectedRevision } from '../eventstore/port.ts';
+import type { Db } from '../postgres/db.ts';
+import { advanceCheckpoint, ensureCheckpoint, readCheckpoint } from '../projector/checkpoints.ts';
+import { batches } from '../projector/follow.ts';
+import type { Progress } from '../projector/progress.ts';
+import {
+  type AuditEntry,
+  auditStream,
+  buildEntry,
+  CHECKPOINT_EVENT_TYPE,
+  checkpointStream,
+  derivedUuid,
+  ENTRY_EVENT_TYPE,
+  genesisHash,
+  isAuditStream,
+} from './chain.ts';
+import { CompactRange, consistencyProof, leafHash, verifyConsistency } from './merkle.ts';
+import { type SigningKey, signCheckpoint, verifierKey } from './note.ts';
+
+// The audit sealer: one writer that reads the log in order and appends one
+// entry per business event to its organization's chain `audit-<org_id>`, with
+// expected revision = sequence - 2 (revisions are 0-based, sequences 1-based),
+// so a chain is gapless and cannot fork. Entry ids derive from source event
+// ids and each chain remembers the last source position it sealed, so a
+// restart (the checkpoint lags the chain by one batch at most) never seals
+// twice. It also signs a Merkle checkpoint every N entries or T seconds, each
+// proven consistent with the previous one before it is signed.
+
+export const SEALER_NAME = 'audit-sealer';
+
+export type SealerOptions = {
+  signingKey: SigningKey;
+  /** Origin line of checkpoints; the organization id is appended. */
+  origin?: string;
+  checkpointEveryEntries?: number;
+  checkpointIntervalMs?: number;
+  now?: () => Date;
+};
+
+type Chain = {
+  orgId: string;
+  sequence: number;
+  tipHash: string;
+  leaves: Buffer[];
+  range: CompactRange;
+  lastSourcePosition: Position;
+  lastCheckpoint: { size: number; root: Buffer } | null;
+  lastCheckpointAt: number;
+  lock: Promise<unknown>;
+};
+
+export type CheckpointEventData = {
+  org_id: string;
+  size: number;
+  root_hash: string;
+  note: string;
+  key_name: string;
+  verifier_key: string;
+  signed_at: string;
+};
+
+export class Sealer {
+  private readonly chains = new Map<string, Promise<Chain>>();
+  private abort = new AbortController();
+  private loop: Promise<void> | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private readonly origin: string;
+  private readonly every: number;
+  private readonly intervalMs: number;
+  private readonly now: () => Date;
+  position: Position = '';
+  lastError: string | undefined;
+
+  constructor(
+    private readonly db: Db,
+    private readonly store: EventStore,
+    private readonly opts: SealerOptions,
+    private readonly progress?: Progress,
+  ) {
+    this.origin = opts.origin ?? 'agent-ledger/audit';
+    this.every = opts.checkpointEveryEntries ?? 256;
+    this.intervalMs = opts.checkpointIntervalMs ?? 10_000;
+    this.now = opts.now ?? (() => new Date());
+  }
+
+  async start(): Promise<void> {
+    await ensureCheckpoint(this.db, SEALER_NAME, 'sealer', 1);
+    this.abort = new AbortController();
+    this.loop = this.run();
+    this.timer = setInterval(() => void this.checkpointAll(false).catch(() => {}), Math.max(250, Math.floor(this.intervalMs / 2)));
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    this.abort.abort();
+    await this.loop;
+  }
+
+  private async run(): Promise<void> {
+    const signal = this.abort.signal;
+    while (!signal.aborted) {
+      try {
+        const cp = await readCheckpoint(this.db, SEALER_NAME);
+        this.position = cp?.position ?? '';
+        this.progress?.report(SEALER_NAME, this.position);
+        for await (const batch of batches(this.store, this.position, signal)) {
+          await this.seal(batch);
+          const last = batch[batch.length - 1]!.position;
+          await this.db.transaction((tx) => advanceCheckpoint(tx, SEALER_NAME, last));
+          this.position = last;
+          this.lastError = undefined;
+          this.progress?.report(SEALER_NAME, last);
+        }
+      } catch (err) {
+        // Never skip: keep the checkpoint, forget cached chains, retry from the log.
+        this.lastError = err instanceof Error ? err.message : String(err);
+        this.chains.clear();
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    }
+  }
+
+  /** Seals a batch of log events (in log order); audit streams themselves are skipped. */
+  async seal(batch: readonly RecordedEvent[]): Promise<void> {
+    const byOrg = new Map<string, RecordedEvent[]>();
+    for (const e of batch) {
+      if (isAuditStream(e.streamName)) continue;
+      const org = e.metadata.org_id;
+      const list = byOrg.get(org);
+      if (list) list.push(e);
+      else byOrg.set(org, [e]);
+    }
+    await Promise.all([...byOrg].map(([org, events]) => this.withChain(org, (chain) => this.sealOrg(chain, events))));
+  }
+
+  private async withChain<T>(orgId: string, fn: (c: Chain) => Promise<T>): Promise<T> {
+    let pending = this.chains.get(orgId);
+    if (!pending) {
+      pending = this.loadChain(orgId);
+      this.chains.set(orgId, pending);
+      pending.catch(() => this.chains.delete(orgId));
+    }
+    const chain = await pending;
+    const run = chain.lock.then(() => fn(chain));
+    chain.lock = run.catch(() => {});
+    return run;
+  }
+
+  private async loadChain(orgId: string): Promise<Chain> {
+    const chain: Chain = {
+      orgId,
+      sequence: 0,
+      tipHash: genesisHash(orgId),
+      leaves: [],
+      range: new CompactRange(),
+      lastSourcePosition: '',
+      lastCheckpoint: null,
+      lastCheckpointAt: Date.now(),
+      lock: Promise.resolve(),
+    };
+    let from = 0n;
+    for (;;) {
+      const page = await this.store.readStream(auditStream(orgId), { fromRevision: from, maxCount: 5000 });
+      for (const e of page) {
+        const entry = e.data as unknown as AuditEntry;
+        const leaf = leafHash(Buffer.from(entry.entry_hash, 'hex'));
+        chain.leaves.push(leaf);
+        chain.range.append(leaf);
+        chain.sequence = entry.sequence_number;
+        chain.tipHash = entry.entry_hash;
+        chain.lastSourcePosition = entry.source.position;
+      }
+      if (page.length < 5000) break;
+      from = page[page.length - 1]!.revision + 1n;
+    }
+    const [last] = await this.store.readStream(checkpointStream(orgId), { direction: 'backwards', maxCount: 1 });
+    if (last) {
+      const d = last.data as unknown as CheckpointEventData;
+      chain.lastCheckpoint = { size: d.size, root: Buffer.from(d.root_hash, 'hex') };
+    }
+    return chain;
+  }
+
+  private async sealOrg(chain: Chain, events: readonly RecordedEvent[]): Promise<void> {
+    // After a restart the checkpoint may lag the chain: skip what is already sealed.
+    const fresh = events.filter((e) => e.position > chain.lastSourcePosition);
+    if (fresh.length === 0) return;
+    const entries: AuditEntry[] = [];
+    let prev = chain.tipHash;
+    let seq = chain.sequence;
+    for (const e of fresh) {
+      const entry = buildEntry(e, ++seq, prev);
+      entries.push(entry);
+      prev = entry.entry_hash;
+    }
+    const at = this.now().toISOString();
+    const newEvents: NewEvent[] = entries.map((entry) => ({
+      id: derivedUuid('entry', entry.source.event_id),
+      type: ENTRY_EVENT_TYPE,
+      data: entry as unknown as NewEvent['data'],
+      metadata: { org_id: chain.orgId, actor: { kind: 'system', id: SEALER_NAME }, causation_id: entry.source.event_id, occurred_at: at, schema_version: 1 },
+    }));
+    try {
+      await this.store.appendToStream(auditStream(chain.orgId), newEvents, {
+        expectedRevision: chain.sequence === 0 ? 'no_stream' : BigInt(chain.sequence - 1),
+      });
+    } catch (err) {
+      if (err instanceof WrongExpectedRevision || err instanceof DuplicateEventId) {
+        // The chain moved under us (another sealer, or a restart): reload and let the loop retry.
+        this.chains.delete(chain.orgId);
+      }
+      throw err;
+    }
+    for (const entry of entries) {
+      const leaf = leafHash(Buffer.from(entry.entry_hash, 'hex'));
+      chain.leaves.push(leaf);
+      chain.range.append(leaf);
+    }
+    chain.sequence = seq;
+    chain.tipHash = prev;
+    chain.lastSourcePosition = fresh[fresh.length - 1]!.position;
+    await this.maybeCheckpoint(chain, false);
+  }
+
+  /** Signs checkpoints for every chain with unsigned entries (`force`), or those due. */
+  async checkpointAll(force: boolean): Promise<void> {
+    for (const orgId of [...this.chains.keys()]) {
+      await this.withChain(orgId, (c) => this.maybeCheckpoint(c, force));
+    }
+  }
+
+  private async maybeCheckpoint(chain: Chain, force: boolean): Promise<void> {
+    const lastSize = chain.lastCheckpoint?.size ?? 0;
+    if (chain.sequence === lastSize) return;
+    const due = chain.sequence - lastSize >= this.every || Date.now() - chain.lastCheckpointAt >= this.intervalMs;
+    if (!force && !due) return;
+    const size = chain.sequence;
+    const root = chain.range.root();
+    if (chain.lastCheckpoint) {
+      const proof = consistencyProof(chain.leaves, chain.lastCheckpoint.size, size);
+      if (!verifyConsistency(chain.lastCheckpoint.size, size, chain.lastCheckpoint.root, root, proof)) {
+        throw new Error(`audit chain ${chain.orgId} is not consistent with its checkpoint at size ${chain.lastCheckpoint.size}; refusing to sign`);
+      }
+    }
+    const key = this.opts.signingKey;
+    const note = signCheckpoint({ origin: `${this.origin}/${chain.orgId}`, size, root }, key);
+    const at = this.now().toISOString();
+    const data: CheckpointEventData = {
+      org_id: chain.orgId,
+      size,
+      root_hash: root.toString('hex'),
+      note,
+      key_name: key.name,
+      verifier_key: verifierKey(key.name, key.publicKey),
+      signed_at: at,
+    };
+    try {
+      await this.store.appendToStream(checkpointStream(chain.orgId), [
+        {
+          id: derivedUuid('checkpoint', `${chain.orgId}/${size}`),
+          type: CHECKPOINT_EVENT_TYPE,
+          data: data as unknown as NewEvent['data'],
+          metadata: { org_id: chain.orgId, actor: { kind: 'system', id: SEALER_NAME }, occurred_at: at, schema_version: 1 },
+        },
+      ]);
+    } catch (err) {
+      if (!(err instanceof DuplicateEventId)) throw err; // already signed at this size
+    }
+    chain.lastCheckpoint = { size, root };
+    chain.lastCheckpointAt = Date.now();
+  }
+}

@@ -1,0 +1,222 @@
+import type { EventStore, RecordedEvent } from '../eventstore/port.ts';
+import { type AuditEntry, auditStream, canonicalizeSafe, checkpointStream, entryHash, type Envelope, genesisHash, payloadHash } from './chain.ts';
+import { canonicalize } from './hash.ts';
+import { CompactRange, leafHash } from './merkle.ts';
+import { openCheckpoint } from './note.ts';
+
+// The chain verifier. It walks a chain in order, recomputes every hash and
+// link, re-canonicalizes the stored envelope text, compares each entry with
+// its source event when the log is at hand, and checks Merkle roots against the
+// signed checkpoints. It reads from an abstract source, so the same code checks
+// the live log and an exported bundle offline.
+
+export type ProblemKind =
+  | 'malformed_entry'
+  | 'sequence_gap'
+  | 'sequence_mismatch'
+  | 'canonical_mismatch'
+  | 'foreign_entry'
+  | 'hash_mismatch'
+  | 'link_mismatch'
+  | 'source_mismatch'
+  | 'signature_invalid'
+  | 'root_mismatch'
+  | 'truncated';
+
+export type Problem = { kind: ProblemKind; sequence_number: number; detail: string };
+
+export type StoredEntry = { revision: bigint; entry: AuditEntry };
+export type StoredCheckpoint = { note: string };
+
+export type ChainSource = {
+  orgId: string;
+  entries: AsyncIterable<StoredEntry>;
+  checkpoints: readonly StoredCheckpoint[];
+  /** The key checkpoints must be signed with. */
+  key: { name: string; publicKey: Uint8Array };
+  /** Expected origin line of checkpoints. */
+  origin: string;
+  /** The source event of an entry, when the log is at hand (absent offline). */
+  lookupSource?: (stream: string, revision: bigint) => Promise<RecordedEvent | undefined>;
+  /** Entries at or below this sequence are trusted (already verified): only their hashes feed the tree. */
+  watermark?: number;
+};
+
+export type VerifyReport = {
+  org_id: string;
+  ok: boolean;
+  entries: number;
+  tip_sequence: number;
+  tip_hash: string;
+  checkpoints_checked: number;
+  first_bad_sequence: number | null;
+  first_problem: Problem | null;
+  problems: Problem[];
+};
+
+const MAX_PROBLEMS = 100;
+
+function sameJson(a: unknown, b: unknown): boolean {
+  return canonicalizeSafe(a) === canonicalizeSafe(b);
+}
+
+function checkEntry(orgId: string, se: StoredEntry, prevHash: string): Problem | null {
+  const e = se.entry;
+  const seq = Number(se.revision) + 1;
+  const bad = (kind: ProblemKind, detail: string): Problem => ({ kind, sequence_number: seq, detail });
+  if (typeof e !== 'object' || e === null || typeof e.envelope !== 'string' || typeof e.entry_hash !== 'string' || typeof e.sequence_number !== 'number') {
+    return bad('malformed_entry', 'entry lacks its envelope, hash or sequence number');
+  }
+  if (e.sequence_number !== seq) return bad('sequence_mismatch', `entry at revision ${se.revision} claims sequence ${e.sequence_number}`);
+  let env: Envelope;
+  try {
+    env = JSON.parse(e.envelope) as Envelope;
+  } catch {
+    return bad('canonical_mismatch', 'envelope text is not JSON');
+  }
+  if (canonicalizeSafe(env) !== e.envelope) return bad('canonical_mismatch', 'envelope text is not in canonical (RFC 8785) form');
+  if (env.org_id !== orgId) return bad('foreign_entry', `entry belongs to organization ${env.org_id}`);
+  if (entryHash(e.envelope) !== e.entry_hash) return bad('hash_mismatch', 'entry_hash does not match the envelope');
+  if (env.sequence_number !== seq || env.prev_hash !== e.prev_hash || env.event_type !== e.event_type || env.event_id !== e.source?.event_id || env.occurred_at !== e.happened_at) {
+    return bad('hash_mismatch', 'entry fields differ from the hashed envelope');
+  }
+  if (e.payload !== null) {
+    if (typeof e.payload_salt !== 'string' || payloadHash(e.payload_salt, e.payload) !== env.payload_hash) {
+      return bad('hash_mismatch', 'payload does not match the committed payload_hash');
+    }
+  }
+  if (e.prev_hash !== prevHash) return bad('link_mismatch', 'prev_hash is not the previous entry_hash');
+  return null;
+}
+
+async function checkSource(se: StoredEntry, lookup: NonNullable<ChainSource['lookupSource']>): Promise<Problem | null> {
+  const e = se.entry;
+  const seq = Number(se.revision) + 1;
+  const env = JSON.parse(e.envelope) as Envelope;
+  const src = await lookup(e.source.stream, BigInt(e.source.revision));
+  const bad = (detail: string): Problem => ({ kind: 'source_mismatch', sequence_number: seq, detail });
+  if (!src) return bad(`source event ${e.source.stream}@${e.source.revision} is missing`);
+  if (src.id !== env.event_id) return bad('source event id differs');
+  if (src.type !== env.event_type) return bad('source event type differs');
+  if (src.metadata.org_id !== env.org_id) return bad('source event belongs to another organization');
+  if (src.recordedAt !== env.recorded_at) return bad('source event recorded_at differs');
+  const occurred = typeof src.metadata.occurred_at === 'string' ? src.metadata.occurred_at : src.recordedAt;
+  if (occurred !== env.occurred_at) return bad('source event occurred_at differs');
+  if (e.payload !== null && !sameJson(src.data, e.payload)) return bad('source event data differs from the sealed payload');
+  return null;
+}
+
+export async function verifyChain(source: ChainSource): Promise<VerifyReport> {
+  const problems: Problem[] = [];
+  const add = (p: Problem | null) => {
+    if (p && problems.length < MAX_PROBLEMS) problems.push(p);
+  };
+  const watermark = source.watermark ?? 0;
+  let expectedRevision = 0n;
+  let prevHash = genesisHash(source.orgId);
+  let count = 0;
+  let tip = 0;
+  const range = new CompactRange();
+  // Open and sort checkpoints first, so roots are compared while the tree grows.
+  const opened: { size: number; root: Buffer }[] = [];
+  for (const cp of source.checkpoints) {
+    try {
+      const o = openCheckpoint(cp.note, source.key);
+      if (!o.signatureValid) {
+        add({ kind: 'signature_invalid', sequence_number: o.checkpoint.size, detail: `checkpoint at size ${o.checkpoint.size} is not validly signed by ${source.key.name}` });
+        continue;
+      }
+      if (o.checkpoint.origin !== source.origin) {
+        add({ kind: 'signature_invalid', sequence_number: o.checkpoint.size, detail: `checkpoint origin ${o.checkpoint.origin} is not ${source.origin}` });
+        continue;
+      }
+      opened.push({ size: o.checkpoint.size, root: o.checkpoint.root });
+    } catch (err) {
+      add({ kind: 'signature_invalid', sequence_number: 0, detail: `unreadable checkpoint: ${(err as Error).message}` });
+    }
+  }
+  opened.sort((a, b) => a.size - b.size);
+  let nextCp = 0;
+  let lastGoodCheckpoint = 0;
+  const checkRoots = () => {
+    while (nextCp < opened.length && opened[nextCp]!.size === range.size) {
+      const cp = opened[nextCp++]!;
+      if (range.root().equals(cp.root)) lastGoodCheckpoint = cp.size;
+      else add({ kind: 'root_mismatch', sequence_number: lastGoodCheckpoint + 1, detail: `chain root at size ${cp.size} differs from the signed checkpoint (entries after ${lastGoodCheckpoint} were rewritten)` });
+    }
+  };
+  checkRoots();
+
+  for await (const se of source.entries) {
+    count++;
+    const seq = Number(se.revision) + 1;
+    if (se.revision !== expectedRevision) {
+      add({ kind: 'sequence_gap', sequence_number: Number(expectedRevision) + 1, detail: `entries ${Number(expectedRevision) + 1}..${seq - 1} are missing` });
+      expectedRevision = se.revision;
+    }
+    const entryHashHex = typeof se.entry?.entry_hash === 'string' ? se.entry.entry_hash : '';
+    if (seq > watermark) {
+      const p = checkEntry(source.orgId, se, prevHash);
+      add(p);
+      if (!p && source.lookupSource) add(await checkSource(se, source.lookupSource));
+    }
+    prevHash = entryHashHex;
+    range.append(leafHash(Buffer.from(entryHashHex, 'hex')));
+    checkRoots();
+    expectedRevision++;
+    tip = seq;
+  }
+  for (; nextCp < opened.length; nextCp++) {
+    const cp = opened[nextCp]!;
+    add({ kind: 'truncated', sequence_number: tip + 1, detail: `a checkpoint was signed at size ${cp.size} but the chain ends at ${tip}` });
+  }
+  problems.sort((a, b) => a.sequence_number - b.sequence_number);
+  const first = problems[0] ?? null;
+  return {
+    org_id: source.orgId,
+    ok: problems.length === 0,
+    entries: count,
+    tip_sequence: tip,
+    tip_hash: prevHash,
+    checkpoints_checked: opened.length,
+    first_bad_sequence: first ? first.sequence_number : null,
+    first_problem: first,
+    problems,
+  };
+}
+
+/** Entries of an organization's chain in the live log, page by page. */
+export async function* storedEntries(store: EventStore, orgId: string): AsyncGenerator<StoredEntry> {
+  let from = 0n;
+  for (;;) {
+    const page = await store.readStream(auditStream(orgId), { fromRevision: from, maxCount: 5000 });
+    for (const e of page) yield { revision: e.revision, entry: e.data as unknown as AuditEntry };
+    if (page.length < 5000) return;
+    from = page[page.length - 1]!.revision + 1n;
+  }
+}
+
+export async function storedCheckpoints(store: EventStore, orgId: string): Promise<{ note: string; verifier_key: string; size: number; root_hash: string; signed_at: string }[]> {
+  const out = [];
+  let from = 0n;
+  for (;;) {
+    const page = await store.readStream(checkpointStream(orgId), { fromRevision: from, maxCount: 5000 });
+    for (const e of page) out.push(e.data as unknown as { note: string; verifier_key: string; size: number; root_hash: string; signed_at: string });
+    if (page.length < 5000) return out;
+    from = page[page.length - 1]!.revision + 1n;
+  }
+}
+
+/** Verifies an organization's chain in the live log against its source events. */
+export async function verifyOrgChain(store: EventStore, orgId: string, key: { name: string; publicKey: Uint8Array }, origin: string): Promise<VerifyReport> {
+  const checkpoints = await storedCheckpoints(store, orgId);
+  return verifyChain({
+    orgId,
+    entries: storedEntries(store, orgId),
+    checkpoints,
+    key,
+    origin: `${origin}/${orgId}`,
+    lookupSource: async (stream, revision) => (await store.readStream(stream, { fromRevision: revision, maxCount: 1 })).find((e) => e.revision === revision),
+  });
+}
+

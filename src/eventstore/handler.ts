@@ -1,0 +1,123 @@
+import { type DomainEvent, parseEvent } from '../../events/index.ts';
+import type { Actor, EventMeta } from '../../events/common.ts';
+import { type EventStore, type ExpectedRevision, type NewEvent, type Position, WrongExpectedRevision } from './port.ts';
+
+// The command handler: load the stream, fold it with `evolve`, `decide`, append
+// with the expected revision. On a revision conflict it re-reads and decides
+// again (bounded), or answers a rejection when the command asks for that.
+
+/** A refusal with a stable snake_case code; src/http/errors.ts maps codes to HTTP. */
+export class Rejection extends Error {
+  override name = 'Rejection';
+  constructor(
+    readonly code: string,
+    message: string,
+    readonly details?: Record<string, unknown>,
+  ) {
+    super(message);
+  }
+}
+
+export type Decider<State, Command> = {
+  initialState: () => State;
+  evolve: (state: State, event: DomainEvent) => State;
+  /** Pure: the events the command produces, none when it changes nothing, or a thrown Rejection. */
+  decide: (command: Command, state: State, ctx: DecideContext) => DomainEvent[];
+};
+
+export type DecideContext = { now: string };
+
+export type CommandContext = {
+  orgId: string;
+  projectId: string | null;
+  actor: Actor;
+  requestId: string | null;
+  correlationId?: string | null;
+  /** The injected clock; deciders never read the wall clock. */
+  now: () => Date;
+};
+
+export type CommandResult<State> = {
+  state: State;
+  /** The events this command appended (empty when it changed nothing). */
+  events: DomainEvent[];
+  changed: boolean;
+  /** Position of the last appended event; null when nothing was appended. */
+  lastPosition: Position | null;
+};
+
+export type HandleOptions = {
+  /** Attempts before giving up on repeated conflicts. */
+  maxAttempts?: number;
+  /** When set, a revision conflict is answered with this rejection code instead of a retry. */
+  conflictCode?: string;
+  /** Overrides the expected revision derived from the read (e.g. 'no_stream' for a claim). */
+  expectedRevision?: ExpectedRevision;
+};
+
+export const SCHEMA_VERSION = 1;
+
+export function eventMeta(ctx: CommandContext, at: string): EventMeta {
+  return {
+    org_id: ctx.orgId,
+    project_id: ctx.projectId,
+    actor: ctx.actor,
+    request_id: ctx.requestId,
+    correlation_id: ctx.correlationId ?? ctx.requestId,
+    causation_id: ctx.requestId,
+    occurred_at: at,
+    schema_version: SCHEMA_VERSION,
+  };
+}
+
+export async function loadState<State>(store: EventStore, stream: string, decider: Pick<Decider<State, unknown>, 'initialState' | 'evolve'>) {
+  let state = decider.initialState();
+  let revision: bigint | null = null;
+  let from = 0n;
+  for (;;) {
+    const page = await store.readStream(stream, { fromRevision: from, maxCount: 1000 });
+    for (const e of page) {
+      state = decider.evolve(state, parseEvent(e.type, e.data));
+      revision = e.revision;
+    }
+    if (page.length < 1000) break;
+    from = page[page.length - 1]!.revision + 1n;
+  }
+  return { state, revision };
+}
+
+export async function handleCommand<State, Command>(
+  store: EventStore,
+  decider: Decider<State, Command>,
+  stream: string,
+  command: Command,
+  ctx: CommandContext,
+  opts: HandleOptions = {},
+): Promise<CommandResult<State>> {
+  const maxAttempts = opts.maxAttempts ?? 5;
+  for (let attempt = 1; ; attempt++) {
+    const { state, revision } = await loadState(store, stream, decider);
+    const now = ctx.now().toISOString();
+    const produced = decider.decide(command, state, { now });
+    if (produced.length === 0) return { state, events: [], changed: false, lastPosition: null };
+    // Assert on the write side: every event matches its schema before it is appended.
+    const newEvents: NewEvent[] = produced.map((e) => ({
+      type: e.type,
+      data: parseEvent(e.type, e.data).data as NewEvent['data'],
+      metadata: eventMeta(ctx, now) as unknown as NewEvent['metadata'],
+    }));
+    const expected: ExpectedRevision = opts.expectedRevision ?? (revision === null ? 'no_stream' : revision);
+    try {
+      const res = await store.appendToStream(stream, newEvents, { expectedRevision: expected });
+      let next = state;
+      for (const e of produced) next = decider.evolve(next, e);
+      return { state: next, events: produced, changed: true, lastPosition: res.lastPosition };
+    } catch (err) {
+      if (!(err instanceof WrongExpectedRevision)) throw err;
+      if (opts.conflictCode) throw new Rejection(opts.conflictCode, 'the resource changed while the command was being decided', { stream });
+      if (opts.expectedRevision !== undefined || attempt >= maxAttempts) {
+        throw new Rejection('concurrency_conflict', 'the resource kept changing; retry the request', { stream, attempts: attempt });
+      }
+    }
+  }
+}

@@ -1,0 +1,49 @@
+import type { EventStore, Position, RecordedEvent } from '../eventstore/port.ts';
+
+// Batches a catch-up subscription: yields whatever has arrived (at least one
+// event, at most `max`), so followers write one transaction per batch while
+// keeping latency low when the log is quiet.
+
+export async function* batches(store: EventStore, after: Position, signal: AbortSignal, max = 500): AsyncGenerator<RecordedEvent[]> {
+  const buffer: RecordedEvent[] = [];
+  let wake: (() => void) | undefined;
+  let pumpWake: (() => void) | undefined;
+  let ended = false;
+  let failure: unknown;
+  const pump = (async () => {
+    try {
+      for await (const item of store.subscribeToAll({ after, signal })) {
+        if (item.kind !== 'event') continue;
+        buffer.push(item.event);
+        wake?.();
+        // Back-pressure: let the consumer drain before reading further.
+        while (buffer.length >= max * 4 && !signal.aborted) await new Promise<void>((r) => (pumpWake = r));
+      }
+    } catch (err) {
+      failure = err;
+    } finally {
+      ended = true;
+      wake?.();
+    }
+  })();
+  try {
+    while (!signal.aborted) {
+      if (buffer.length === 0) {
+        if (ended) break;
+        await new Promise<void>((r) => {
+          wake = r;
+          signal.addEventListener('abort', () => r(), { once: true });
+        });
+        wake = undefined;
+        continue;
+      }
+      const batch = buffer.splice(0, max);
+      pumpWake?.();
+      yield batch;
+    }
+  } finally {
+    pumpWake?.();
+    await pump.catch(() => {});
+  }
+  if (failure && !signal.aborted) throw failure;
+}

@@ -1,0 +1,86 @@
+import type { Db } from '../postgres/db.ts';
+import type { Position } from '../eventstore/port.ts';
+import { PROGRESS_CHANNEL } from './checkpoints.ts';
+
+// waitFor(position): resolves when every follower the read side depends on
+// (each projection and the audit sealer) has processed the position. Woken by
+// local reports and by NOTIFY from other processes, with polling as fallback.
+
+const POLL_MS = 100;
+
+export class Progress {
+  private readonly positions = new Map<string, Position>();
+  private waiters = new Set<() => void>();
+  private stopListening: (() => Promise<void>) | undefined;
+  private poller: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly db: Db,
+    private readonly required: readonly string[],
+  ) {}
+
+  async start(): Promise<void> {
+    await this.refresh();
+    this.stopListening = await this.db.listen(PROGRESS_CHANNEL, () => void this.refresh());
+    this.poller = setInterval(() => {
+      if (this.waiters.size > 0) void this.refresh();
+    }, POLL_MS);
+    this.poller.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.poller);
+    await this.stopListening?.();
+    for (const w of this.waiters) w();
+  }
+
+  /** A follower in this process moved. */
+  report(name: string, position: Position): void {
+    const cur = this.positions.get(name);
+    if (cur === undefined || position > cur) this.positions.set(name, position);
+    this.wake();
+  }
+
+  private async refresh(): Promise<void> {
+    try {
+      const { rows } = await this.db.query<{ name: string; position: string }>('SELECT name, position FROM checkpoints WHERE name = ANY($1)', [this.required]);
+      for (const r of rows) this.report(r.name, r.position);
+    } catch {
+      // The next poll tries again.
+    }
+  }
+
+  private wake(): void {
+    for (const w of this.waiters) w();
+  }
+
+  /** The lowest position every required follower has passed ('' when one has not started). */
+  low(): Position {
+    let low: Position | undefined;
+    for (const name of this.required) {
+      const p = this.positions.get(name) ?? '';
+      if (low === undefined || p < low) low = p;
+    }
+    return low ?? '';
+  }
+
+  /** True when caught up to `position` within `timeoutMs`; false on timeout. */
+  async waitFor(position: Position, timeoutMs: number): Promise<boolean> {
+    if (this.low() >= position) return true;
+    const deadline = Date.now() + timeoutMs;
+    while (this.low() < position) {
+      const left = deadline - Date.now();
+      if (left <= 0) return false;
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          clearTimeout(timer);
+          this.waiters.delete(done);
+          resolve();
+        };
+        const timer = setTimeout(done, Math.min(left, POLL_MS * 5));
+        this.waiters.add(done);
+      });
+    }
+    return true;
+  }
+}

@@ -1,0 +1,25 @@
+import type { Queryable } from '../postgres/db.ts';
+import type { RecordedEvent } from '../eventstore/port.ts';
+
+// A projection: a named, versioned function from events to rows.
+//
+// Tables are declared by logical name with DDL taking the physical name, so a
+// rebuild can project into fresh tables and swap them in. The DDL runs only
+// when the table does not exist; use unnamed indexes (CREATE INDEX ON ...) so
+// names never collide across rebuilds, and COLLATE "C" on position columns so
+// text order is log order.
+// `apply` must be idempotent: applying an event twice changes nothing.
+
+export type TableNames = Record<string, string>;
+
+export interface Projection {
+  readonly name: string;
+  readonly version: number;
+  readonly tables: Readonly<Record<string, (physical: string) => string>>;
+  /** Event types this projection reads; every other event only advances its checkpoint. */
+  readonly eventTypes: ReadonlySet<string>;
+  apply(tx: Queryable, event: RecordedEvent, t: TableNames): Promise<void>;
+}
+
+export const liveTables = (p: Projection): TableNames => Object.fromEntries(Object.keys(p.tables).map((k) => [k, k]));
+export const shadowTables = (p: Projection): TableNames => Object.fromEntries(Object.keys(p.tables).map((k) => [k, `${k}__rebuild`]));

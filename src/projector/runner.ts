@@ -1,0 +1,176 @@
+import type { EventStore, Position, RecordedEvent } from '../eventstore/port.ts';
+import type { Db, Queryable } from '../postgres/db.ts';
+import { advanceCheckpoint, ensureCheckpoint, readCheckpoint, recordFailure } from './checkpoints.ts';
+import { batches } from './follow.ts';
+import type { Progress } from './progress.ts';
+import { liveTables, type Projection, shadowTables, type TableNames } from './projection.ts';
+
+// The projection runtime. Each projection follows the log on its own: it
+// writes its rows and its checkpoint in one transaction per batch, advances
+// past events it ignores, and on a real failure stops with the position and
+// the error recorded (shown by `projections status`), never skipping silently.
+
+const REBUILD_PAGE = 2000;
+
+export async function ensureTables(db: Queryable, p: Projection, t: TableNames): Promise<void> {
+  for (const [logical, ddl] of Object.entries(p.tables)) {
+    const physical = t[logical]!;
+    const { rows } = await db.query<{ exists: boolean }>('SELECT to_regclass($1) IS NOT NULL AS exists', [physical]);
+    if (!rows[0]!.exists) await db.query(ddl(physical));
+  }
+}
+
+async function applyBatch(tx: Queryable, p: Projection, events: readonly RecordedEvent[], t: TableNames): Promise<void> {
+  for (const e of events) {
+    if (!p.eventTypes.has(e.type)) continue;
+    try {
+      await p.apply(tx, e, t);
+    } catch (err) {
+      throw new ApplyError(e.position, err);
+    }
+  }
+}
+
+class ApplyError extends Error {
+  constructor(
+    readonly position: Position,
+    readonly original: unknown,
+  ) {
+    super(original instanceof Error ? original.message : String(original));
+  }
+}
+
+export type RunnerState = { name: string; status: 'running' | 'failed' | 'stopped'; position: Position; error?: string };
+
+export class ProjectionRunner {
+  private abort = new AbortController();
+  private loop: Promise<void> | undefined;
+  state: RunnerState;
+
+  constructor(
+    private readonly db: Db,
+    private readonly store: EventStore,
+    readonly projection: Projection,
+    private readonly progress?: Progress,
+  ) {
+    this.state = { name: projection.name, status: 'stopped', position: '' };
+  }
+
+  async start(): Promise<void> {
+    const p = this.projection;
+    await this.db.transaction(async (tx) => {
+      await tx.query(`SELECT pg_advisory_xact_lock(hashtext($1))`, [`projection:${p.name}`]);
+      await ensureTables(tx, p, liveTables(p));
+      await ensureCheckpoint(tx, p.name, 'projection', p.version);
+    });
+    const cp = (await readCheckpoint(this.db, p.name))!;
+    if (cp.version !== p.version) {
+      // A new version projects into fresh tables from position 0 and takes over once caught up.
+      await rebuildProjection(this.db, this.store, p);
+    }
+    this.abort = new AbortController();
+    this.loop = this.run();
+  }
+
+  async stop(): Promise<void> {
+    this.abort.abort();
+    await this.loop;
+    if (this.state.status === 'running') this.state.status = 'stopped';
+  }
+
+  private async run(): Promise<void> {
+    const p = this.projection;
+    const t = liveTables(p);
+    const signal = this.abort.signal;
+    while (!signal.aborted) {
+      const cp = (await readCheckpoint(this.db, p.name).catch(() => undefined)) ?? undefined;
+      if (!cp) {
+        await new Promise((r) => setTimeout(r, 250));
+        continue;
+      }
+      let pos = cp.position;
+      this.state = { name: p.name, status: 'running', position: pos };
+      this.progress?.report(p.name, pos);
+      const inner = new AbortController();
+      const onAbort = () => inner.abort();
+      signal.addEventListener('abort', onAbort, { once: true });
+      try {
+        for await (const batch of batches(this.store, pos, inner.signal)) {
+          const last = batch[batch.length - 1]!.position;
+          const moved = await this.db.transaction(async (tx) => {
+            const now = await readCheckpoint(tx, p.name, true);
+            // Someone else (a rebuild swap, another process) moved the checkpoint: resync.
+            if (!now || now.position !== pos || now.version !== p.version) return false;
+            await applyBatch(tx, p, batch, t);
+            await advanceCheckpoint(tx, p.name, last);
+            return true;
+          });
+          if (!moved) break;
+          pos = last;
+          this.state.position = pos;
+          this.progress?.report(p.name, pos);
+        }
+      } catch (err) {
+        if (err instanceof ApplyError) {
+          const msg = err.message;
+          await recordFailure(this.db, p.name, err.position, msg).catch(() => {});
+          this.state = { name: p.name, status: 'failed', position: pos, error: msg };
+          return;
+        }
+        // Transport or database trouble: back off and resume from the checkpoint.
+        await new Promise((r) => setTimeout(r, 250));
+      } finally {
+        inner.abort();
+        signal.removeEventListener('abort', onAbort);
+      }
+    }
+  }
+}
+
+export type RebuildProgress = { processed: number; position: Position; head: Position };
+
+/**
+ * Projects the whole log into fresh tables and swaps them in. The final catch-up
+ * and the swap run in one transaction holding the checkpoint row, so the live
+ * runner pauses for the swap and resumes from the rebuilt position.
+ */
+export async function rebuildProjection(db: Db, store: EventStore, p: Projection, onProgress?: (r: RebuildProgress) => void): Promise<RebuildProgress> {
+  const shadow = shadowTables(p);
+  const live = liveTables(p);
+  for (const name of Object.values(shadow)) await db.query(`DROP TABLE IF EXISTS ${name}`);
+  await ensureTables(db, p, shadow);
+  await ensureCheckpoint(db, p.name, 'projection', p.version);
+  let pos: Position = '';
+  let processed = 0;
+  const head = await store.headPosition();
+  // Bulk phase: pages of the log straight into the shadow tables.
+  for (;;) {
+    const page = await store.readAll({ after: pos, maxCount: REBUILD_PAGE });
+    if (page.length === 0) break;
+    await db.transaction((tx) => applyBatch(tx, p, page, shadow));
+    pos = page[page.length - 1]!.position;
+    processed += page.length;
+    onProgress?.({ processed, position: pos, head });
+    if (page.length < REBUILD_PAGE) break;
+  }
+  // Swap phase.
+  return db.transaction(async (tx) => {
+    await readCheckpoint(tx, p.name, true);
+    for (;;) {
+      const page = await store.readAll({ after: pos, maxCount: REBUILD_PAGE });
+      if (page.length === 0) break;
+      await applyBatch(tx, p, page, shadow);
+      pos = page[page.length - 1]!.position;
+      processed += page.length;
+    }
+    for (const [logical, physical] of Object.entries(shadow)) {
+      await tx.query(`DROP TABLE IF EXISTS ${live[logical]}`);
+      await tx.query(`ALTER TABLE ${physical} RENAME TO ${live[logical]}`);
+    }
+    await tx.query(`UPDATE checkpoints SET version = $2 WHERE name = $1`, [p.name, p.version]);
+    await advanceCheckpoint(tx, p.name, pos);
+    const done = { processed, position: pos, head: pos > head ? pos : head };
+    onProgress?.(done);
+    return done;
+  });
+}

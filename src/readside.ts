@@ -1,0 +1,43 @@
+import { orgProjection } from '../projections/org.ts';
+import { SEALER_NAME, Sealer, type SealerOptions } from './audit/sealer.ts';
+import type { EventStore, Position } from './eventstore/port.ts';
+import type { Db } from './postgres/db.ts';
+import { migrateCheckpoints } from './projector/checkpoints.ts';
+import { Progress } from './projector/progress.ts';
+import type { Projection } from './projector/projection.ts';
+import { ProjectionRunner } from './projector/runner.ts';
+
+// Everything that follows the log to serve reads: the projections and the
+// audit sealer, and the progress tracker behind read-your-writes.
+
+export const projections: readonly Projection[] = [orgProjection];
+
+export type ReadSide = {
+  progress: Progress;
+  runners: ProjectionRunner[];
+  sealer: Sealer;
+  /** True when every projection and the sealer have passed `position` within `timeoutMs`. */
+  waitFor(position: Position, timeoutMs: number): Promise<boolean>;
+  stop(): Promise<void>;
+};
+
+export async function startReadSide(db: Db, store: EventStore, sealerOpts: SealerOptions, list: readonly Projection[] = projections): Promise<ReadSide> {
+  await migrateCheckpoints(db);
+  const progress = new Progress(db, [...list.map((p) => p.name), SEALER_NAME]);
+  const runners = list.map((p) => new ProjectionRunner(db, store, p, progress));
+  const sealer = new Sealer(db, store, sealerOpts, progress);
+  for (const r of runners) await r.start();
+  await sealer.start();
+  await progress.start();
+  return {
+    progress,
+    runners,
+    sealer,
+    waitFor: (position, timeoutMs) => progress.waitFor(position, timeoutMs),
+    async stop() {
+      await progress.stop();
+      await sealer.stop();
+      for (const r of runners) await r.stop();
+    },
+  };
+}
