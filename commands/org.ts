@@ -116,8 +116,8 @@ export const orgDecider: Decider<OrgState, OrgCommand> = {
         const s = active(state);
         const p = s.projects.get(command.projectId);
         if (!p) throw new Rejection('not_found', 'project not found');
-        if (p.isDefault) throw new Rejection('cannot_delete_default', 'the default project cannot be deleted; promote another first');
         if (s.projects.size <= 1) throw new Rejection('cannot_delete_last_project', 'an organization keeps at least one project');
+        if (p.isDefault) throw new Rejection('cannot_delete_default', 'the default project cannot be deleted; promote another first');
         return [{ type: 'project.deleted', data: { project_id: command.projectId } }];
       }
     }

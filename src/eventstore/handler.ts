@@ -94,7 +94,7 @@ export async function handleCommand<State, Command>(
   ctx: CommandContext,
   opts: HandleOptions = {},
 ): Promise<CommandResult<State>> {
-  const maxAttempts = opts.maxAttempts ?? 5;
+  const maxAttempts = opts.maxAttempts ?? 20;
   for (let attempt = 1; ; attempt++) {
     const { state, revision } = await loadState(store, stream, decider);
     const now = ctx.now().toISOString();
@@ -118,6 +118,8 @@ export async function handleCommand<State, Command>(
       if (opts.expectedRevision !== undefined || attempt >= maxAttempts) {
         throw new Rejection('concurrency_conflict', 'the resource kept changing; retry the request', { stream, attempts: attempt });
       }
+      // Racers that lost together should not collide again in lockstep.
+      await new Promise((r) => setTimeout(r, Math.random() * 2 * attempt));
     }
   }
 }

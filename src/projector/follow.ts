@@ -10,14 +10,18 @@ export async function* batches(store: EventStore, after: Position, signal: Abort
   let pumpWake: (() => void) | undefined;
   let ended = false;
   let failure: unknown;
+  // The subscription stops when the caller aborts or stops iterating, whichever is first.
+  const local = new AbortController();
+  const onAbort = () => local.abort();
+  signal.addEventListener('abort', onAbort, { once: true });
   const pump = (async () => {
     try {
-      for await (const item of store.subscribeToAll({ after, signal })) {
+      for await (const item of store.subscribeToAll({ after, signal: local.signal })) {
         if (item.kind !== 'event') continue;
         buffer.push(item.event);
         wake?.();
         // Back-pressure: let the consumer drain before reading further.
-        while (buffer.length >= max * 4 && !signal.aborted) await new Promise<void>((r) => (pumpWake = r));
+        while (buffer.length >= max * 4 && !local.signal.aborted) await new Promise<void>((r) => (pumpWake = r));
       }
     } catch (err) {
       failure = err;
@@ -42,6 +46,8 @@ export async function* batches(store: EventStore, after: Position, signal: Abort
       yield batch;
     }
   } finally {
+    local.abort();
+    signal.removeEventListener('abort', onAbort);
     pumpWake?.();
     await pump.catch(() => {});
   }

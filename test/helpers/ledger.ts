@@ -1,0 +1,58 @@
+import type { Test } from 'tap';
+import { generateSigningKey, type SigningKey } from '../../src/audit/note.ts';
+import { handleCommand, type CommandContext, type Decider, type HandleOptions } from '../../src/eventstore/handler.ts';
+import { PostgresEventStore } from '../../src/eventstore/postgres.ts';
+import type { Db } from '../../src/postgres/db.ts';
+import { startReadSide, type ReadSide } from '../../src/readside.ts';
+import { AUDIT_ORIGIN } from '../../src/runtime.ts';
+import { testDatabase } from './db.ts';
+
+// A whole ledger on a fresh database: the Postgres log, the projections and
+// the audit sealer, as the service runs them.
+
+export type TestLedger = {
+  url: string;
+  db: Db;
+  store: PostgresEventStore;
+  key: SigningKey;
+  readSide: ReadSide;
+  origin: string;
+  ctx(orgId: string, over?: Partial<CommandContext>): CommandContext;
+  run<S, C>(decider: Decider<S, C>, stream: string, command: C, ctx: CommandContext, opts?: HandleOptions): ReturnType<typeof handleCommand<S, C>>;
+  /** Waits until the read side has processed everything appended so far. */
+  settle(): Promise<void>;
+};
+
+export async function testLedger(t: Test, opts: { checkpointEveryEntries?: number } = {}): Promise<TestLedger> {
+  const { url, db } = await testDatabase(t);
+  const store = await PostgresEventStore.open(db);
+  const key = generateSigningKey('test-audit');
+  const readSide = await startReadSide(db, store, { signingKey: key, origin: AUDIT_ORIGIN, checkpointEveryEntries: opts.checkpointEveryEntries ?? 4, checkpointIntervalMs: 60_000 });
+  t.teardown(async () => {
+    await readSide.stop();
+    await store.close();
+  });
+  let clock = Date.parse('2026-11-21T12:00:00.000Z');
+  const ledger: TestLedger = {
+    url,
+    db,
+    store,
+    key,
+    readSide,
+    origin: AUDIT_ORIGIN,
+    ctx: (orgId, over = {}) => ({
+      orgId,
+      projectId: null,
+      actor: { kind: 'user', id: 'usr_test' },
+      requestId: null,
+      now: () => new Date((clock += 1000)),
+      ...over,
+    }),
+    run: (decider, stream, command, ctx, o) => handleCommand(store, decider, stream, command, ctx, o),
+    async settle() {
+      const head = await store.headPosition();
+      if (!(await readSide.waitFor(head, 20_000))) throw new Error('read side did not catch up');
+    },
+  };
+  return ledger;
+}

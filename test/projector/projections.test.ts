@@ -1,0 +1,140 @@
+import t from 'tap';
+import { orgDecider, orgStream } from '../../commands/org.ts';
+import { getProject, orgProjection } from '../../projections/org.ts';
+import { Rejection } from '../../src/eventstore/handler.ts';
+import type { Queryable } from '../../src/postgres/db.ts';
+import { listCheckpoints, readCheckpoint } from '../../src/projector/checkpoints.ts';
+import type { Projection } from '../../src/projector/projection.ts';
+import { ensureTables, ProjectionRunner, rebuildProjection } from '../../src/projector/runner.ts';
+import { testLedger } from '../helpers/ledger.ts';
+
+const ledger = await testLedger(t);
+
+async function snapshot(db: Queryable, table: string) {
+  const { rows } = await db.query(`SELECT * FROM ${table} ORDER BY 1`);
+  return rows;
+}
+
+async function mixedCommands() {
+  for (const org of ['org_a', 'org_b', 'org_c']) {
+    const ctx = ledger.ctx(org);
+    const s = orgStream(org);
+    await ledger.run(orgDecider, s, { type: 'create_org', orgId: org, name: `Org ${org}`, defaultProjectId: `prj_${org}_default` }, ctx);
+    for (let i = 0; i < 4; i++) {
+      await ledger.run(orgDecider, s, { type: 'create_project', projectId: `prj_${org}_${i}`, name: `P${i}`, slug: `p-${i}`, environment: i % 2 ? 'live' : 'test', settings: { i } }, ctx);
+    }
+    await ledger.run(orgDecider, s, { type: 'update_project', projectId: `prj_${org}_1`, name: 'Renamed', slug: 'renamed', makeDefault: true }, ctx);
+    await ledger.run(orgDecider, s, { type: 'delete_project', projectId: `prj_${org}_default` }, ctx);
+    await ledger.run(orgDecider, s, { type: 'delete_project', projectId: `prj_${org}_2` }, ctx);
+    await ledger.run(orgDecider, s, { type: 'create_project', projectId: `prj_${org}_x`, name: 'X', slug: 'p-2', environment: 'test', settings: {} }, ctx);
+  }
+  await ledger.settle();
+}
+
+await mixedCommands();
+
+t.test('read-your-writes: after waitFor(lastPosition) the read model has the write', async (t) => {
+  const ctx = ledger.ctx('org_a');
+  const r = await ledger.run(orgDecider, orgStream('org_a'), { type: 'create_project', projectId: 'prj_ryw', name: 'RYW', slug: 'ryw', environment: 'test', settings: {} }, ctx);
+  t.ok(r.changed && r.lastPosition);
+  t.ok(await ledger.readSide.waitFor(r.lastPosition!, 5000), 'caught up in time');
+  t.match(await getProject(ledger.db, 'org_a', 'prj_ryw'), { id: 'prj_ryw', slug: 'ryw', is_default: false });
+  t.equal(await getProject(ledger.db, 'org_b', 'prj_ryw'), undefined, 'another organization does not see it');
+  t.notOk(await ledger.readSide.waitFor('99999999999999999999', 50), 'a position never reached times out');
+});
+
+t.test('the command handler re-decides on conflicts: concurrent creates all land', async (t) => {
+  const ctx = ledger.ctx('org_b');
+  const results = await Promise.all(
+    Array.from({ length: 8 }, (_, i) => ledger.run(orgDecider, orgStream('org_b'), { type: 'create_project', projectId: `prj_conc_${i}`, name: `C${i}`, slug: `conc-${i}`, environment: 'test', settings: {} }, ctx)),
+  );
+  t.equal(results.filter((r) => r.changed).length, 8);
+  // Same slug from two commands at once: exactly one wins, the other is re-decided into slug_conflict.
+  const dup = await Promise.allSettled(
+    [1, 2].map((i) => ledger.run(orgDecider, orgStream('org_b'), { type: 'create_project', projectId: `prj_dup_${i}`, name: 'D', slug: 'dup', environment: 'test', settings: {} }, ctx)),
+  );
+  t.equal(dup.filter((r) => r.status === 'fulfilled').length, 1);
+  const lost = dup.find((r) => r.status === 'rejected') as PromiseRejectedResult;
+  t.ok(lost.reason instanceof Rejection && lost.reason.code === 'slug_conflict');
+  // With a conflict code, a lost race is answered instead of retried.
+  const raced = await Promise.allSettled(
+    [1, 2, 3].map((i) =>
+      ledger.run(orgDecider, orgStream('org_b'), { type: 'create_project', projectId: `prj_tc_${i}`, name: 'T', slug: `tc-${i}`, environment: 'test', settings: {} }, ctx, { conflictCode: 'transition_conflict' }),
+    ),
+  );
+  const codes = raced.filter((r) => r.status === 'rejected').map((r) => ((r as PromiseRejectedResult).reason as Rejection).code);
+  t.ok(codes.every((c) => c === 'transition_conflict'));
+  t.ok(raced.some((r) => r.status === 'fulfilled'));
+  await ledger.settle();
+});
+
+t.test('applying every event twice changes nothing', async (t) => {
+  await ledger.settle();
+  const live = { orgs: await snapshot(ledger.db, 'orgs'), projects: await snapshot(ledger.db, 'projects') };
+  const shadow = { orgs: 'orgs__twice', projects: 'projects__twice' };
+  await ensureTables(ledger.db, orgProjection, shadow);
+  const events = await ledger.store.readAll({ maxCount: 10_000 });
+  await ledger.db.transaction(async (tx) => {
+    for (const e of events) {
+      if (!orgProjection.eventTypes.has(e.type)) continue;
+      await orgProjection.apply(tx, e, shadow);
+      await orgProjection.apply(tx, e, shadow);
+    }
+  });
+  t.same(await snapshot(ledger.db, shadow.orgs), live.orgs);
+  t.same(await snapshot(ledger.db, shadow.projects), live.projects);
+  t.ok(live.projects.length > 15);
+});
+
+t.test('rebuild from position 0 produces identical tables and takes over', async (t) => {
+  await ledger.settle();
+  const before = { orgs: await snapshot(ledger.db, 'orgs'), projects: await snapshot(ledger.db, 'projects') };
+  const r = await rebuildProjection(ledger.db, ledger.store, orgProjection);
+  t.equal(r.position, await ledger.store.headPosition());
+  t.same(await snapshot(ledger.db, 'orgs'), before.orgs, 'orgs row for row');
+  t.same(await snapshot(ledger.db, 'projects'), before.projects, 'projects row for row');
+  // The live runner resumes on the swapped tables.
+  const ctx = ledger.ctx('org_c');
+  const w = await ledger.run(orgDecider, orgStream('org_c'), { type: 'create_project', projectId: 'prj_after', name: 'After', slug: 'after', environment: 'test', settings: {} }, ctx);
+  t.ok(await ledger.readSide.waitFor(w.lastPosition!, 5000));
+  t.ok(await getProject(ledger.db, 'org_c', 'prj_after'));
+});
+
+t.test('a failing projection stops at the failing event, records it, and never skips', async (t) => {
+  let failOn: string | undefined = 'project.updated';
+  const applied: string[] = [];
+  const flaky: Projection = {
+    name: 'flaky',
+    version: 1,
+    tables: { flaky_rows: (tb) => `CREATE TABLE ${tb} (position text COLLATE "C" PRIMARY KEY)` },
+    eventTypes: new Set(['project.created', 'project.updated']),
+    async apply(tx, e, tb) {
+      if (e.type === failOn) throw new Error('boom on purpose');
+      applied.push(e.position);
+      await tx.query(`INSERT INTO ${tb.flaky_rows} VALUES ($1) ON CONFLICT DO NOTHING`, [e.position]);
+    },
+  };
+  const runner = new ProjectionRunner(ledger.db, ledger.store, flaky);
+  await runner.start();
+  for (let i = 0; i < 100 && runner.state.status !== 'failed'; i++) await new Promise((r) => setTimeout(r, 50));
+  t.equal(runner.state.status, 'failed');
+  const cp = (await readCheckpoint(ledger.db, 'flaky'))!;
+  t.equal(cp.status, 'failed', JSON.stringify(cp));
+  t.match(cp.error, /boom on purpose/);
+  const firstUpdate = (await ledger.store.readAll({ filter: { eventTypes: ['project.updated'] }, maxCount: 1 }))[0]!;
+  t.equal(cp.error_position, firstUpdate.position, 'the failing position is recorded');
+  t.ok(cp.position < firstUpdate.position, 'the checkpoint stays before the failing event');
+  const { rows } = await ledger.db.query<{ n: string }>('SELECT count(*)::text AS n FROM flaky_rows WHERE position > $1', [cp.position]);
+  t.equal(rows[0]!.n, '0', 'nothing past the checkpoint was kept');
+  t.ok((await listCheckpoints(ledger.db)).some((c) => c.name === 'flaky' && c.status === 'failed'), 'shows in the status view');
+  await runner.stop();
+  // Fixed and restarted: it resumes from the failing event and catches up.
+  failOn = undefined;
+  const again = new ProjectionRunner(ledger.db, ledger.store, flaky);
+  await again.start();
+  const head = await ledger.store.headPosition();
+  for (let i = 0; i < 100 && again.state.position < head; i++) await new Promise((r) => setTimeout(r, 50));
+  t.equal((await readCheckpoint(ledger.db, 'flaky'))!.status, 'running');
+  t.ok(applied.includes(firstUpdate.position), 'the failed event was applied after the fix');
+  await again.stop();
+});
