@@ -23,7 +23,8 @@ export type ProblemKind =
   | 'root_mismatch'
   | 'truncated';
 
-export type Problem = { kind: ProblemKind; sequence_number: number; detail: string };
+/** For root_mismatch, sequence_number is the first entry the checkpoint can no longer vouch for and checkpoint_size the size signed. */
+export type Problem = { kind: ProblemKind; sequence_number: number; detail: string; checkpoint_size?: number };
 
 export type StoredEntry = { revision: bigint; entry: AuditEntry };
 export type StoredCheckpoint = { note: string };
@@ -142,7 +143,7 @@ export async function verifyChain(source: ChainSource): Promise<VerifyReport> {
     while (nextCp < opened.length && opened[nextCp]!.size === range.size) {
       const cp = opened[nextCp++]!;
       if (range.root().equals(cp.root)) lastGoodCheckpoint = cp.size;
-      else add({ kind: 'root_mismatch', sequence_number: lastGoodCheckpoint + 1, detail: `chain root at size ${cp.size} differs from the signed checkpoint (entries after ${lastGoodCheckpoint} were rewritten)` });
+      else add({ kind: 'root_mismatch', sequence_number: lastGoodCheckpoint + 1, checkpoint_size: cp.size, detail: `chain root at size ${cp.size} differs from the signed checkpoint (entries after ${lastGoodCheckpoint} were rewritten)` });
     }
   };
   checkRoots();
@@ -170,7 +171,10 @@ export async function verifyChain(source: ChainSource): Promise<VerifyReport> {
     const cp = opened[nextCp]!;
     add({ kind: 'truncated', sequence_number: tip + 1, detail: `a checkpoint was signed at size ${cp.size} but the chain ends at ${tip}` });
   }
-  problems.sort((a, b) => a.sequence_number - b.sequence_number);
+  // A root mismatch only bounds the break to (last good checkpoint, size]; an
+  // entry-level problem within that bound pinpoints it and comes first.
+  const rank = (p: Problem) => p.checkpoint_size ?? p.sequence_number;
+  problems.sort((a, b) => rank(a) - rank(b) || Number(a.kind === 'root_mismatch') - Number(b.kind === 'root_mismatch') || a.sequence_number - b.sequence_number);
   const first = problems[0] ?? null;
   return {
     org_id: source.orgId,
