@@ -32,7 +32,9 @@ export function verifierKey(name: string, publicKey: Uint8Array): string {
 }
 
 export function parseVerifierKey(vkey: string): { name: string; publicKey: Uint8Array } {
-  const [name, id, key] = vkey.split('+');
+  // base64 may itself contain '+': split on the first two only.
+  const m = /^([^+\s]+)\+([0-9a-f]{8})\+([A-Za-z0-9+/]+=*)$/.exec(vkey);
+  const [, name, id, key] = m ?? [];
   const raw = Buffer.from(key ?? '', 'base64');
   if (!name || !id || raw.length !== 33 || raw[0] !== 0x01) throw new Error('malformed verifier key');
   const publicKey = raw.subarray(1);

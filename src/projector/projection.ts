@@ -19,6 +19,12 @@ export interface Projection {
   /** Event types this projection reads; every other event only advances its checkpoint. */
   readonly eventTypes: ReadonlySet<string>;
   apply(tx: Queryable, event: RecordedEvent, t: TableNames): Promise<void>;
+  /**
+   * Optional set-based form of `apply` for a batch of handled events, in log
+   * order, with the same result as applying them one by one. When it fails the
+   * runtime replays the batch event by event to find the failing one.
+   */
+  applyBatch?(tx: Queryable, events: readonly RecordedEvent[], t: TableNames): Promise<void>;
 }
 
 export const liveTables = (p: Projection): TableNames => Object.fromEntries(Object.keys(p.tables).map((k) => [k, k]));

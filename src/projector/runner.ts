@@ -10,24 +10,44 @@ import { liveTables, type Projection, shadowTables, type TableNames } from './pr
 // past events it ignores, and on a real failure stops with the position and
 // the error recorded (shown by `projections status`), never skipping silently.
 
-const REBUILD_PAGE = 2000;
+const REBUILD_PAGE = 5000;
 
-export async function ensureTables(db: Queryable, p: Projection, t: TableNames): Promise<void> {
+export async function ensureTables(db: Queryable, p: Projection, t: TableNames, opts: { unlogged?: boolean } = {}): Promise<void> {
   for (const [logical, ddl] of Object.entries(p.tables)) {
     const physical = t[logical]!;
     const { rows } = await db.query<{ exists: boolean }>('SELECT to_regclass($1) IS NOT NULL AS exists', [physical]);
-    if (!rows[0]!.exists) await db.query(ddl(physical));
+    if (rows[0]!.exists) continue;
+    const sql = ddl(physical);
+    await db.query(opts.unlogged ? sql.replace(/^\s*CREATE TABLE/, 'CREATE UNLOGGED TABLE') : sql);
   }
 }
 
-async function applyBatch(tx: Queryable, p: Projection, events: readonly RecordedEvent[], t: TableNames): Promise<void> {
+async function applyEach(tx: Queryable, p: Projection, events: readonly RecordedEvent[], t: TableNames): Promise<void> {
   for (const e of events) {
-    if (!p.eventTypes.has(e.type)) continue;
     try {
       await p.apply(tx, e, t);
     } catch (err) {
       throw new ApplyError(e.position, err);
     }
+  }
+}
+
+/**
+ * Applies the handled events of a batch: set-based when the projection can,
+ * inside a savepoint, falling back to one by one (which names the failing
+ * event) if the set-based form fails.
+ */
+async function applyBatch(tx: Queryable, p: Projection, events: readonly RecordedEvent[], t: TableNames): Promise<void> {
+  const handled = events.filter((e) => p.eventTypes.has(e.type));
+  if (handled.length === 0) return;
+  if (!p.applyBatch || handled.length === 1) return applyEach(tx, p, handled, t);
+  await tx.query('SAVEPOINT apply_batch');
+  try {
+    await p.applyBatch(tx, handled, t);
+    await tx.query('RELEASE SAVEPOINT apply_batch');
+  } catch {
+    await tx.query('ROLLBACK TO SAVEPOINT apply_batch');
+    await applyEach(tx, p, handled, t);
   }
 }
 
@@ -138,17 +158,22 @@ export async function rebuildProjection(db: Db, store: EventStore, p: Projection
   const shadow = shadowTables(p);
   const live = liveTables(p);
   for (const name of Object.values(shadow)) await db.query(`DROP TABLE IF EXISTS ${name}`);
-  await ensureTables(db, p, shadow);
+  // Shadow tables skip the WAL while they fill; they become logged at the swap.
+  await ensureTables(db, p, shadow, { unlogged: true });
   await ensureCheckpoint(db, p.name, 'projection', p.version);
   let pos: Position = '';
   let processed = 0;
   const head = await store.headPosition();
-  // Bulk phase: pages of the log straight into the shadow tables.
+  // Bulk phase: pages of the log straight into the shadow tables, reading the
+  // next page while the current one is written.
+  let next = store.readAll({ after: pos, maxCount: REBUILD_PAGE });
   for (;;) {
-    const page = await store.readAll({ after: pos, maxCount: REBUILD_PAGE });
+    const page = await next;
     if (page.length === 0) break;
+    const last = page[page.length - 1]!.position;
+    if (page.length === REBUILD_PAGE) next = store.readAll({ after: last, maxCount: REBUILD_PAGE });
     await db.transaction((tx) => applyBatch(tx, p, page, shadow));
-    pos = page[page.length - 1]!.position;
+    pos = last;
     processed += page.length;
     onProgress?.({ processed, position: pos, head });
     if (page.length < REBUILD_PAGE) break;
@@ -164,6 +189,7 @@ export async function rebuildProjection(db: Db, store: EventStore, p: Projection
       processed += page.length;
     }
     for (const [logical, physical] of Object.entries(shadow)) {
+      await tx.query(`ALTER TABLE ${physical} SET LOGGED`);
       await tx.query(`DROP TABLE IF EXISTS ${live[logical]}`);
       await tx.query(`ALTER TABLE ${physical} RENAME TO ${live[logical]}`);
     }

@@ -54,6 +54,10 @@ t.test('signed checkpoints: sign, open, reject a flipped byte or another key', a
   t.equal(opened.checkpoint.size, 5);
   const vkey = verifierKey(key.name, key.publicKey);
   t.same(parseVerifierKey(vkey).publicKey, key.publicKey);
+  for (let i = 0; i < 200; i++) {
+    const k = generateSigningKey('k');
+    if (!Buffer.from(parseVerifierKey(verifierKey(k.name, k.publicKey)).publicKey).equals(Buffer.from(k.publicKey))) t.fail('verifier key round trip');
+  }
   const sigStart = note.lastIndexOf(' ') + 1;
   const raw = Buffer.from(note.slice(sigStart).trim(), 'base64');
   raw[10] = raw[10]! ^ 1;

@@ -1,0 +1,73 @@
+import { randomUUID } from 'node:crypto';
+import { orgProjection } from '../projections/org.ts';
+import { PostgresEventStore } from '../src/eventstore/postgres.ts';
+import type { NewEvent } from '../src/eventstore/port.ts';
+import { openDb } from '../src/postgres/db.ts';
+import { migrateCheckpoints } from '../src/projector/checkpoints.ts';
+import { rebuildProjection } from '../src/projector/runner.ts';
+import { benchPostgres } from './harness.ts';
+
+// bench/rebuild: replays a log of N events (default 200 000) into the read
+// models and compares events/s with a plain readAll of the same log, in the
+// same run. Target: ratio >= 0.5.   Run: npm run bench:rebuild   (EVENTS=200000)
+
+const total = Number(process.env.EVENTS ?? '200000');
+const pgServer = await benchPostgres();
+try {
+  const db = openDb(await pgServer.database('bench_rebuild'), { max: 8 });
+  const store = await PostgresEventStore.open(db);
+  await migrateCheckpoints(db);
+
+  // A log shaped like real traffic: organizations, each creating and renaming projects.
+  process.stderr.write(`writing ${total} events...\n`);
+  const perOrg = 1000;
+  let written = 0;
+  const meta = (org: string) => ({ org_id: org, project_id: null, actor: { kind: 'api_key', id: 'key_bench' }, request_id: null, correlation_id: null, causation_id: null, occurred_at: '2026-11-21T12:00:00.000Z', schema_version: 1 });
+  const appends: Promise<unknown>[] = [];
+  for (let o = 0; written < total; o++) {
+    const org = `org_${o}`;
+    const events: NewEvent[] = [{ type: 'org.created', data: { org_id: org, name: `Org ${o}`, created_at: '2026-11-21T12:00:00.000Z' }, metadata: meta(org) as never }];
+    for (let i = 1; i < perOrg && written + events.length < total; i++) {
+      const id = `prj_${o}_${i}`;
+      events.push(
+        i % 10 === 0
+          ? { type: 'project.updated', data: { project_id: `prj_${o}_${i - 1}`, name: `Renamed ${i}` }, metadata: meta(org) as never }
+          : { type: 'project.created', data: { project_id: id, name: `Project ${i}`, slug: `p-${i}`, environment: 'test', is_default: false, settings: { n: i }, created_at: '2026-11-21T12:00:00.000Z' }, metadata: meta(org) as never },
+      );
+    }
+    written += events.length;
+    appends.push(store.appendToStream(`org-${org}`, events, { expectedRevision: 'no_stream' }));
+    if (appends.length >= 8) await Promise.all(appends.splice(0));
+  }
+  await Promise.all(appends);
+  void randomUUID;
+
+  // Baseline: a plain readAll of the whole log, page by page.
+  let t0 = process.hrtime.bigint();
+  let after = '';
+  let read = 0;
+  for (;;) {
+    const page = await store.readAll({ after, maxCount: 2000 });
+    if (page.length === 0) break;
+    read += page.length;
+    after = page[page.length - 1]!.position;
+  }
+  const readSecs = Number(process.hrtime.bigint() - t0) / 1e9;
+
+  t0 = process.hrtime.bigint();
+  const r = await rebuildProjection(db, store, orgProjection);
+  const rebuildSecs = Number(process.hrtime.bigint() - t0) / 1e9;
+  const { rows } = await db.query<{ n: string }>('SELECT count(*)::text AS n FROM projects');
+
+  const readRate = read / readSecs;
+  const rebuildRate = r.processed / rebuildSecs;
+  console.log(`\nbench/rebuild: ${read} events, durable embedded PostgreSQL\n`);
+  console.log(`plain readAll          ${readRate.toFixed(0).padStart(9)} events/s  (${readSecs.toFixed(2)} s)`);
+  console.log(`projections rebuild    ${rebuildRate.toFixed(0).padStart(9)} events/s  (${rebuildSecs.toFixed(2)} s, ${rows[0]!.n} project rows)`);
+  const ratio = rebuildRate / readRate;
+  console.log(`\nrebuild / readAll      ${ratio.toFixed(2)}x  (target >= 0.5: ${ratio >= 0.5 ? 'met' : 'NOT met'})`);
+  await store.close();
+  await db.close();
+} finally {
+  await pgServer.stop();
+}
