@@ -1,4 +1,5 @@
 import type { EventStore, RecordedEvent } from '../eventstore/port.ts';
+import { eventTypes } from '../../events/index.ts';
 import { type AuditEntry, auditStream, canonicalizeSafe, checkpointStream, entryHash, type Envelope, genesisHash, payloadHash } from './chain.ts';
 import { canonicalize } from './hash.ts';
 import { CompactRange, leafHash } from './merkle.ts';
@@ -38,7 +39,7 @@ export type ChainSource = {
   /** Expected origin line of checkpoints. */
   origin: string;
   /** The source event of an entry, when the log is at hand (absent offline). */
-  lookupSource?: (stream: string, revision: bigint) => Promise<RecordedEvent | undefined>;
+  lookupSource?: (source: AuditEntry['source']) => Promise<RecordedEvent | undefined>;
   /** Entries at or below this sequence are trusted (already verified): only their hashes feed the tree. */
   watermark?: number;
 };
@@ -94,7 +95,7 @@ async function checkSource(se: StoredEntry, lookup: NonNullable<ChainSource['loo
   const e = se.entry;
   const seq = Number(se.revision) + 1;
   const env = JSON.parse(e.envelope) as Envelope;
-  const src = await lookup(e.source.stream, BigInt(e.source.revision));
+  const src = await lookup(e.source);
   const bad = (detail: string): Problem => ({ kind: 'source_mismatch', sequence_number: seq, detail });
   if (!src) return bad(`source event ${e.source.stream}@${e.source.revision} is missing`);
   if (src.id !== env.event_id) return bad('source event id differs');
@@ -211,6 +212,39 @@ export async function storedCheckpoints(store: EventStore, orgId: string): Promi
   }
 }
 
+/**
+ * Source events for entries in sealing order. The sealer seals in log order,
+ * so a forward cursor over the log's business events finds each source in
+ * sequence; anything out of order (a tampered entry) is looked up directly.
+ */
+export function logCursor(store: EventStore, eventTypes: readonly string[]): NonNullable<ChainSource['lookupSource']> {
+  let page: RecordedEvent[] = [];
+  let idx = 0;
+  let after = '';
+  let exhausted = false;
+  const direct = async (s: AuditEntry['source']) => {
+    const rev = BigInt(s.revision);
+    return (await store.readStream(s.stream, { fromRevision: rev, maxCount: 1 })).find((e) => e.revision === rev);
+  };
+  return async (s) => {
+    if (typeof s?.position !== 'string' || typeof s.stream !== 'string') return undefined;
+    if (page.length > 0 && s.position < page[0]!.position) return direct(s);
+    for (;;) {
+      while (idx < page.length && page[idx]!.position < s.position) idx++;
+      if (idx < page.length) {
+        const e = page[idx]!;
+        return e.position === s.position && e.streamName === s.stream ? e : direct(s);
+      }
+      if (exhausted) return direct(s);
+      page = await store.readAll({ after, maxCount: 5000, filter: { eventTypes } });
+      idx = 0;
+      if (page.length < 5000) exhausted = true;
+      if (page.length > 0) after = page[page.length - 1]!.position;
+      else return direct(s);
+    }
+  };
+}
+
 /** Verifies an organization's chain in the live log against its source events. */
 export async function verifyOrgChain(store: EventStore, orgId: string, key: { name: string; publicKey: Uint8Array }, origin: string): Promise<VerifyReport> {
   const checkpoints = await storedCheckpoints(store, orgId);
@@ -220,7 +254,7 @@ export async function verifyOrgChain(store: EventStore, orgId: string, key: { na
     checkpoints,
     key,
     origin: `${origin}/${orgId}`,
-    lookupSource: async (stream, revision) => (await store.readStream(stream, { fromRevision: revision, maxCount: 1 })).find((e) => e.revision === revision),
+    lookupSource: logCursor(store, eventTypes),
   });
 }
 

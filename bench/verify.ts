@@ -1,0 +1,89 @@
+import { generateSigningKey } from '../src/audit/note.ts';
+import { Sealer } from '../src/audit/sealer.ts';
+import { auditStream } from '../src/audit/chain.ts';
+import { canonicalize, sha256 } from '../src/audit/hash.ts';
+import { type StoredEntry, storedCheckpoints, storedEntries, verifyChain, verifyOrgChain } from '../src/audit/verifier.ts';
+import { PostgresEventStore } from '../src/eventstore/postgres.ts';
+import type { NewEvent } from '../src/eventstore/port.ts';
+import { openDb } from '../src/postgres/db.ts';
+import { migrateCheckpoints } from '../src/projector/checkpoints.ts';
+import { benchPostgres } from './harness.ts';
+
+// bench/verify: verifies an N-entry chain (default 200 000) and compares
+// entries/s with canonicalize + SHA-256 of the same entries, in the same run.
+// Target: ratio >= 0.5 for the chain walk. Run: npm run bench:verify  (ENTRIES=200000)
+
+const total = Number(process.env.ENTRIES ?? '200000');
+const org = 'org_bench';
+const origin = 'agent-ledger/audit';
+const pgServer = await benchPostgres();
+try {
+  const db = openDb(await pgServer.database('bench_verify'), { max: 8 });
+  const store = await PostgresEventStore.open(db);
+  await migrateCheckpoints(db);
+  const key = generateSigningKey('bench-audit');
+  const sealer = new Sealer(db, store, { signingKey: key, origin, checkpointEveryEntries: 4096, checkpointIntervalMs: 3_600_000 });
+
+  process.stderr.write(`writing and sealing ${total} events...\n`);
+  const meta = { org_id: org, project_id: 'prj_bench', actor: { kind: 'api_key', id: 'key_bench' }, request_id: null, correlation_id: null, causation_id: null, occurred_at: '2026-11-21T12:00:00.000Z', schema_version: 1 };
+  for (let i = 0; i < total; i += 2000) {
+    const events: NewEvent[] = [];
+    for (let k = i; k < Math.min(total, i + 2000); k++) {
+      events.push({
+        type: 'project.created',
+        data: { project_id: `prj_${k}`, name: `Project ${k}`, slug: `p-${k}`, environment: 'test', is_default: false, settings: { k }, created_at: '2026-11-21T12:00:00.000Z' },
+        metadata: meta as never,
+      });
+    }
+    await store.appendToStream(`org-${org}-${i}`, events);
+  }
+  let after = '';
+  for (;;) {
+    const page = await store.readAll({ after, maxCount: 2000, filter: { streamPrefixes: [`org-${org}`] } });
+    if (page.length === 0) break;
+    await sealer.seal(page);
+    after = page[page.length - 1]!.position;
+  }
+  await sealer.checkpointAll(true);
+
+  // Load the chain once, so the baseline and the offline walk measure the same work on the same entries.
+  const entries: StoredEntry[] = [];
+  for await (const se of storedEntries(store, org)) entries.push(se);
+  const checkpoints = await storedCheckpoints(store, org);
+
+  let t0 = process.hrtime.bigint();
+  let sink = 0;
+  for (const se of entries) sink ^= sha256(canonicalize(se.entry))[0]!;
+  const baseSecs = Number(process.hrtime.bigint() - t0) / 1e9;
+
+  t0 = process.hrtime.bigint();
+  const offline = await verifyChain({
+    orgId: org,
+    entries: (async function* () {
+      yield* entries;
+    })(),
+    checkpoints,
+    key,
+    origin: `${origin}/${org}`,
+  });
+  const walkSecs = Number(process.hrtime.bigint() - t0) / 1e9;
+
+  t0 = process.hrtime.bigint();
+  const live = await verifyOrgChain(store, org, key, origin);
+  const liveSecs = Number(process.hrtime.bigint() - t0) / 1e9;
+
+  const n = entries.length;
+  const rate = (s: number) => (n / s).toFixed(0).padStart(9);
+  console.log(`\nbench/verify: ${n}-entry chain of ${auditStream(org)}, ${checkpoints.length} signed checkpoints (sink ${sink})\n`);
+  console.log(`canonicalize + SHA-256 (baseline)    ${rate(baseSecs)} entries/s`);
+  console.log(`chain walk (hashes, links, roots)    ${rate(walkSecs)} entries/s   ok=${offline.ok}`);
+  console.log(`full verify from the log (+ sources) ${rate(liveSecs)} entries/s   ok=${live.ok}`);
+  const r1 = baseSecs / walkSecs;
+  const r2 = baseSecs / liveSecs;
+  console.log(`\nchain walk / baseline                ${r1.toFixed(2)}x  (target >= 0.5: ${r1 >= 0.5 ? 'met' : 'NOT met'})`);
+  console.log(`full verify / baseline               ${r2.toFixed(2)}x`);
+  await store.close();
+  await db.close();
+} finally {
+  await pgServer.stop();
+}
