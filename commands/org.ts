@@ -1,33 +1,52 @@
 import type { DomainEvent } from '../events/index.ts';
 import { type Decider, Rejection } from '../src/eventstore/handler.ts';
 
-// The organization aggregate: the organization and its project list.
+// The organization aggregate: the organization, its projects, users,
+// project-level role overrides and API keys, decided in one stream.
 
 export const orgStream = (orgId: string) => `org-${orgId}`;
 
-export type ProjectState = { name: string; slug: string; environment: 'live' | 'test'; isDefault: boolean };
+export type Role = 'owner' | 'admin' | 'member';
+export type ProjectState = { name: string; slug: string; environment: 'live' | 'test'; isDefault: boolean; members: Map<string, 'admin' | 'member'> };
+export type UserState = { email: string; role: Role };
+export type KeyState = { projectId: string | null; revoked: boolean };
 
-export type OrgState =
-  | { status: 'none' }
-  | { status: 'active'; orgId: string; name: string; projects: Map<string, ProjectState> };
+export type ActiveOrg = {
+  status: 'active';
+  orgId: string;
+  name: string;
+  projects: Map<string, ProjectState>;
+  users: Map<string, UserState>;
+  keys: Map<string, KeyState>;
+};
+export type OrgState = { status: 'none' } | ActiveOrg;
 
 export type OrgCommand =
-  | { type: 'create_org'; orgId: string; name: string; defaultProjectId: string }
+  | { type: 'create_org'; orgId: string; name: string; defaultProjectId: string; owner: { userId: string; email: string; displayName: string | null } }
   | { type: 'create_project'; projectId: string; name: string; slug: string; environment: 'live' | 'test'; settings: Record<string, unknown> }
   | { type: 'update_project'; projectId: string; name?: string; slug?: string; makeDefault?: boolean }
-  | { type: 'delete_project'; projectId: string };
+  | { type: 'delete_project'; projectId: string }
+  | { type: 'add_user'; userId: string; email: string; displayName: string | null; role: 'admin' | 'member' }
+  | { type: 'set_project_member'; projectId: string; userId: string; role: 'admin' | 'member' }
+  | { type: 'remove_project_member'; projectId: string; userId: string }
+  | { type: 'create_api_key'; keyId: string; name: string; environment: 'live' | 'test'; projectId: string | null; scopes: string[]; keyHash: string; keyPrefix: string }
+  | { type: 'revoke_api_key'; keyId: string };
 
 export const SLUG_PATTERN = /^[a-z0-9_-]{1,64}$/;
 export const RESERVED_SLUGS = new Set(['default']);
 
-export const orgRejections = ['org_exists', 'not_found', 'slug_invalid', 'slug_reserved', 'slug_conflict', 'cannot_delete_default', 'cannot_delete_last_project'] as const;
-
-function active(state: OrgState): Extract<OrgState, { status: 'active' }> {
+function active(state: OrgState): ActiveOrg {
   if (state.status !== 'active') throw new Rejection('not_found', 'organization not found');
   return state;
 }
 
-function checkSlug(state: Extract<OrgState, { status: 'active' }>, slug: string, except?: string) {
+function project(s: ActiveOrg, id: string): ProjectState {
+  const p = s.projects.get(id);
+  if (!p) throw new Rejection('not_found', 'project not found');
+  return p;
+}
+
+function checkSlug(state: ActiveOrg, slug: string, except?: string) {
   if (!SLUG_PATTERN.test(slug)) throw new Rejection('slug_invalid', 'slug must be 1-64 lowercase letters, digits, _ or -');
   if (RESERVED_SLUGS.has(slug)) throw new Rejection('slug_reserved', `slug "${slug}" is reserved`);
   for (const [id, p] of state.projects) {
@@ -35,38 +54,62 @@ function checkSlug(state: Extract<OrgState, { status: 'active' }>, slug: string,
   }
 }
 
+const withProjects = (s: ActiveOrg, f: (m: Map<string, ProjectState>) => void): ActiveOrg => {
+  const projects = new Map(s.projects);
+  f(projects);
+  return { ...s, projects };
+};
+
 export const orgDecider: Decider<OrgState, OrgCommand> = {
   initialState: () => ({ status: 'none' }),
 
   evolve(state, event) {
+    if (event.type === 'org.created') {
+      return { status: 'active', orgId: event.data.org_id, name: event.data.name, projects: new Map(), users: new Map(), keys: new Map() };
+    }
+    if (state.status !== 'active') return state;
+    const s = state;
     switch (event.type) {
-      case 'org.created':
-        return { status: 'active', orgId: event.data.org_id, name: event.data.name, projects: new Map() };
-      case 'project.created': {
-        const s = active(state);
-        const projects = new Map(s.projects);
-        projects.set(event.data.project_id, { name: event.data.name, slug: event.data.slug, environment: event.data.environment, isDefault: event.data.is_default });
-        return { ...s, projects };
+      case 'project.created':
+        return withProjects(s, (m) =>
+          m.set(event.data.project_id, { name: event.data.name, slug: event.data.slug, environment: event.data.environment, isDefault: event.data.is_default, members: new Map() }),
+        );
+      case 'project.updated':
+        return withProjects(s, (m) => {
+          const p = m.get(event.data.project_id);
+          if (p) m.set(event.data.project_id, { ...p, name: event.data.name ?? p.name, slug: event.data.slug ?? p.slug });
+        });
+      case 'project.default_changed':
+        return withProjects(s, (m) => {
+          for (const [id, p] of m) m.set(id, { ...p, isDefault: id === event.data.project_id });
+        });
+      case 'project.deleted':
+        return withProjects(s, (m) => m.delete(event.data.project_id));
+      case 'project_member.set':
+      case 'project_member.removed':
+        return withProjects(s, (m) => {
+          const p = m.get(event.data.project_id);
+          if (!p) return;
+          const members = new Map(p.members);
+          if (event.type === 'project_member.set') members.set(event.data.user_id, event.data.role);
+          else members.delete(event.data.user_id);
+          m.set(event.data.project_id, { ...p, members });
+        });
+      case 'user.added': {
+        const users = new Map(s.users);
+        users.set(event.data.user_id, { email: event.data.email, role: event.data.role });
+        return { ...s, users };
       }
-      case 'project.updated': {
-        const s = active(state);
-        const p = s.projects.get(event.data.project_id);
-        if (!p) return s;
-        const projects = new Map(s.projects);
-        projects.set(event.data.project_id, { ...p, name: event.data.name ?? p.name, slug: event.data.slug ?? p.slug });
-        return { ...s, projects };
+      case 'api_key.created': {
+        const keys = new Map(s.keys);
+        keys.set(event.data.key_id, { projectId: event.data.project_id, revoked: false });
+        return { ...s, keys };
       }
-      case 'project.default_changed': {
-        const s = active(state);
-        const projects = new Map<string, ProjectState>();
-        for (const [id, p] of s.projects) projects.set(id, { ...p, isDefault: id === event.data.project_id });
-        return { ...s, projects };
-      }
-      case 'project.deleted': {
-        const s = active(state);
-        const projects = new Map(s.projects);
-        projects.delete(event.data.project_id);
-        return { ...s, projects };
+      case 'api_key.revoked': {
+        const keys = new Map(s.keys);
+        const k = keys.get(event.data.key_id);
+        if (k) keys.set(event.data.key_id, { ...k, revoked: true });
+        return { ...s, keys };
       }
       default:
         return state;
@@ -74,19 +117,20 @@ export const orgDecider: Decider<OrgState, OrgCommand> = {
   },
 
   decide(command, state, { now }): DomainEvent[] {
+    if (command.type === 'create_org') {
+      if (state.status !== 'none') throw new Rejection('org_exists', 'organization already exists');
+      return [
+        { type: 'org.created', data: { org_id: command.orgId, name: command.name, created_at: now } },
+        { type: 'user.added', data: { user_id: command.owner.userId, email: command.owner.email, display_name: command.owner.displayName, role: 'owner', added_at: now } },
+        {
+          type: 'project.created',
+          data: { project_id: command.defaultProjectId, name: 'Default', slug: 'default', environment: 'test', is_default: true, settings: {}, created_at: now },
+        },
+      ];
+    }
+    const s = active(state);
     switch (command.type) {
-      case 'create_org': {
-        if (state.status !== 'none') throw new Rejection('org_exists', 'organization already exists');
-        return [
-          { type: 'org.created', data: { org_id: command.orgId, name: command.name, created_at: now } },
-          {
-            type: 'project.created',
-            data: { project_id: command.defaultProjectId, name: 'Default', slug: 'default', environment: 'test', is_default: true, settings: {}, created_at: now },
-          },
-        ];
-      }
-      case 'create_project': {
-        const s = active(state);
+      case 'create_project':
         checkSlug(s, command.slug);
         return [
           {
@@ -94,11 +138,8 @@ export const orgDecider: Decider<OrgState, OrgCommand> = {
             data: { project_id: command.projectId, name: command.name, slug: command.slug, environment: command.environment, is_default: false, settings: command.settings, created_at: now },
           },
         ];
-      }
       case 'update_project': {
-        const s = active(state);
-        const p = s.projects.get(command.projectId);
-        if (!p) throw new Rejection('not_found', 'project not found');
+        const p = project(s, command.projectId);
         const out: DomainEvent[] = [];
         const name = command.name !== undefined && command.name !== p.name ? command.name : undefined;
         const slug = command.slug !== undefined && command.slug !== p.slug ? command.slug : undefined;
@@ -113,12 +154,55 @@ export const orgDecider: Decider<OrgState, OrgCommand> = {
         return out;
       }
       case 'delete_project': {
-        const s = active(state);
-        const p = s.projects.get(command.projectId);
-        if (!p) throw new Rejection('not_found', 'project not found');
+        const p = project(s, command.projectId);
         if (s.projects.size <= 1) throw new Rejection('cannot_delete_last_project', 'an organization keeps at least one project');
         if (p.isDefault) throw new Rejection('cannot_delete_default', 'the default project cannot be deleted; promote another first');
-        return [{ type: 'project.deleted', data: { project_id: command.projectId } }];
+        // The cascade: the project's keys are revoked in the same append.
+        const revoked: DomainEvent[] = [...s.keys]
+          .filter(([, k]) => k.projectId === command.projectId && !k.revoked)
+          .map(([keyId]) => ({ type: 'api_key.revoked', data: { key_id: keyId, reason: 'project_deleted' } }));
+        return [...revoked, { type: 'project.deleted', data: { project_id: command.projectId } }];
+      }
+      case 'add_user': {
+        const email = command.email.toLowerCase();
+        for (const u of s.users.values()) if (u.email === email) throw new Rejection('user_exists', 'a user with this email already belongs to the organization');
+        return [{ type: 'user.added', data: { user_id: command.userId, email, display_name: command.displayName, role: command.role, added_at: now } }];
+      }
+      case 'set_project_member': {
+        const p = project(s, command.projectId);
+        const u = s.users.get(command.userId);
+        if (!u) throw new Rejection('user_not_in_org', 'the user does not belong to this organization');
+        if (u.role === 'owner') throw new Rejection('cannot_override_owner', "an owner's role cannot be overridden");
+        if (p.members.get(command.userId) === command.role) return [];
+        return [{ type: 'project_member.set', data: { project_id: command.projectId, user_id: command.userId, role: command.role } }];
+      }
+      case 'remove_project_member': {
+        const p = project(s, command.projectId);
+        if (!p.members.has(command.userId)) return [];
+        return [{ type: 'project_member.removed', data: { project_id: command.projectId, user_id: command.userId } }];
+      }
+      case 'create_api_key':
+        if (command.projectId !== null) project(s, command.projectId);
+        return [
+          {
+            type: 'api_key.created',
+            data: {
+              key_id: command.keyId,
+              name: command.name,
+              environment: command.environment,
+              project_id: command.projectId,
+              scopes: command.scopes,
+              key_hash: command.keyHash,
+              key_prefix: command.keyPrefix,
+              created_at: now,
+            },
+          },
+        ];
+      case 'revoke_api_key': {
+        const k = s.keys.get(command.keyId);
+        if (!k) throw new Rejection('not_found', 'API key not found');
+        if (k.revoked) return [];
+        return [{ type: 'api_key.revoked', data: { key_id: command.keyId, reason: 'revoked' } }];
       }
     }
   },

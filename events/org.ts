@@ -5,6 +5,9 @@ import { IsoTime } from './common.ts';
 // owns its project list, so "one default", "slug unique in the organization"
 // and "not the last project" are decided in one stream.
 
+// Users, project-level role overrides and API keys live in the same stream: a
+// project's deletion revokes its keys in the same append, atomically.
+
 export const OrgCreated = z.object({
   org_id: z.string(),
   name: z.string(),
@@ -36,10 +39,53 @@ export const ProjectDeleted = z.object({
   project_id: z.string(),
 });
 
+export const Role = z.enum(['owner', 'admin', 'member']);
+
+export const UserAdded = z.object({
+  user_id: z.string(),
+  email: z.string(),
+  display_name: z.string().nullable(),
+  role: Role,
+  added_at: IsoTime,
+});
+
+export const ProjectMemberSet = z.object({
+  project_id: z.string(),
+  user_id: z.string(),
+  role: z.enum(['admin', 'member']),
+});
+
+export const ProjectMemberRemoved = z.object({
+  project_id: z.string(),
+  user_id: z.string(),
+});
+
+/** Only the key's hash and a display prefix are recorded; the key itself is shown once and never stored. */
+export const ApiKeyCreated = z.object({
+  key_id: z.string(),
+  name: z.string(),
+  environment: z.enum(['live', 'test']),
+  project_id: z.string().nullable(),
+  scopes: z.array(z.string()),
+  key_hash: z.string().regex(/^[0-9a-f]{64}$/),
+  key_prefix: z.string(),
+  created_at: IsoTime,
+});
+
+export const ApiKeyRevoked = z.object({
+  key_id: z.string(),
+  reason: z.enum(['revoked', 'project_deleted']),
+});
+
 export const orgEvents = {
   'org.created': OrgCreated,
   'project.created': ProjectCreated,
   'project.updated': ProjectUpdated,
   'project.default_changed': ProjectDefaultChanged,
   'project.deleted': ProjectDeleted,
+  'user.added': UserAdded,
+  'project_member.set': ProjectMemberSet,
+  'project_member.removed': ProjectMemberRemoved,
+  'api_key.created': ApiKeyCreated,
+  'api_key.revoked': ApiKeyRevoked,
 } as const;

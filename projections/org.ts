@@ -28,8 +28,53 @@ export const orgProjection: Projection = {
       position text COLLATE "C" NOT NULL
     );
     CREATE INDEX ON ${t} (org_id, created_at)`,
+    users: (t) => `CREATE TABLE ${t} (
+      user_id text PRIMARY KEY,
+      org_id text NOT NULL,
+      email text NOT NULL,
+      display_name text,
+      role text NOT NULL,
+      added_at timestamptz NOT NULL,
+      position text COLLATE "C" NOT NULL
+    );
+    CREATE INDEX ON ${t} (org_id)`,
+    project_members: (t) => `CREATE TABLE ${t} (
+      project_id text NOT NULL,
+      user_id text NOT NULL,
+      org_id text NOT NULL,
+      role text NOT NULL,
+      added_at timestamptz NOT NULL,
+      removed boolean NOT NULL DEFAULT false,
+      position text COLLATE "C" NOT NULL,
+      PRIMARY KEY (project_id, user_id)
+    )`,
+    api_keys: (t) => `CREATE TABLE ${t} (
+      key_id text PRIMARY KEY,
+      org_id text NOT NULL,
+      project_id text,
+      name text NOT NULL,
+      environment text NOT NULL,
+      scopes jsonb NOT NULL,
+      key_hash text NOT NULL UNIQUE,
+      key_prefix text NOT NULL,
+      created_at timestamptz NOT NULL,
+      revoked_at timestamptz,
+      position text COLLATE "C" NOT NULL
+    );
+    CREATE INDEX ON ${t} (org_id, created_at)`,
   },
-  eventTypes: new Set(['org.created', 'project.created', 'project.updated', 'project.default_changed', 'project.deleted']),
+  eventTypes: new Set([
+    'org.created',
+    'project.created',
+    'project.updated',
+    'project.default_changed',
+    'project.deleted',
+    'user.added',
+    'project_member.set',
+    'project_member.removed',
+    'api_key.created',
+    'api_key.revoked',
+  ]),
 
   async apply(tx, event, t) {
     const e = parseEvent(event.type, event.data);
@@ -63,9 +108,39 @@ export const orgProjection: Projection = {
       case 'project.deleted':
         await tx.query(`UPDATE ${t.projects} SET deleted_at = $2, position = $3 WHERE id = $1 AND position < $3`, [e.data.project_id, event.metadata.occurred_at ?? event.recordedAt, pos]);
         return;
+      case 'user.added':
+        await tx.query(
+          `INSERT INTO ${t.users} (user_id, org_id, email, display_name, role, added_at, position) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (user_id) DO NOTHING`,
+          [e.data.user_id, org, e.data.email, e.data.display_name, e.data.role, e.data.added_at, pos],
+        );
+        return;
+      case 'project_member.set':
+        await tx.query(
+          `INSERT INTO ${t.project_members} (project_id, user_id, org_id, role, added_at, removed, position) VALUES ($1, $2, $3, $4, $5, false, $6)
+           ON CONFLICT (project_id, user_id) DO UPDATE SET role = EXCLUDED.role, removed = false,
+             added_at = CASE WHEN ${t.project_members}.removed THEN EXCLUDED.added_at ELSE ${t.project_members}.added_at END, position = EXCLUDED.position
+           WHERE ${t.project_members}.position < EXCLUDED.position`,
+          [e.data.project_id, e.data.user_id, org, e.data.role, event.metadata.occurred_at ?? event.recordedAt, pos],
+        );
+        return;
+      case 'project_member.removed':
+        await tx.query(`UPDATE ${t.project_members} SET removed = true, position = $3 WHERE project_id = $1 AND user_id = $2 AND position < $3`, [e.data.project_id, e.data.user_id, pos]);
+        return;
+      case 'api_key.created':
+        await tx.query(
+          `INSERT INTO ${t.api_keys} (key_id, org_id, project_id, name, environment, scopes, key_hash, key_prefix, created_at, position)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (key_id) DO NOTHING`,
+          [e.data.key_id, org, e.data.project_id, e.data.name, e.data.environment, JSON.stringify(e.data.scopes), e.data.key_hash, e.data.key_prefix, e.data.created_at, pos],
+        );
+        return;
+      case 'api_key.revoked':
+        await tx.query(`UPDATE ${t.api_keys} SET revoked_at = $2, position = $3 WHERE key_id = $1 AND position < $3`, [e.data.key_id, event.metadata.occurred_at ?? event.recordedAt, pos]);
+        return;
     }
   },
 };
+
+const PROJECT_EVENTS = new Set(['org.created', 'project.created', 'project.updated', 'project.default_changed', 'project.deleted']);
 
 type ProjectRecord = {
   id: string;
@@ -106,6 +181,11 @@ orgProjection.applyBatch = async (tx, events, t) => {
   const touched = new Set<string>();
   const newOrgs: { org_id: string; name: string; created_at: string; position: string }[] = [];
   for (const ev of events) {
+    if (!PROJECT_EVENTS.has(ev.type)) {
+      // Other tables do not depend on the project rows: apply in order, one by one.
+      await orgProjection.apply(tx, ev, t);
+      continue;
+    }
     const e = parseEvent(ev.type, ev.data);
     const pos = ev.position;
     switch (e.type) {

@@ -22,7 +22,7 @@ const verify = (org: string) => verifyOrgChain(ledger.store, org, ledger.key, le
 /** A chain of `n` entries for a fresh organization, sealed and checkpointed. */
 async function chain(org: string, n = 10): Promise<void> {
   const ctx = ledger.ctx(org);
-  await ledger.run(orgDecider, orgStream(org), { type: 'create_org', orgId: org, name: `Org ${org}`, defaultProjectId: `prj_${org}` }, ctx);
+  await ledger.run(orgDecider, orgStream(org), { type: 'create_org', orgId: org, name: `Org ${org}`, defaultProjectId: `prj_${org}`, owner: { userId: `usr_${Math.random().toString(36).slice(2)}`, email: 'owner@example.com', displayName: null } }, ctx);
   await ledger.settle();
   for (let i = 0; i < n - 2; i++) {
     await ledger.run(orgDecider, orgStream(org), { type: 'create_project', projectId: `prj_${org}_${i}`, name: `Project ${i}`, slug: `p-${i}`, environment: 'test', settings: { i } }, ctx);
@@ -152,7 +152,7 @@ t.test('a crash between append and seal never breaks the chain: the sealer catch
   const sealer = ledger.readSide.sealer;
   await sealer.stop();
   const ctx = ledger.ctx('org_crash');
-  await ledger.run(orgDecider, orgStream('org_crash'), { type: 'create_org', orgId: 'org_crash', name: 'Crash', defaultProjectId: 'prj_crash' }, ctx);
+  await ledger.run(orgDecider, orgStream('org_crash'), { type: 'create_org', orgId: 'org_crash', name: 'Crash', defaultProjectId: 'prj_crash', owner: { userId: `usr_${Math.random().toString(36).slice(2)}`, email: 'owner@example.com', displayName: null } }, ctx);
   for (let i = 0; i < 5; i++) {
     await ledger.run(orgDecider, orgStream('org_crash'), { type: 'create_project', projectId: `prj_crash_${i}`, name: 'P', slug: `c-${i}`, environment: 'test', settings: {} }, ctx);
   }

@@ -4,8 +4,10 @@ import type { DomainEvent } from '../../events/index.ts';
 import { given } from '../helpers/decider.ts';
 
 const now = '2026-11-21T12:00:00.000Z';
+const owner = { userId: 'usr_owner', email: 'owner@example.com', displayName: 'Owner' };
 const created: DomainEvent[] = [
   { type: 'org.created', data: { org_id: 'org_1', name: 'Acme', created_at: now } },
+  { type: 'user.added', data: { user_id: 'usr_owner', email: 'owner@example.com', display_name: 'Owner', role: 'owner', added_at: now } },
   { type: 'project.created', data: { project_id: 'prj_default', name: 'Default', slug: 'default', environment: 'test', is_default: true, settings: {}, created_at: now } },
 ];
 const second: DomainEvent = {
@@ -14,8 +16,8 @@ const second: DomainEvent = {
 };
 
 t.test('create_org makes the organization and its default project', async (t) => {
-  given(t, orgDecider, []).when({ type: 'create_org', orgId: 'org_1', name: 'Acme', defaultProjectId: 'prj_default' }).then(created);
-  given(t, orgDecider, created).when({ type: 'create_org', orgId: 'org_1', name: 'Acme', defaultProjectId: 'prj_x' }).rejects('org_exists');
+  given(t, orgDecider, []).when({ type: 'create_org', orgId: 'org_1', name: 'Acme', defaultProjectId: 'prj_default', owner }).then(created);
+  given(t, orgDecider, created).when({ type: 'create_org', orgId: 'org_1', name: 'Acme', defaultProjectId: 'prj_x', owner }).rejects('org_exists');
 });
 
 t.test('create_project checks the slug rules', async (t) => {
@@ -51,4 +53,32 @@ t.test('delete_project guards', async (t) => {
   given(t, orgDecider, alone).when({ type: 'delete_project', projectId: 'prj_b' }).rejects('cannot_delete_last_project');
   given(t, orgDecider, created).when({ type: 'delete_project', projectId: 'prj_default' }).rejects('cannot_delete_last_project');
   given(t, orgDecider, created).when({ type: 'delete_project', projectId: 'missing' }).rejects('not_found');
+});
+
+t.test('users, project members and API keys', async (t) => {
+  given(t, orgDecider, created)
+    .when({ type: 'add_user', userId: 'usr_2', email: 'Ana@Example.com', displayName: null, role: 'admin' })
+    .then([{ type: 'user.added', data: { user_id: 'usr_2', email: 'ana@example.com', display_name: null, role: 'admin', added_at: now } }]);
+  given(t, orgDecider, created).when({ type: 'add_user', userId: 'usr_3', email: 'OWNER@example.com', displayName: null, role: 'member' }).rejects('user_exists');
+  given(t, orgDecider, created).when({ type: 'set_project_member', projectId: 'prj_default', userId: 'usr_owner', role: 'member' }).rejects('cannot_override_owner');
+  given(t, orgDecider, created).when({ type: 'set_project_member', projectId: 'prj_default', userId: 'usr_nobody', role: 'member' }).rejects('user_not_in_org');
+  given(t, orgDecider, created).when({ type: 'remove_project_member', projectId: 'prj_default', userId: 'usr_nobody' }).then([], 'removing an absent override writes nothing');
+  const key: DomainEvent = {
+    type: 'api_key.created',
+    data: { key_id: 'key_1', name: 'k', environment: 'test', project_id: 'prj_b', scopes: ['*'], key_hash: 'a'.repeat(64), key_prefix: 'sk_test_abcd', created_at: now },
+  };
+  given(t, orgDecider, [...created, second])
+    .when({ type: 'create_api_key', keyId: 'key_1', name: 'k', environment: 'test', projectId: 'prj_b', scopes: ['*'], keyHash: 'a'.repeat(64), keyPrefix: 'sk_test_abcd' })
+    .then([key]);
+  given(t, orgDecider, created)
+    .when({ type: 'create_api_key', keyId: 'key_1', name: 'k', environment: 'test', projectId: 'prj_nope', scopes: ['*'], keyHash: 'a'.repeat(64), keyPrefix: 'x' })
+    .rejects('not_found');
+  given(t, orgDecider, [...created, second, key]).when({ type: 'revoke_api_key', keyId: 'key_1' }).then([{ type: 'api_key.revoked', data: { key_id: 'key_1', reason: 'revoked' } }]);
+  given(t, orgDecider, [...created, second, key, { type: 'api_key.revoked', data: { key_id: 'key_1', reason: 'revoked' } }]).when({ type: 'revoke_api_key', keyId: 'key_1' }).then([], 'revoking twice writes nothing');
+  given(t, orgDecider, [...created, second, key])
+    .when({ type: 'delete_project', projectId: 'prj_b' })
+    .then([
+      { type: 'api_key.revoked', data: { key_id: 'key_1', reason: 'project_deleted' } },
+      { type: 'project.deleted', data: { project_id: 'prj_b' } },
+    ], 'deleting a project revokes its keys in the same append');
 });
