@@ -7,7 +7,7 @@ import { type Decider, Rejection } from '../src/eventstore/handler.ts';
 export const orgStream = (orgId: string) => `org-${orgId}`;
 
 export type Role = 'owner' | 'admin' | 'member';
-export type ProjectState = { name: string; slug: string; environment: 'live' | 'test'; isDefault: boolean; members: Map<string, 'admin' | 'member'> };
+export type ProjectState = { name: string; slug: string; environment: 'live' | 'test'; isDefault: boolean; createdAt: string; members: Map<string, 'admin' | 'member'> };
 export type UserState = { email: string; role: Role };
 export type KeyState = { projectId: string | null; revoked: boolean };
 
@@ -72,7 +72,7 @@ export const orgDecider: Decider<OrgState, OrgCommand> = {
     switch (event.type) {
       case 'project.created':
         return withProjects(s, (m) =>
-          m.set(event.data.project_id, { name: event.data.name, slug: event.data.slug, environment: event.data.environment, isDefault: event.data.is_default, members: new Map() }),
+          m.set(event.data.project_id, { name: event.data.name, slug: event.data.slug, environment: event.data.environment, isDefault: event.data.is_default, createdAt: event.data.created_at, members: new Map() }),
         );
       case 'project.updated':
         return withProjects(s, (m) => {

@@ -1,17 +1,80 @@
+import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyInstance } from 'fastify';
-import type { Runtime } from './runtime.ts';
+import type { EventStore } from './eventstore/port.ts';
+import { Authenticator } from './http/auth.ts';
+import { ApiError, registerErrorHandling } from './http/errors.ts';
+import { IdempotencyStore, migrateIdempotency } from './http/idempotency.ts';
+import { orgRoutes } from './http/orgs.ts';
+import { platformRoutes } from './http/platform.ts';
+import { projectRoutes } from './http/projects.ts';
+import { defaultRateLimit, RateLimiter, type RateLimitConfig } from './http/ratelimit.ts';
+import type { AppDeps } from './http/route.ts';
+import { HTTP_BODY_MAX_BYTES } from './limits.ts';
+import type { Db } from './postgres/db.ts';
+import type { ReadSide } from './readside.ts';
 
 // The composition root of the HTTP service: every plugin is registered here,
 // explicitly. Tests build their own app from their own runtime.
 
-export type AppDeps = Pick<Runtime, 'db' | 'store'> & { logLevel?: string };
+export type BuildOptions = {
+  db: Db;
+  store: EventStore;
+  readSide: Pick<ReadSide, 'waitFor'>;
+  serviceSecret: string;
+  baseUrl: string;
+  now?: () => Date;
+  readWaitMs?: number;
+  rateLimit?: RateLimitConfig;
+  logLevel?: string;
+};
 
-export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   const app = Fastify({
-    logger: { level: deps.logLevel ?? 'info' },
+    logger: { level: opts.logLevel ?? 'info' },
+    bodyLimit: HTTP_BODY_MAX_BYTES,
+    // Echo a well-formed incoming X-Request-Id, else mint one.
+    genReqId: (req) => {
+      const h = req.headers['x-request-id'];
+      return typeof h === 'string' && REQUEST_ID.test(h) ? h : `req_${randomUUID().replaceAll('-', '')}`;
+    },
+    requestIdHeader: false,
+    return503OnClosing: true,
   });
+  app.addHook('onRequest', async (req, reply) => {
+    reply.header('x-request-id', req.id);
+  });
+  // JSON only; an empty body is "no body" (routes whose body is optional accept it).
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser(/^application\/(.+\+)?json$/, { parseAs: 'string' }, (_req, body, done) => {
+    const text = typeof body === 'string' ? body : body.toString('utf8');
+    if (text.trim() === '') return done(null, undefined);
+    try {
+      done(null, JSON.parse(text));
+    } catch {
+      done(new ApiError(400, 'invalid_json', 'the request body is not valid JSON'), undefined);
+    }
+  });
+  registerErrorHandling(app);
 
-  app.get('/healthz', async () => ({ status: 'ok' }));
+  await migrateIdempotency(opts.db);
+  const deps: AppDeps = {
+    db: opts.db,
+    store: opts.store,
+    readSide: opts.readSide,
+    auth: new Authenticator(opts.db, opts.serviceSecret),
+    idempotency: new IdempotencyStore(opts.db),
+    rateLimiter: new RateLimiter(opts.rateLimit ?? defaultRateLimit),
+    now: opts.now ?? (() => new Date()),
+    readWaitMs: opts.readWaitMs ?? 5_000,
+    routes: [],
+    baseUrl: opts.baseUrl,
+  };
+
+  await app.register(async (scope) => platformRoutes(scope, deps));
+  await app.register(async (scope) => orgRoutes(scope, deps));
+  await app.register(async (scope) => projectRoutes(scope, deps));
 
   await app.ready();
   return app;

@@ -1,4 +1,5 @@
 import { parseArgs } from 'node:util';
+import { buildApp } from './app.ts';
 import { verifyExport, exportChain } from './audit/export.ts';
 import { verifyOrgChain } from './audit/verifier.ts';
 import { loadConfig } from './config.ts';
@@ -10,6 +11,7 @@ import { AUDIT_ORIGIN, openRuntime, type Runtime } from './runtime.ts';
 // Operator and auditor commands: `npm run cli -- <command>` or `ledger <command>`.
 
 const USAGE = `usage:
+  bootstrap --org-name <name> --email <email>
   projections status
   projections rebuild [name]
   audit verify --org <org_id>
@@ -35,6 +37,44 @@ function bar(done: number, total: number, rate: number): string {
   return `[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${(frac * 100).toFixed(1)}% ${done} events ${rate.toFixed(0)} events/s`;
 }
 
+/** Creates an organization, its owner, and a test and a live API key, through the API itself. */
+async function bootstrap(orgName: string, email: string): Promise<number> {
+  const config = loadConfig();
+  const rt = await openRuntime(config);
+  const app = await buildApp({ db: rt.db, store: rt.store, readSide: rt.readSide!, serviceSecret: rt.serviceSecret, baseUrl: config.publicBaseUrl, logLevel: 'warn' });
+  try {
+    const platform = { authorization: `Bearer ${rt.serviceSecret}` };
+    const org = await app.inject({ method: 'POST', url: '/v1/orgs', headers: platform, payload: { name: orgName, owner_email: email } });
+    if (org.statusCode !== 201) {
+      process.stderr.write(`creating the organization failed: ${org.statusCode} ${org.body}\n`);
+      return 1;
+    }
+    const o = org.json() as { org: { id: string }; owner: { user_id: string }; default_project: { id: string } };
+    const asOwner = { ...platform, 'x-svc-user': o.owner.user_id };
+    const keys: Record<string, string> = {};
+    for (const environment of ['test', 'live'] as const) {
+      const k = await app.inject({ method: 'POST', url: '/v1/api-keys', headers: asOwner, payload: { name: `${environment} key`, environment } });
+      if (k.statusCode !== 201) {
+        process.stderr.write(`creating the ${environment} key failed: ${k.statusCode} ${k.body}\n`);
+        return 1;
+      }
+      keys[environment] = (k.json() as { key: string }).key;
+    }
+    out({
+      org_id: o.org.id,
+      user_id: o.owner.user_id,
+      project_id: o.default_project.id,
+      test_api_key: keys.test,
+      live_api_key: keys.live,
+      service_secret_file: rt.serviceSecretFile,
+    });
+    return 0;
+  } finally {
+    await app.close();
+    await rt.close();
+  }
+}
+
 export async function main(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args: argv,
@@ -46,9 +86,18 @@ export async function main(argv: string[]): Promise<number> {
       stream: { type: 'string' },
       after: { type: 'string' },
       limit: { type: 'string' },
+      'org-name': { type: 'string' },
+      email: { type: 'string' },
     },
   });
   const [group, cmd, arg] = positionals;
+  if (group === 'bootstrap') {
+    if (!values['org-name'] || !values.email) {
+      process.stderr.write(USAGE + '\n');
+      return 2;
+    }
+    return bootstrap(values['org-name'], values.email);
+  }
   switch (`${group ?? ''} ${cmd ?? ''}`) {
     case 'projections status':
       return withRuntime(async (rt) => {

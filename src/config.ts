@@ -9,6 +9,8 @@ const schema = z.object({
   DATABASE_URL: z.string().url().optional(),
   ESDB_URL: z.string().min(1).optional(),
   AUDIT_SIGNING_KEY: z.string().min(1).optional(),
+  SVC_SERVICE_SECRET: z.string().min(32).optional(),
+  PUBLIC_BASE_URL: z.string().url().optional(),
   READ_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(5_000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
@@ -22,6 +24,10 @@ export type Config = {
   logLevel: z.infer<typeof schema>['LOG_LEVEL'];
   /** base64 Ed25519 seed for audit checkpoints; generated into dataDir when unset. */
   auditSigningKey: string | undefined;
+  /** The platform secret of the service-auth subtree; generated into dataDir when unset. */
+  serviceSecret: string | undefined;
+  /** Public base URL (links, OpenAPI servers); http://HOST:PORT when unset. */
+  publicBaseUrl: string;
   /** How long a command waits for the read side before answering with the read-side-behind header. */
   readWaitMs: number;
 };
@@ -45,6 +51,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     esdbUrl: e.ESDB_URL,
     logLevel: e.LOG_LEVEL,
     auditSigningKey: e.AUDIT_SIGNING_KEY,
+    serviceSecret: e.SVC_SERVICE_SECRET,
+    publicBaseUrl: e.PUBLIC_BASE_URL ?? `http://${e.HOST.includes(':') ? `[${e.HOST}]` : e.HOST}:${e.PORT}`,
     readWaitMs: e.READ_WAIT_MS,
   };
 }

@@ -25,3 +25,17 @@ export const SUBSCRIPTION_RETRY_MS = 250;
 
 /** Postgres pool size of the service. */
 export const PG_POOL_MAX = 10;
+
+/** HTTP: largest request body. */
+export const HTTP_BODY_MAX_BYTES = 1_048_576;
+/** HTTP: how long an API key lookup is cached in-process (revocations here clear it at once). */
+export const AUTH_CACHE_TTL_MS = 2_000;
+/** Rate limit per API key: a token bucket of this capacity, refilled at this rate. */
+export const RATE_LIMIT_BURST = 200;
+export const RATE_LIMIT_PER_SECOND = 100;
+/** Idempotency keys: 1..255 visible ASCII characters, remembered this long. */
+export const IDEMPOTENCY_KEY_MAX_CHARS = 255;
+export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
+/** Projects list (spec Part 8). */
+export const PROJECTS_LIST_DEFAULT = 50;
+export const PROJECTS_LIST_MAX = 100;

@@ -8,7 +8,16 @@ const config = loadConfig();
 const runtime = await openRuntime(config, (line) => {
   if (config.logLevel === 'debug' || config.logLevel === 'trace') process.stderr.write(line + '\n');
 });
-const app = await buildApp({ db: runtime.db, store: runtime.store, logLevel: config.logLevel });
+const app = await buildApp({
+  db: runtime.db,
+  store: runtime.store,
+  readSide: runtime.readSide!,
+  serviceSecret: runtime.serviceSecret,
+  baseUrl: config.publicBaseUrl,
+  readWaitMs: config.readWaitMs,
+  logLevel: config.logLevel,
+});
+if (runtime.serviceSecretFile) app.log.info({ service_secret_file: runtime.serviceSecretFile }, 'platform secret for the service-auth subtree');
 
 let stopping = false;
 async function shutdown(signal: string) {

@@ -1,3 +1,5 @@
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Config } from './config.ts';
 import { type EventStore, openEventStore } from './eventstore/index.ts';
@@ -16,6 +18,9 @@ export type Runtime = {
   db: Db;
   store: EventStore;
   auditKey: SigningKey;
+  serviceSecret: string;
+  /** Where the generated platform secret lives (null when it came from the environment). */
+  serviceSecretFile: string | null;
   /** Absent when opened with `followers: false` (one-shot CLI commands). */
   readSide: ReadSide | undefined;
   close(): Promise<void>;
@@ -24,6 +29,19 @@ export type Runtime = {
 export const AUDIT_ORIGIN = 'agent-ledger/audit';
 
 export const APP_DATABASE = 'ledger';
+
+/** SVC_SERVICE_SECRET, or one generated once into DATA_DIR (mode 0600). */
+async function loadServiceSecret(config: Config): Promise<{ value: string; file: string | null }> {
+  if (config.serviceSecret) return { value: config.serviceSecret, file: null };
+  const file = path.join(config.dataDir, 'service-secret');
+  try {
+    return { value: (await fs.readFile(file, 'utf8')).trim(), file };
+  } catch {
+    await fs.mkdir(config.dataDir, { recursive: true });
+    await fs.writeFile(file, `svc_${randomBytes(32).toString('base64url')}\n`, { mode: 0o600, flag: 'wx' }).catch(() => {});
+    return { value: (await fs.readFile(file, 'utf8')).trim(), file };
+  }
+}
 
 export async function openRuntime(config: Config, log: (line: string) => void = () => {}, opts: { followers?: boolean } = {}): Promise<Runtime> {
   let embedded: EmbeddedServer | undefined;
@@ -37,12 +55,15 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
   try {
     const store = await openEventStore({ esdbUrl: config.esdbUrl, db });
     const auditKey = await loadAuditSigningKey({ seedBase64: config.auditSigningKey, dataDir: config.dataDir });
+    const secret = await loadServiceSecret(config);
     const readSide = opts.followers === false ? undefined : await startReadSide(db, store, { signingKey: auditKey, origin: AUDIT_ORIGIN });
     return {
       config,
       db,
       store,
       auditKey,
+      serviceSecret: secret.value,
+      serviceSecretFile: secret.file,
       readSide,
       async close() {
         await readSide?.stop().catch(() => {});

@@ -1,0 +1,141 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { FastifyRequest } from 'fastify';
+import type { Queryable } from '../postgres/db.ts';
+import { AUTH_CACHE_TTL_MS } from '../limits.ts';
+import { ApiError, forbidden, insufficientRole, projectResolutionFailed, unauthorized } from './errors.ts';
+
+// Credentials (spec Part 5). API keys (`Authorization: Bearer sk_<env>_...`)
+// resolve to an organization, an environment, a project and scopes. The
+// service-auth subtree takes only the platform secret plus the acting user in
+// `x-svc-user`. Keys are stored as SHA-256 hashes and compared in constant time.
+
+export type Role = 'owner' | 'admin' | 'member';
+
+export type ApiKeyAuth = {
+  kind: 'api_key';
+  orgId: string;
+  projectId: string;
+  environment: 'live' | 'test';
+  keyId: string;
+  scopes: string[];
+};
+
+export type ServiceAuth = { kind: 'service'; orgId: string; userId: string; role: Role };
+export type PlatformAuth = { kind: 'platform' };
+export type OpenAuth = { kind: 'open' };
+export type Auth = ApiKeyAuth | ServiceAuth | PlatformAuth | OpenAuth;
+
+/**
+ * open: no credential. api_key: an API key. platform: the platform secret, no user.
+ * service: the platform secret and `x-svc-user`. human_session: like service, but an
+ * API key is answered 403 human_session_required first (Part 5 item 8).
+ */
+export type AuthMode = 'open' | 'api_key' | 'platform' | 'service' | 'human_session';
+
+export const API_KEY_PATTERN = /^sk_(test|live)_[A-Za-z0-9]{32}$/;
+export const hashKey = (key: string) => createHash('sha256').update(key).digest('hex');
+
+export const ROLE_RANK: Record<Role, number> = { member: 1, admin: 2, owner: 3 };
+
+/** Scope vocabulary (docs/api.md): `<family>:read`, `<family>:write`, `<family>:*`, `*`. */
+export function hasScope(scopes: readonly string[], needed: string): boolean {
+  const [family] = needed.split(':');
+  return scopes.includes('*') || scopes.includes(needed) || scopes.includes(`${family}:*`) || (needed.endsWith(':read') && scopes.includes(`${family}:write`));
+}
+
+function bearer(req: FastifyRequest): string | undefined {
+  const h = req.headers.authorization;
+  if (typeof h !== 'string') return undefined;
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(h);
+  return m?.[1];
+}
+
+function sameSecret(a: string, b: string): boolean {
+  const ha = createHash('sha256').update(a).digest();
+  const hb = createHash('sha256').update(b).digest();
+  return timingSafeEqual(ha, hb);
+}
+
+type KeyRow = { key_id: string; org_id: string; project_id: string | null; environment: 'live' | 'test'; scopes: string[]; key_hash: string; revoked_at: string | null };
+
+export class Authenticator {
+  private readonly keyCache = new Map<string, { row: KeyRow | null; at: number }>();
+
+  constructor(
+    private readonly db: Queryable,
+    private readonly serviceSecret: string,
+  ) {}
+
+  /** Forget cached keys (after a revocation in this process). */
+  invalidate(): void {
+    this.keyCache.clear();
+  }
+
+  private async keyRow(hash: string): Promise<KeyRow | null> {
+    const hit = this.keyCache.get(hash);
+    if (hit && Date.now() - hit.at < AUTH_CACHE_TTL_MS) return hit.row;
+    const { rows } = await this.db.query<KeyRow>(
+      'SELECT key_id, org_id, project_id, environment, scopes, key_hash, revoked_at::text FROM api_keys WHERE key_hash = $1',
+      [hash],
+    );
+    const row = rows[0] ?? null;
+    if (this.keyCache.size > 10_000) this.keyCache.clear();
+    this.keyCache.set(hash, { row, at: Date.now() });
+    return row;
+  }
+
+  async authenticate(req: FastifyRequest, mode: AuthMode, scope: string | undefined, minRole: Role | undefined): Promise<Auth> {
+    if (mode === 'open') return { kind: 'open' };
+    const token = bearer(req);
+    const isService = token !== undefined && sameSecret(token, this.serviceSecret);
+    if (mode === 'api_key') {
+      if (!token || isService || !API_KEY_PATTERN.test(token)) throw unauthorized();
+      return this.apiKey(req, token, scope);
+    }
+    // The service-auth subtree never reads API keys.
+    if (mode === 'human_session' && token && !isService && API_KEY_PATTERN.test(token)) {
+      throw new ApiError(403, 'human_session_required', 'this operation needs a human session (the platform credential and x-svc-user), not an API key');
+    }
+    if (!isService) throw unauthorized();
+    if (mode === 'platform') return { kind: 'platform' };
+    const userHeader = req.headers['x-svc-user'];
+    const userId = typeof userHeader === 'string' ? userHeader.trim() : '';
+    if (userId === '') throw unauthorized();
+    const { rows } = await this.db.query<{ org_id: string; role: Role }>('SELECT org_id, role FROM users WHERE user_id = $1', [userId]);
+    const user = rows[0];
+    if (!user) throw unauthorized();
+    const auth: ServiceAuth = { kind: 'service', orgId: user.org_id, userId, role: user.role };
+    if (minRole && ROLE_RANK[auth.role] < ROLE_RANK[minRole]) throw insufficientRole(minRole);
+    return auth;
+  }
+
+  private async apiKey(req: FastifyRequest, token: string, scope: string | undefined): Promise<ApiKeyAuth> {
+    const hash = hashKey(token);
+    const row = await this.keyRow(hash);
+    if (!row || row.revoked_at !== null || !timingSafeEqual(Buffer.from(row.key_hash, 'hex'), Buffer.from(hash, 'hex'))) throw unauthorized();
+    if (scope && !hasScope(row.scopes, scope)) throw forbidden(`this API key lacks the scope ${scope}`);
+    const header = req.headers['x-svc-project'];
+    const wanted = typeof header === 'string' && header.trim() !== '' ? header.trim() : undefined;
+    let projectId: string | undefined;
+    if (row.project_id) {
+      if (wanted && wanted !== row.project_id) throw forbidden('this API key is bound to another project');
+      projectId = row.project_id;
+    } else if (wanted) {
+      const { rows } = await this.db.query<{ id: string }>('SELECT id FROM projects WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL', [row.org_id, wanted]);
+      if (!rows[0]) throw forbidden('x-svc-project names no project of this organization');
+      projectId = wanted;
+    } else {
+      const { rows } = await this.db.query<{ id: string }>('SELECT id FROM projects WHERE org_id = $1 AND is_default AND deleted_at IS NULL', [row.org_id]);
+      projectId = rows[0]?.id;
+    }
+    if (!projectId) throw projectResolutionFailed();
+    return { kind: 'api_key', orgId: row.org_id, projectId, environment: row.environment, keyId: row.key_id, scopes: row.scopes };
+  }
+
+  /** A user's effective role in a project: the override unless they own the organization. */
+  async projectRole(auth: ServiceAuth, projectId: string): Promise<Role> {
+    if (auth.role === 'owner') return 'owner';
+    const { rows } = await this.db.query<{ role: Role }>('SELECT role FROM project_members WHERE project_id = $1 AND user_id = $2 AND NOT removed', [projectId, auth.userId]);
+    return rows[0]?.role ?? auth.role;
+  }
+}

@@ -1,0 +1,109 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { Rejection } from '../eventstore/handler.ts';
+
+// One central error path. Most errors use the spec's envelope
+//   {error: {code, message, details?}, request_id}
+// and the exceptions the spec lists keep their own shapes (a bare
+// {error: "unauthorized"}, {error: "forbidden", message, status}, ...).
+
+/** An error whose response body is given whole (the spec's odd shapes). */
+export class RawHttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly body: unknown,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(typeof body === 'object' && body && 'error' in body ? String((body as { error: unknown }).error) : `http ${status}`);
+  }
+}
+
+/** An error answered in the standard envelope. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly details?: Record<string, unknown>,
+  ) {
+    super(message);
+  }
+}
+
+export const unauthorized = () => new RawHttpError(401, { error: 'unauthorized' });
+export const forbidden = (message: string) => new RawHttpError(403, { error: 'forbidden', message, status: 403 });
+export const insufficientRole = (required: string) => new RawHttpError(403, { error: 'insufficient_role', required });
+export const projectResolutionFailed = () => new RawHttpError(500, { error: 'project_resolution_failed' });
+
+/** Every rejection code a decider can raise, with its HTTP status. Unlisted codes answer 409. */
+export const REJECTION_STATUS: Record<string, number> = {
+  not_found: 404,
+  org_exists: 409,
+  user_exists: 409,
+  user_not_in_org: 404,
+  cannot_override_owner: 409,
+  slug_invalid: 400,
+  slug_reserved: 400,
+  slug_conflict: 400,
+  cannot_delete_default: 409,
+  cannot_delete_last_project: 409,
+  cannot_delete_with_consumer_records: 409,
+  concurrency_conflict: 409,
+  transition_conflict: 409,
+  invalid_transition: 409,
+  idempotency_key_reused: 409,
+};
+
+export function envelope(code: string, message: string, requestId: string, details?: Record<string, unknown>) {
+  return { error: { code, message, ...(details ? { details } : {}) }, request_id: requestId };
+}
+
+export type Issue = { path: (string | number)[]; code: string; message: string };
+
+export function toIssues(issues: readonly { path: readonly PropertyKey[]; code?: string; message: string }[]): Issue[] {
+  return issues.map((i) => ({ path: i.path.map((p) => (typeof p === 'number' ? p : String(p))), code: i.code ?? 'invalid', message: i.message }));
+}
+
+export type ErrorResponse = { status: number; body: unknown; headers: Record<string, string> };
+
+/** The response for any thrown value; never a stack trace. */
+export function errorResponse(err: unknown, requestId: string): ErrorResponse {
+  const env = (status: number, code: string, message: string, details?: Record<string, unknown>): ErrorResponse => ({
+    status,
+    body: envelope(code, message, requestId, details),
+    headers: {},
+  });
+  if (err instanceof RawHttpError) return { status: err.status, body: err.body, headers: err.headers };
+  if (err instanceof ApiError) return env(err.status, err.code, err.message, err.details);
+  if (err instanceof Rejection) return env(REJECTION_STATUS[err.code] ?? 409, err.code, err.message, err.details);
+  const fe = err as FastifyError;
+  switch (fe?.code) {
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return env(415, 'unsupported_media_type', 'send the body as application/json');
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return env(413, 'payload_too_large', 'the request body is too large');
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return env(400, 'invalid_json', 'the request body is not valid JSON');
+  }
+  if (typeof fe?.statusCode === 'number' && fe.statusCode >= 400 && fe.statusCode < 500) return env(fe.statusCode, 'bad_request', 'the request could not be read');
+  return env(500, 'internal_error', 'the request could not be completed; it is safe to retry with the same Idempotency-Key');
+}
+
+export function sendResponse(reply: FastifyReply, r: { status: number; body?: unknown; headers?: Record<string, string> }): FastifyReply {
+  reply.code(r.status).headers(r.headers ?? {});
+  if (r.body === undefined) return reply.send();
+  return reply.type('application/json; charset=utf-8').send(r.body);
+}
+
+export function replyError(err: unknown, req: FastifyRequest, reply: FastifyReply): void {
+  const r = errorResponse(err, String(req.id));
+  if (r.status >= 500) req.log.error({ err }, 'unhandled error');
+  void sendResponse(reply, r);
+}
+
+export function registerErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((err, req, reply) => replyError(err, req, reply));
+  app.setNotFoundHandler((req, reply) => {
+    void sendResponse(reply, { status: 404, body: envelope('not_found', `no route for ${req.method} ${req.url.split('?')[0]}`, String(req.id)) });
+  });
+}

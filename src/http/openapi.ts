@@ -1,0 +1,91 @@
+import { z } from 'zod';
+import { eventTypes } from '../../events/index.ts';
+import type { RouteSpec } from './route.ts';
+import { ErrorEnvelope } from './schemas.ts';
+
+// The OpenAPI 3.1 document, generated from the route declarations themselves:
+// every operation with its security, parameters, body, responses and error codes.
+
+type Json = Record<string, unknown>;
+
+function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Json {
+  return z.toJSONSchema(schema, { target: 'draft-2020-12', io, unrepresentable: 'any', reused: 'inline' }) as Json;
+}
+
+function strip(s: Json): Json {
+  const { $schema: _s, ...rest } = s;
+  return rest;
+}
+
+const SECURITY: Record<string, Json[]> = {
+  open: [],
+  api_key: [{ apiKey: [] }],
+  platform: [{ platformSecret: [] }],
+  service: [{ platformSecret: [], actingUser: [] }],
+  human_session: [{ platformSecret: [], actingUser: [] }],
+};
+
+export function buildOpenApi(routes: readonly RouteSpec[], serverUrl: string): Json {
+  const paths: Record<string, Record<string, Json>> = {};
+  for (const r of routes) {
+    const path = r.url.replace(/:([A-Za-z_]+)/g, '{$1}');
+    const parameters: Json[] = [];
+    const addParams = (schema: z.ZodType | undefined, where: 'path' | 'query') => {
+      if (!schema) return;
+      const js = strip(jsonSchema(schema, 'input'));
+      const props = (js.properties ?? {}) as Record<string, Json>;
+      const required = new Set((js.required as string[] | undefined) ?? []);
+      for (const [name, s] of Object.entries(props)) parameters.push({ name, in: where, required: where === 'path' || required.has(name), schema: s });
+    };
+    addParams(r.params, 'path');
+    addParams(r.query, 'query');
+    if (r.auth === 'api_key') parameters.push({ name: 'x-svc-project', in: 'header', required: false, schema: { type: 'string' }, description: 'Project to act in; the default project when omitted.' });
+    if (r.idempotent) parameters.push({ name: 'Idempotency-Key', in: 'header', required: false, schema: { type: 'string', maxLength: 255 }, description: 'Repeat-safe key: a repeat with the same body returns the first response.' });
+    const responses: Record<string, Json> = {};
+    for (const [status, schema] of Object.entries(r.responses)) {
+      responses[status] = schema ? { description: 'Success', content: { 'application/json': { schema: strip(jsonSchema(schema, 'output')) } } } : { description: 'Success, no body' };
+    }
+    const byStatus = new Map<number, string[]>();
+    for (const [status, code] of r.errors ?? []) byStatus.set(status, [...(byStatus.get(status) ?? []), code]);
+    for (const [status, codes] of byStatus) {
+      responses[String(status)] = {
+        description: `Error codes: ${codes.join(', ')}`,
+        content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorEnvelope' } } },
+      };
+    }
+    const op: Json = {
+      operationId: r.operationId,
+      summary: r.summary,
+      tags: r.tags,
+      security: SECURITY[r.auth],
+      parameters,
+      responses,
+      ...(r.deprecated ? { deprecated: true } : {}),
+      'x-error-codes': (r.errors ?? []).map(([status, code]) => ({ status, code })),
+      ...(r.scope ? { 'x-scope': r.scope } : {}),
+    };
+    if (r.body) {
+      op.requestBody = { required: !r.bodyOptional, content: { 'application/json': { schema: strip(jsonSchema(r.body, 'input')) } } };
+    }
+    (paths[path] ??= {})[r.method.toLowerCase()] = op;
+  }
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Agent commerce ledger API',
+      version: '1.0.0',
+      description: `Event-sourced ledger for agent commerce. Subscribable event types: ${eventTypes.join(', ')}.`,
+    },
+    servers: [{ url: serverUrl }],
+    paths,
+    components: {
+      securitySchemes: {
+        apiKey: { type: 'http', scheme: 'bearer', description: 'An API key: sk_test_... or sk_live_...' },
+        platformSecret: { type: 'http', scheme: 'bearer', description: 'The platform secret of the service-auth subtree.' },
+        actingUser: { type: 'apiKey', in: 'header', name: 'x-svc-user', description: 'The acting user.' },
+      },
+      schemas: { ErrorEnvelope: strip(jsonSchema(ErrorEnvelope, 'output')) },
+    },
+    'x-event-types': eventTypes,
+  };
+}

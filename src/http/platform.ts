@@ -1,0 +1,56 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { listCheckpoints } from '../projector/checkpoints.ts';
+import { buildOpenApi } from './openapi.ts';
+import { defineRoute, type AppDeps } from './route.ts';
+
+// Liveness, readiness (event store, read side and sealer lag), and the OpenAPI document.
+
+export async function platformRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
+  defineRoute(app, deps, {
+    method: 'GET',
+    url: '/healthz',
+    operationId: 'healthz',
+    summary: 'Liveness',
+    tags: ['platform'],
+    auth: 'open',
+    responses: { 200: z.object({ status: z.literal('ok') }) },
+    async handler() {
+      return { status: 200, body: { status: 'ok' } };
+    },
+  });
+
+  const Follower = z.object({ name: z.string(), kind: z.string(), status: z.string(), position: z.string(), caught_up: z.boolean(), error: z.string().nullable() });
+  defineRoute(app, deps, {
+    method: 'GET',
+    url: '/readyz',
+    operationId: 'readyz',
+    summary: 'Readiness: the event store answers and every follower runs; lag per follower',
+    tags: ['platform'],
+    auth: 'open',
+    responses: {
+      200: z.object({ status: z.literal('ready'), head: z.string(), followers: z.array(Follower) }),
+      503: z.object({ status: z.literal('not_ready'), reason: z.string(), followers: z.array(Follower) }),
+    },
+    async handler({ deps }) {
+      let head: string;
+      try {
+        head = await deps.store.headPosition();
+      } catch {
+        return { status: 503, body: { status: 'not_ready', reason: 'event store unreachable', followers: [] } };
+      }
+      const followers = (await listCheckpoints(deps.db)).map((c) => ({ name: c.name, kind: c.kind, status: c.status, position: c.position, caught_up: c.position >= head, error: c.error }));
+      const failed = followers.find((f) => f.status === 'failed');
+      if (failed) return { status: 503, body: { status: 'not_ready', reason: `${failed.name} failed: ${failed.error ?? ''}`, followers } };
+      return { status: 200, body: { status: 'ready', head, followers } };
+    },
+  });
+
+  let doc: unknown;
+  for (const url of ['/openapi.json', '/v1/openapi.json']) {
+    app.get(url, async (_req, reply) => {
+      doc ??= buildOpenApi(deps.routes, deps.baseUrl);
+      return reply.type('application/json; charset=utf-8').send(doc);
+    });
+  }
+}

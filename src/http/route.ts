@@ -1,0 +1,170 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import type { EventStore } from '../eventstore/port.ts';
+import { type CommandContext, type CommandResult, type Decider, handleCommand, type HandleOptions } from '../eventstore/handler.ts';
+import type { Db } from '../postgres/db.ts';
+import type { ReadSide } from '../readside.ts';
+import type { Auth, Authenticator, AuthMode, Role } from './auth.ts';
+import { ApiError, errorResponse, sendResponse, toIssues } from './errors.ts';
+import { checkKey, type IdempotencyStore, requestHash } from './idempotency.ts';
+import type { RateLimiter } from './ratelimit.ts';
+
+// One way to declare a route: its zod schemas (params, query, body, responses),
+// its credential, scope and role, whether it takes an Idempotency-Key, and its
+// documented error codes. The same declaration drives validation, the handler's
+// types, and the OpenAPI document.
+
+export type AppDeps = {
+  db: Db;
+  store: EventStore;
+  readSide: Pick<ReadSide, 'waitFor'>;
+  auth: Authenticator;
+  idempotency: IdempotencyStore;
+  rateLimiter: RateLimiter;
+  now: () => Date;
+  readWaitMs: number;
+  routes: RouteSpec[];
+  /** Public base URL of this service (links, did:web). */
+  baseUrl: string;
+};
+
+export type Reply = { status: number; body?: unknown; headers?: Record<string, string> };
+
+export type Ctx<P, Q, B, A extends Auth> = {
+  params: P;
+  query: Q;
+  body: B;
+  auth: A;
+  req: FastifyRequest;
+  reply: FastifyReply;
+  deps: AppDeps;
+  /** Runs a command and waits until the read side has it (read-your-writes). */
+  run<S, C>(decider: Decider<S, C>, stream: string, command: C, opts?: HandleOptions & { orgId?: string; projectId?: string | null }): Promise<CommandResult<S>>;
+};
+
+type AuthFor<M extends AuthMode> = M extends 'api_key'
+  ? Extract<Auth, { kind: 'api_key' }>
+  : M extends 'service' | 'human_session'
+    ? Extract<Auth, { kind: 'service' }>
+    : M extends 'platform'
+      ? Extract<Auth, { kind: 'platform' }>
+      : Extract<Auth, { kind: 'open' }>;
+
+export type RouteSpec<P = unknown, Q = unknown, B = unknown, M extends AuthMode = AuthMode> = {
+  method: 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE';
+  url: string;
+  operationId: string;
+  summary: string;
+  tags: string[];
+  auth: M;
+  scope?: string;
+  minRole?: Role;
+  params?: z.ZodType<P>;
+  query?: z.ZodType<Q>;
+  body?: z.ZodType<B>;
+  /** Whether a body may be omitted (treated as {}). */
+  bodyOptional?: boolean;
+  responses: Record<number, z.ZodType | null>;
+  errors?: ReadonlyArray<readonly [number, string]>;
+  idempotent?: boolean;
+  deprecated?: boolean;
+  handler: (ctx: Ctx<P, Q, B, AuthFor<M>>) => Promise<Reply>;
+};
+
+/** Header telling the client its write stands but the read side had not caught up in time. */
+export const READ_SIDE_HEADER = 'x-svc-read-side';
+
+function parseOr400<T>(schema: z.ZodType<T> | undefined, value: unknown, code: string, what: string): T {
+  if (!schema) return value as T;
+  const r = schema.safeParse(value);
+  if (!r.success) throw new ApiError(400, code, `the ${what} is invalid`, { issues: toIssues(r.error.issues) });
+  return r.data;
+}
+
+function actorOf(auth: Auth): CommandContext['actor'] {
+  switch (auth.kind) {
+    case 'api_key':
+      return { kind: 'api_key', id: auth.keyId };
+    case 'service':
+      return { kind: 'user', id: auth.userId };
+    default:
+      return { kind: 'system', id: 'platform' };
+  }
+}
+
+export function defineRoute<P, Q, B, M extends AuthMode>(app: FastifyInstance, deps: AppDeps, spec: RouteSpec<P, Q, B, M>): void {
+  deps.routes.push(spec as unknown as RouteSpec);
+  app.route({
+    method: spec.method,
+    url: spec.url,
+    handler: async (req, reply) => {
+      const auth = (await deps.auth.authenticate(req, spec.auth, spec.scope, spec.minRole)) as AuthFor<M>;
+      if (auth.kind === 'api_key') deps.rateLimiter.take(auth.keyId);
+      const params = parseOr400(spec.params, req.params, 'invalid_params', 'path');
+      const query = parseOr400(spec.query, req.query, 'invalid_query', 'query');
+      let rawBody = req.body;
+      if (rawBody === undefined && spec.bodyOptional) rawBody = {};
+      if (spec.body && rawBody === undefined) throw new ApiError(400, 'invalid_body', 'a JSON body is required', { issues: [{ path: [], code: 'required', message: 'body required' }] });
+      const body = parseOr400(spec.body, rawBody, 'invalid_body', 'body');
+      const ctx: Ctx<P, Q, B, AuthFor<M>> = {
+        params,
+        query,
+        body,
+        auth,
+        req,
+        reply,
+        deps,
+        async run(decider, stream, command, opts = {}) {
+          const orgId = opts.orgId ?? ('orgId' in auth ? auth.orgId : undefined);
+          if (!orgId) throw new Error('a command needs an organization');
+          const cctx: CommandContext = {
+            orgId,
+            projectId: opts.projectId !== undefined ? opts.projectId : auth.kind === 'api_key' ? auth.projectId : null,
+            actor: actorOf(auth),
+            requestId: String(req.id),
+            now: deps.now,
+          };
+          const result = await handleCommand(deps.store, decider, stream, command, cctx, opts);
+          if (result.lastPosition && !(await deps.readSide.waitFor(result.lastPosition, deps.readWaitMs))) reply.header(READ_SIDE_HEADER, 'behind');
+          return result;
+        },
+      };
+
+      // Assert on the way out too: a response that breaks its own schema is our bug.
+      const checked = async (): Promise<Reply> => {
+        const r = await spec.handler(ctx);
+        const schema = spec.responses[r.status];
+        if (schema && !schema.safeParse(r.body).success) {
+          req.log.error({ operation: spec.operationId, issues: schema.safeParse(r.body).error?.issues }, 'response does not match its schema');
+          throw new Error(`response of ${spec.operationId} does not match its schema`);
+        }
+        return r;
+      };
+      const idemHeader = req.headers['idempotency-key'];
+      const idemKey = spec.idempotent && typeof idemHeader === 'string' ? idemHeader : undefined;
+      if (idemKey === undefined || !('orgId' in auth)) return sendResponse(reply, await checked());
+
+      checkKey(idemKey);
+      const env = auth.kind === 'api_key' ? auth.environment : 'service';
+      const hash = requestHash(spec.method, req.url.split('?')[0]!, req.body);
+      const begun = await deps.idempotency.begin(auth.orgId, env, idemKey, hash);
+      if (begun.kind === 'replay') {
+        return sendResponse(reply, { ...begun.response, headers: { ...begun.response.headers, 'idempotent-replayed': 'true' } });
+      }
+      let response: Reply;
+      try {
+        response = await checked();
+      } catch (err) {
+        const r = errorResponse(err, String(req.id));
+        if (r.status >= 500) {
+          await deps.idempotency.release(auth.orgId, env, idemKey).catch(() => {});
+          throw err;
+        }
+        await deps.idempotency.complete(auth.orgId, env, idemKey, r);
+        return sendResponse(reply, r);
+      }
+      await deps.idempotency.complete(auth.orgId, env, idemKey, { status: response.status, body: response.body ?? null, headers: response.headers ?? {} });
+      return sendResponse(reply, response);
+    },
+  });
+}

@@ -1,0 +1,31 @@
+import { z } from 'zod';
+
+// Shapes shared by several routes.
+
+export const ErrorEnvelope = z
+  .object({
+    error: z.object({ code: z.string(), message: z.string(), details: z.record(z.string(), z.unknown()).optional() }),
+    request_id: z.string(),
+  })
+  .meta({ id: 'ErrorEnvelope' });
+
+export const Timestamp = z.string().meta({ format: 'date-time' });
+
+export const Project = z
+  .object({
+    id: z.string(),
+    org_id: z.string(),
+    name: z.string(),
+    slug: z.string(),
+    is_default: z.boolean(),
+    environment: z.enum(['live', 'test']),
+    created_at: Timestamp,
+  })
+  .meta({ id: 'Project' });
+export type Project = z.infer<typeof Project>;
+
+/** Query booleans arrive as strings. */
+export const QueryBool = z.enum(['true', 'false']).transform((v) => v === 'true');
+
+/** An id path segment: printable, bounded; anything else is simply not found. */
+export const IdParam = z.string().min(1).max(200);

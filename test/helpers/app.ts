@@ -1,0 +1,45 @@
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import type { Test } from 'tap';
+import { buildApp } from '../../src/app.ts';
+import type { RateLimitConfig } from '../../src/http/ratelimit.ts';
+import { testLedger, type TestLedger } from './ledger.ts';
+
+// The HTTP app over a whole test ledger, and a bootstrapped organization.
+
+export const SERVICE_SECRET = 'svc_test_secret_0123456789abcdefghijklmnop';
+
+export type TestApp = { app: FastifyInstance; ledger: TestLedger };
+
+export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: RateLimitConfig; now?: () => Date } = {}): Promise<TestApp> {
+  const ledger = await testLedger(t);
+  const app = await buildApp({
+    db: ledger.db,
+    store: ledger.store,
+    readSide: ledger.readSide,
+    serviceSecret: SERVICE_SECRET,
+    baseUrl: 'http://127.0.0.1:8080',
+    logLevel: 'silent',
+    readWaitMs: opts.readWaitMs ?? 10_000,
+    rateLimit: opts.rateLimit ?? { burst: 100_000, perSecond: 100_000 },
+    ...(opts.now ? { now: opts.now } : {}),
+  });
+  t.teardown(() => app.close());
+  return { app, ledger };
+}
+
+export type Org = { orgId: string; ownerId: string; projectId: string; testKey: string; liveKey: string; owner: Record<string, string>; key: Record<string, string> };
+
+export const platform = { authorization: `Bearer ${SERVICE_SECRET}` };
+
+function ok(res: LightMyRequestResponse, status: number): LightMyRequestResponse {
+  if (res.statusCode !== status) throw new Error(`expected ${status}, got ${res.statusCode}: ${res.body}`);
+  return res;
+}
+
+export async function bootstrapOrg(app: FastifyInstance, name = 'Acme'): Promise<Org> {
+  const org = ok(await app.inject({ method: 'POST', url: '/v1/orgs', headers: platform, payload: { name, owner_email: `owner+${name.toLowerCase()}@example.com` } }), 201).json();
+  const owner = { ...platform, 'x-svc-user': org.owner.user_id };
+  const testKey = ok(await app.inject({ method: 'POST', url: '/v1/api-keys', headers: owner, payload: { name: 't', environment: 'test' } }), 201).json().key;
+  const liveKey = ok(await app.inject({ method: 'POST', url: '/v1/api-keys', headers: owner, payload: { name: 'l', environment: 'live' } }), 201).json().key;
+  return { orgId: org.org.id, ownerId: org.owner.user_id, projectId: org.default_project.id, testKey, liveKey, owner, key: { authorization: `Bearer ${testKey}` } };
+}
