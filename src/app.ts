@@ -8,13 +8,21 @@ import { orgRoutes } from './http/orgs.ts';
 import { platformRoutes } from './http/platform.ts';
 import { projectRoutes } from './http/projects.ts';
 import { defaultRateLimit, RateLimiter, type RateLimitConfig } from './http/ratelimit.ts';
-import type { AppDeps } from './http/route.ts';
+import type { AppDeps, RouteSpec } from './http/route.ts';
 import { HTTP_BODY_MAX_BYTES } from './limits.ts';
 import type { Db } from './postgres/db.ts';
 import type { ReadSide } from './readside.ts';
 
 // The composition root of the HTTP service: every plugin is registered here,
 // explicitly. Tests build their own app from their own runtime.
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The declared routes (schemas, auth, error codes): the OpenAPI source. */
+    routeSpecs: RouteSpec[];
+    registeredRoutes: { method: string; url: string }[];
+  }
+}
 
 export type BuildOptions = {
   db: Db;
@@ -57,6 +65,11 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     }
   });
   registerErrorHandling(app);
+  // Every route fastify registers, so a test can hold the OpenAPI document to all of them.
+  const registered: { method: string; url: string }[] = [];
+  app.addHook('onRoute', (r) => {
+    for (const m of [r.method].flat()) if (m !== 'HEAD') registered.push({ method: m, url: r.url });
+  });
 
   await migrateIdempotency(opts.db);
   const deps: AppDeps = {
@@ -72,6 +85,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     baseUrl: opts.baseUrl,
   };
 
+  app.decorate('routeSpecs', deps.routes);
+  app.decorate('registeredRoutes', registered);
   await app.register(async (scope) => platformRoutes(scope, deps));
   await app.register(async (scope) => orgRoutes(scope, deps));
   await app.register(async (scope) => projectRoutes(scope, deps));

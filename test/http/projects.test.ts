@@ -32,7 +32,7 @@ t.test('projects: create, read, list in both forms, slug rules', async (t) => {
   t.match(c.json(), { id: /^prj_/, org_id: acme.orgId, name: 'Shop', slug: 'shop', is_default: false, environment: 'test' });
   const got = await app.inject({ method: 'GET', url: `/v1/projects/${c.json().id}`, headers: acme.key });
   t.same(got.json(), c.json(), 'read your write, same shape');
-  for (const [slug, code] of [['Bad Slug', 'slug_invalid'], ['x'.repeat(65), 'slug_invalid'], ['default', 'slug_reserved'], ['shop', 'slug_conflict']]) {
+  for (const [slug, code] of [['Bad Slug', 'slug_invalid'], ['x'.repeat(65), 'slug_invalid'], ['default', 'slug_reserved'], ['shop', 'slug_conflict']] as const) {
     const r = await app.inject({ method: 'POST', url: '/v1/projects', headers: acme.key, payload: { name: 'X', slug } });
     t.equal(r.statusCode, 400, code);
     t.equal(r.json().error.code, code);
