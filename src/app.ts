@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import type { EventStore } from './eventstore/port.ts';
 import { Authenticator } from './http/auth.ts';
-import { ApiError, registerErrorHandling } from './http/errors.ts';
+import { ApiError, envelope, registerErrorHandling, sendResponse } from './http/errors.ts';
 import { IdempotencyStore, migrateIdempotency } from './http/idempotency.ts';
 import { orgRoutes } from './http/orgs.ts';
 import { platformRoutes } from './http/platform.ts';
@@ -49,6 +49,15 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     },
     requestIdHeader: false,
     return503OnClosing: true,
+    // Malformed URLs and over-long path segments get the envelope too.
+    frameworkErrors: (err, req, reply) => {
+      const long = err.code === 'FST_ERR_MAX_PARAM_LENGTH';
+      reply.header('x-request-id', req.id);
+      void sendResponse(reply as unknown as FastifyReply, {
+        status: long ? 404 : 400,
+        body: envelope(long ? 'not_found' : 'bad_request', long ? 'no such resource' : 'the URL could not be read', String(req.id)),
+      });
+    },
   });
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id);

@@ -100,7 +100,7 @@ export class Authenticator {
     if (mode === 'platform') return { kind: 'platform' };
     const userHeader = req.headers['x-svc-user'];
     const userId = typeof userHeader === 'string' ? userHeader.trim() : '';
-    if (userId === '') throw unauthorized();
+    if (!/^[\x21-\x7e]{1,200}$/.test(userId)) throw unauthorized();
     const { rows } = await this.db.query<{ org_id: string; role: Role }>('SELECT org_id, role FROM users WHERE user_id = $1', [userId]);
     const user = rows[0];
     if (!user) throw unauthorized();
@@ -116,6 +116,7 @@ export class Authenticator {
     if (scope && !hasScope(row.scopes, scope)) throw forbidden(`this API key lacks the scope ${scope}`);
     const header = req.headers['x-svc-project'];
     const wanted = typeof header === 'string' && header.trim() !== '' ? header.trim() : undefined;
+    if (wanted !== undefined && !/^[\x21-\x7e]{1,200}$/.test(wanted)) throw forbidden('x-svc-project names no project of this organization');
     let projectId: string | undefined;
     if (row.project_id) {
       if (wanted && wanted !== row.project_id) throw forbidden('this API key is bound to another project');

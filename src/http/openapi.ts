@@ -8,13 +8,38 @@ import { ErrorEnvelope } from './schemas.ts';
 
 type Json = Record<string, unknown>;
 
+/** Named schemas (zod `.meta({id})`) collected for components.schemas. */
+const shared: Record<string, Json> = {};
+
+function relink(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(relink);
+  if (v && typeof v === 'object') {
+    return Object.fromEntries(
+      Object.entries(v as Json).map(([k, x]) => [k, k === '$ref' && typeof x === 'string' ? x.replace('#/$defs/', '#/components/schemas/') : relink(x)]),
+    );
+  }
+  return v;
+}
+
 function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Json {
   return z.toJSONSchema(schema, { target: 'draft-2020-12', io, unrepresentable: 'any', reused: 'inline' }) as Json;
 }
 
+/** Drops $schema, moves $defs into the shared components, points refs there. */
 function strip(s: Json): Json {
-  const { $schema: _s, ...rest } = s;
-  return rest;
+  const { $schema: _s, $defs, ...rest } = s;
+  for (const [name, def] of Object.entries(($defs ?? {}) as Record<string, Json>)) shared[name] = relink(def) as Json;
+  if (typeof rest.id === 'string' && shared[rest.id] === undefined) {
+    const { id, ...body } = rest;
+    shared[id as string] = relink(body) as Json;
+    return { $ref: `#/components/schemas/${id as string}` };
+  }
+  return relink(rest) as Json;
+}
+
+function stripId(s: Json): Json {
+  if (typeof s.$ref === 'string') return shared[s.$ref.split('/').pop()!] ?? s;
+  return s;
 }
 
 const SECURITY: Record<string, Json[]> = {
@@ -84,7 +109,7 @@ export function buildOpenApi(routes: readonly RouteSpec[], serverUrl: string): J
         platformSecret: { type: 'http', scheme: 'bearer', description: 'The platform secret of the service-auth subtree.' },
         actingUser: { type: 'apiKey', in: 'header', name: 'x-svc-user', description: 'The acting user.' },
       },
-      schemas: { ErrorEnvelope: strip(jsonSchema(ErrorEnvelope, 'output')) },
+      schemas: { ...shared, ErrorEnvelope: stripId(strip(jsonSchema(ErrorEnvelope, 'output'))) },
     },
     'x-event-types': eventTypes,
   };

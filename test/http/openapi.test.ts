@@ -1,0 +1,33 @@
+import SwaggerParser from '@apidevtools/swagger-parser';
+import t from 'tap';
+import { testApp } from '../helpers/app.ts';
+
+// The served OpenAPI document passes an independent validator, and every route
+// fastify registered appears in it with its security and error codes.
+
+const { app } = await testApp(t);
+
+t.test('valid OpenAPI 3.1 at both addresses', async (t) => {
+  const root = await app.inject({ method: 'GET', url: '/openapi.json' });
+  const v1 = await app.inject({ method: 'GET', url: '/v1/openapi.json' });
+  t.equal(root.statusCode, 200);
+  t.same(root.json(), v1.json(), 'the same document under /v1');
+  const doc = root.json();
+  t.equal(doc.openapi, '3.1.0');
+  await SwaggerParser.validate(structuredClone(doc));
+  t.pass('validated by @apidevtools/swagger-parser');
+});
+
+t.test('every registered route is documented', async (t) => {
+  const doc = (await app.inject({ method: 'GET', url: '/openapi.json' })).json() as { paths: Record<string, Record<string, { security: unknown[]; responses: Record<string, unknown>; operationId: string }>> };
+  const undocumented = app.registeredRoutes
+    .filter((r) => !['/openapi.json', '/v1/openapi.json'].includes(r.url))
+    .filter((r) => !doc.paths[r.url.replace(/:([A-Za-z_]+)/g, '{$1}')]?.[r.method.toLowerCase()]);
+  t.same(undocumented, [], 'no route missing from the document');
+  const ops = Object.values(doc.paths).flatMap((p) => Object.values(p));
+  t.equal(new Set(ops.map((o) => o.operationId)).size, ops.length, 'operation ids are unique');
+  const projects = doc.paths['/v1/projects']!.post!;
+  t.same(projects.security, [{ apiKey: [] }]);
+  t.match(projects.responses['400'], { description: /slug_invalid.*slug_reserved.*slug_conflict/ });
+  t.ok(doc.paths['/v1/projects/{id}']!.get!.responses['404']);
+});
