@@ -97,8 +97,12 @@ class Inbox<T> {
     while (this.items.length === 0) {
       if (signal?.aborted) return undefined;
       await new Promise<void>((resolve) => {
-        this.wake = resolve;
-        signal?.addEventListener('abort', () => resolve(), { once: true });
+        const done = () => {
+          signal?.removeEventListener('abort', done);
+          resolve();
+        };
+        this.wake = done;
+        signal?.addEventListener('abort', done, { once: true });
       });
       this.wake = undefined;
     }

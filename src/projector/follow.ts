@@ -35,8 +35,12 @@ export async function* batches(store: EventStore, after: Position, signal: Abort
       if (buffer.length === 0) {
         if (ended) break;
         await new Promise<void>((r) => {
-          wake = r;
-          signal.addEventListener('abort', () => r(), { once: true });
+          const done = () => {
+            local.signal.removeEventListener('abort', done);
+            r();
+          };
+          wake = done;
+          local.signal.addEventListener('abort', done, { once: true });
         });
         wake = undefined;
         continue;

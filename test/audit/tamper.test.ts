@@ -19,12 +19,12 @@ import { testLedger } from '../helpers/ledger.ts';
 const ledger = await testLedger(t, { checkpointEveryEntries: 2 });
 const verify = (org: string) => verifyOrgChain(ledger.store, org, ledger.key, ledger.origin);
 
-/** A chain of `n` entries for a fresh organization, sealed and checkpointed. */
+/** A chain of `n` entries (creating an organization seals three) for a fresh organization, sealed and checkpointed. */
 async function chain(org: string, n = 10): Promise<void> {
   const ctx = ledger.ctx(org);
   await ledger.run(orgDecider, orgStream(org), { type: 'create_org', orgId: org, name: `Org ${org}`, defaultProjectId: `prj_${org}`, owner: { userId: `usr_${Math.random().toString(36).slice(2)}`, email: 'owner@example.com', displayName: null } }, ctx);
   await ledger.settle();
-  for (let i = 0; i < n - 2; i++) {
+  for (let i = 0; i < n - 3; i++) {
     await ledger.run(orgDecider, orgStream(org), { type: 'create_project', projectId: `prj_${org}_${i}`, name: `Project ${i}`, slug: `p-${i}`, environment: 'test', settings: { i } }, ctx);
     await ledger.settle();
   }
