@@ -10,6 +10,8 @@ import { projectRoutes } from './http/projects.ts';
 import { defaultRateLimit, RateLimiter, type RateLimitConfig } from './http/ratelimit.ts';
 import type { AppDeps, RouteSpec } from './http/route.ts';
 import { HTTP_BODY_MAX_BYTES } from './limits.ts';
+import { ReadCache } from './projector/readcache.ts';
+import { orgProjection } from '../projections/org.ts';
 import type { Db } from './postgres/db.ts';
 import type { ReadSide } from './readside.ts';
 
@@ -27,7 +29,7 @@ declare module 'fastify' {
 export type BuildOptions = {
   db: Db;
   store: EventStore;
-  readSide: Pick<ReadSide, 'waitFor'>;
+  readSide: Pick<ReadSide, 'waitFor' | 'progress'>;
   serviceSecret: string;
   baseUrl: string;
   now?: () => Date;
@@ -81,11 +83,13 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   });
 
   await migrateIdempotency(opts.db);
+  const orgCache = new ReadCache<unknown>(opts.readSide.progress, orgProjection.name);
   const deps: AppDeps = {
     db: opts.db,
     store: opts.store,
     readSide: opts.readSide,
-    auth: new Authenticator(opts.db, opts.serviceSecret),
+    auth: new Authenticator(opts.db, opts.serviceSecret, orgCache),
+    orgCache,
     idempotency: new IdempotencyStore(opts.db),
     rateLimiter: new RateLimiter(opts.rateLimit ?? defaultRateLimit),
     now: opts.now ?? (() => new Date()),

@@ -28,8 +28,6 @@ export const PG_POOL_MAX = 10;
 
 /** HTTP: largest request body. */
 export const HTTP_BODY_MAX_BYTES = 1_048_576;
-/** HTTP: how long an API key lookup is cached in-process (revocations here clear it at once). */
-export const AUTH_CACHE_TTL_MS = 2_000;
 /** Rate limit per API key: a token bucket of this capacity, refilled at this rate. */
 export const RATE_LIMIT_BURST = 200;
 export const RATE_LIMIT_PER_SECOND = 100;

@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import type { Queryable } from '../postgres/db.ts';
-import { AUTH_CACHE_TTL_MS } from '../limits.ts';
+import type { ReadCache } from '../projector/readcache.ts';
 import { ApiError, forbidden, insufficientRole, projectResolutionFailed, unauthorized } from './errors.ts';
 
 // Credentials (spec Part 5). API keys (`Authorization: Bearer sk_<env>_...`)
@@ -59,29 +59,35 @@ function sameSecret(a: string, b: string): boolean {
 type KeyRow = { key_id: string; org_id: string; project_id: string | null; environment: 'live' | 'test'; scopes: string[]; key_hash: string; revoked_at: string | null };
 
 export class Authenticator {
-  private readonly keyCache = new Map<string, { row: KeyRow | null; at: number }>();
-
+  /**
+   * `cache` follows the organization projection (keys, projects, users): an entry
+   * is used only while that projection has not moved, so a revocation is in
+   * force as soon as its command is acknowledged.
+   */
   constructor(
     private readonly db: Queryable,
     private readonly serviceSecret: string,
+    private readonly cache: ReadCache<unknown>,
   ) {}
 
-  /** Forget cached keys (after a revocation in this process). */
-  invalidate(): void {
-    this.keyCache.clear();
+  private async keyRow(hash: string): Promise<KeyRow | null> {
+    return (await this.cache.get(`key:${hash}`, async () => {
+      const { rows } = await this.db.query<KeyRow>(
+        'SELECT key_id, org_id, project_id, environment, scopes, key_hash, revoked_at::text FROM api_keys WHERE key_hash = $1',
+        [hash],
+      );
+      return rows[0] ?? null;
+    })) as KeyRow | null;
   }
 
-  private async keyRow(hash: string): Promise<KeyRow | null> {
-    const hit = this.keyCache.get(hash);
-    if (hit && Date.now() - hit.at < AUTH_CACHE_TTL_MS) return hit.row;
-    const { rows } = await this.db.query<KeyRow>(
-      'SELECT key_id, org_id, project_id, environment, scopes, key_hash, revoked_at::text FROM api_keys WHERE key_hash = $1',
-      [hash],
-    );
-    const row = rows[0] ?? null;
-    if (this.keyCache.size > 10_000) this.keyCache.clear();
-    this.keyCache.set(hash, { row, at: Date.now() });
-    return row;
+  /** The project an unbound key acts in: the named one if it is the organization's, else the default. */
+  private async resolveProject(orgId: string, wanted: string | undefined): Promise<string | null> {
+    return (await this.cache.get(`project:${orgId}:${wanted ?? ''}`, async () => {
+      const { rows } = wanted
+        ? await this.db.query<{ id: string }>('SELECT id FROM projects WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL', [orgId, wanted])
+        : await this.db.query<{ id: string }>('SELECT id FROM projects WHERE org_id = $1 AND is_default AND deleted_at IS NULL', [orgId]);
+      return rows[0]?.id ?? null;
+    })) as string | null;
   }
 
   async authenticate(req: FastifyRequest, mode: AuthMode, scope: string | undefined, minRole: Role | undefined): Promise<Auth> {
@@ -122,12 +128,10 @@ export class Authenticator {
       if (wanted && wanted !== row.project_id) throw forbidden('this API key is bound to another project');
       projectId = row.project_id;
     } else if (wanted) {
-      const { rows } = await this.db.query<{ id: string }>('SELECT id FROM projects WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL', [row.org_id, wanted]);
-      if (!rows[0]) throw forbidden('x-svc-project names no project of this organization');
+      if (!(await this.resolveProject(row.org_id, wanted))) throw forbidden('x-svc-project names no project of this organization');
       projectId = wanted;
     } else {
-      const { rows } = await this.db.query<{ id: string }>('SELECT id FROM projects WHERE org_id = $1 AND is_default AND deleted_at IS NULL', [row.org_id]);
-      projectId = rows[0]?.id;
+      projectId = (await this.resolveProject(row.org_id, undefined)) ?? undefined;
     }
     if (!projectId) throw projectResolutionFailed();
     return { kind: 'api_key', orgId: row.org_id, projectId, environment: row.environment, keyId: row.key_id, scopes: row.scopes };

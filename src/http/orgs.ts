@@ -165,9 +165,8 @@ export async function orgRoutes(app: FastifyInstance, deps: AppDeps): Promise<vo
     responses: { 200: z.object({ id: z.string(), revoked: z.literal(true) }) },
     errors: [[401, 'unauthorized'], [403, 'insufficient_role'], [404, 'not_found']],
     idempotent: true,
-    async handler({ auth, params, run, deps }) {
+    async handler({ auth, params, run }) {
       await run(orgDecider, orgStream(auth.orgId), { type: 'revoke_api_key', keyId: params.id });
-      deps.auth.invalidate();
       return { status: 200, body: { id: params.id, revoked: true } };
     },
   });

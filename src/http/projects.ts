@@ -30,8 +30,10 @@ const Member = z
   .meta({ id: 'ProjectMember' });
 
 async function projectOf(deps: AppDeps, orgId: string, id: string): Promise<z.infer<typeof Project> | undefined> {
-  const { rows } = await deps.db.query<z.infer<typeof Project>>(`SELECT ${PROJECT_COLUMNS} FROM projects WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL`, [orgId, id]);
-  return rows[0];
+  return (await deps.orgCache.get(`project-row:${orgId}:${id}`, async () => {
+    const { rows } = await deps.db.query<z.infer<typeof Project>>(`SELECT ${PROJECT_COLUMNS} FROM projects WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL`, [orgId, id]);
+    return rows[0];
+  })) as z.infer<typeof Project> | undefined;
 }
 
 export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
@@ -155,9 +157,8 @@ export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promis
     responses: { 200: z.object({ id: z.string(), deleted: z.literal(true) }) },
     errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found'], [409, 'cannot_delete_default'], [409, 'cannot_delete_last_project'], [409, 'cannot_delete_with_consumer_records']],
     idempotent: true,
-    async handler({ auth, params, run, deps }) {
+    async handler({ auth, params, run }) {
       await run(orgDecider, orgStream(auth.orgId), { type: 'delete_project', projectId: params.id });
-      deps.auth.invalidate();
       return { status: 200, body: { id: params.id, deleted: true } };
     },
   });

@@ -4,6 +4,7 @@ import type { EventStore } from '../eventstore/port.ts';
 import { type CommandContext, type CommandResult, type Decider, handleCommand, type HandleOptions } from '../eventstore/handler.ts';
 import type { Db } from '../postgres/db.ts';
 import type { ReadSide } from '../readside.ts';
+import type { ReadCache } from '../projector/readcache.ts';
 import type { Auth, Authenticator, AuthMode, Role } from './auth.ts';
 import { ApiError, errorResponse, sendResponse, toIssues } from './errors.ts';
 import { checkKey, type IdempotencyStore, requestHash } from './idempotency.ts';
@@ -19,6 +20,8 @@ export type AppDeps = {
   store: EventStore;
   readSide: Pick<ReadSide, 'waitFor'>;
   auth: Authenticator;
+  /** Lookups of the organization read model (keys, projects, users), valid while it has not moved. */
+  orgCache: ReadCache<unknown>;
   idempotency: IdempotencyStore;
   rateLimiter: RateLimiter;
   now: () => Date;

@@ -34,6 +34,11 @@ export class Progress {
     for (const w of this.waiters) w();
   }
 
+  /** The last known position of one follower. */
+  position(name: string): Position | undefined {
+    return this.positions.get(name);
+  }
+
   /** A follower in this process moved. */
   report(name: string, position: Position): void {
     const cur = this.positions.get(name);

@@ -1,0 +1,67 @@
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import Fastify from 'fastify';
+import { buildApp } from '../src/app.ts';
+import { generateSigningKey } from '../src/audit/note.ts';
+import { PostgresEventStore } from '../src/eventstore/postgres.ts';
+import { openDb } from '../src/postgres/db.ts';
+import { startReadSide } from '../src/readside.ts';
+import { benchPostgres } from './harness.ts';
+
+// bench/http-read: GET /v1/projects/{id} (API-key auth, project resolution,
+// read model query, zod on the way out) against a fastify hello-world route,
+// both over real HTTP on loopback with 50 connections, in the same run.
+// autocannon runs in its own process. Target: ratio >= 0.4.
+// Run: npm run bench:http-read   (BENCH_SECONDS=10)
+
+const seconds = Number(process.env.BENCH_SECONDS ?? '10');
+const autocannon = path.resolve('node_modules/autocannon/autocannon.js');
+
+type Result = { rps: number; p99: number; non2xx: number; errors: number };
+/** autocannon in a child process (asynchronously: the servers under test share this event loop). */
+async function load(url: string, headers: Record<string, string>): Promise<Result> {
+  const args = [autocannon, '-c', '50', '-d', String(seconds), '-j'];
+  for (const [k, v] of Object.entries(headers)) args.push('-H', `${k}=${v}`);
+  args.push(url);
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'ignore'] });
+  let stdout = '';
+  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+  await new Promise((r) => child.on('exit', r));
+  const j = JSON.parse(stdout) as { requests: { average: number }; latency: { p99: number }; non2xx: number; errors: number };
+  return { rps: j.requests.average, p99: j.latency.p99, non2xx: j.non2xx, errors: j.errors };
+}
+
+const pgServer = await benchPostgres();
+try {
+  const db = openDb(await pgServer.database('bench_http'), { max: 10 });
+  const store = await PostgresEventStore.open(db);
+  const readSide = await startReadSide(db, store, { signingKey: generateSigningKey('bench'), origin: 'agent-ledger/audit' });
+  const secret = 'svc_bench_secret_0123456789abcdefghijklmnop';
+  const app = await buildApp({ db, store, readSide, serviceSecret: secret, baseUrl: 'http://127.0.0.1', logLevel: 'warn', rateLimit: { burst: 1e9, perSecond: 1e9 } });
+  const platform = { authorization: `Bearer ${secret}` };
+  const org = (await app.inject({ method: 'POST', url: '/v1/orgs', headers: platform, payload: { name: 'Bench', owner_email: 'bench@example.com' } })).json();
+  const key = (await app.inject({ method: 'POST', url: '/v1/api-keys', headers: { ...platform, 'x-svc-user': org.owner.user_id }, payload: { name: 'bench', environment: 'test' } })).json().key;
+  const ours = await app.listen({ host: '127.0.0.1', port: 0 });
+
+  const hello = Fastify({ logger: false });
+  hello.get('/hello', async () => ({ hello: 'world' }));
+  const helloUrl = await hello.listen({ host: '127.0.0.1', port: 0 });
+
+  process.stderr.write(`loading each target for ${seconds} s with 50 connections...\n`);
+  const base = await load(`${helloUrl}/hello`, {});
+  const read = await load(`${ours}/v1/projects/${org.default_project.id}`, { authorization: `Bearer ${key}` });
+
+  console.log(`\nbench/http-read: 50 connections, ${seconds} s each, loopback HTTP\n`);
+  console.log(`fastify hello-world           ${base.rps.toFixed(0).padStart(8)} req/s   p99 ${base.p99} ms   non-2xx ${base.non2xx}`);
+  console.log(`GET /v1/projects/{id}         ${read.rps.toFixed(0).padStart(8)} req/s   p99 ${read.p99} ms   non-2xx ${read.non2xx}`);
+  const ratio = read.rps / base.rps;
+  console.log(`\nratio                         ${ratio.toFixed(2)}x  (target >= 0.4: ${ratio >= 0.4 ? 'met' : 'NOT met'})`);
+  if (read.non2xx > 0 || read.errors > 0) console.log(`WARNING: ${read.non2xx} non-2xx responses, ${read.errors} errors`);
+  await hello.close();
+  await app.close();
+  await readSide.stop();
+  await store.close();
+  await db.close();
+} finally {
+  await pgServer.stop();
+}

@@ -1,0 +1,38 @@
+import type { Position } from '../eventstore/port.ts';
+
+// An in-process cache of read-model lookups that is never staler than the
+// projection it reads: each entry remembers the projection's position when it
+// was filled and is used only while the projection is still at that position.
+// Any event the projection applies moves the position and retires every entry,
+// so a write acknowledged here (which waits for the projection) is visible to
+// the next read here. Positions of other processes' progress arrive by NOTIFY.
+
+export type PositionSource = { position(name: string): Position | undefined };
+
+export class ReadCache<V> {
+  private readonly entries = new Map<string, { at: Position; value: V }>();
+
+  constructor(
+    private readonly progress: PositionSource,
+    private readonly projection: string,
+    private readonly maxEntries = 50_000,
+  ) {}
+
+  async get(key: string, load: () => Promise<V>): Promise<V> {
+    const now = this.progress.position(this.projection);
+    if (now === undefined) return load();
+    const hit = this.entries.get(key);
+    if (hit && hit.at === now) return hit.value;
+    const value = await load();
+    // Store only if the projection did not move while loading.
+    if (this.progress.position(this.projection) === now) {
+      if (this.entries.size >= this.maxEntries) this.entries.clear();
+      this.entries.set(key, { at: now, value });
+    }
+    return value;
+  }
+
+  clear(): void {
+    this.entries.clear();
+  }
+}
