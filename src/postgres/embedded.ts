@@ -58,24 +58,34 @@ function processAlive(pid: number): boolean {
   }
 }
 
-/**
- * A postmaster left running by a process that died without stopping it holds
- * the data directory. It is ours (same directory), so shut it down fast and
- * cleanly before starting a new one.
- */
-async function stopOrphanPostmaster(clusterDir: string): Promise<void> {
-  const pidFile = path.join(clusterDir, 'postmaster.pid');
+/** The running postmaster of a cluster directory, if any: its pid and port (postmaster.pid lines 1 and 4). */
+async function runningPostmaster(clusterDir: string): Promise<{ pid: number; port: number } | undefined> {
   let text: string;
   try {
-    text = await fs.readFile(pidFile, 'utf8');
+    text = await fs.readFile(path.join(clusterDir, 'postmaster.pid'), 'utf8');
   } catch {
-    return;
+    return undefined;
   }
-  const pid = Number.parseInt(text.split('\n')[0] ?? '', 10);
-  if (!Number.isInteger(pid) || pid <= 0 || !processAlive(pid)) return;
+  const lines = text.split('\n');
+  const pid = Number.parseInt(lines[0] ?? '', 10);
+  const port = Number.parseInt(lines[3] ?? '', 10);
+  if (!Number.isInteger(pid) || pid <= 0 || !processAlive(pid)) return undefined;
+  return { pid, port };
+}
+
+async function stopPostmaster(pid: number): Promise<void> {
   process.kill(pid, 'SIGINT');
   const deadline = Date.now() + 30_000;
   while (processAlive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+}
+
+async function ownerAlive(ownerFile: string): Promise<boolean> {
+  try {
+    const pid = Number.parseInt((await fs.readFile(ownerFile, 'utf8')).trim(), 10);
+    return Number.isInteger(pid) && pid > 0 && pid !== process.pid && processAlive(pid);
+  } catch {
+    return false;
+  }
 }
 
 export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<EmbeddedServer> {
@@ -83,6 +93,19 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
   await fs.mkdir(opts.dataDir, { recursive: true });
   const clusterDir = path.join(opts.dataDir, 'pg');
   const password = await readOrCreateSecret(path.join(opts.dataDir, 'pg-superuser-password'));
+  const ownerFile = path.join(opts.dataDir, 'pg-owner.pid');
+  const urlOn = (port: number) => (database: string) =>
+    `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/${encodeURIComponent(database)}`;
+  // Another live process of ours (the server, while the CLI runs) already serves
+  // this directory: share its cluster and leave it running.
+  const running = await runningPostmaster(clusterDir);
+  if (running && (await ownerAlive(ownerFile))) {
+    const urlFor = urlOn(running.port);
+    return { adminUrl: urlFor('postgres'), urlFor, stop: async () => {} };
+  }
+  // A postmaster whose owner died holds the directory: it is an orphan of ours;
+  // shut it down cleanly before starting a new one.
+  if (running) await stopPostmaster(running.pid);
   const port = await freeLoopbackPort();
   const flags = ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=200'];
   if (opts.durable === false) flags.push('-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off');
@@ -99,23 +122,22 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
     onLog: (m) => log(String(m).trimEnd()),
     onError: (m) => log(`[error] ${m instanceof Error ? m.message : String(m)}`),
   });
-  if (!existsSync(path.join(clusterDir, 'PG_VERSION'))) {
-    await server.initialise();
-  } else {
-    await stopOrphanPostmaster(clusterDir);
-  }
+  if (!existsSync(path.join(clusterDir, 'PG_VERSION'))) await server.initialise();
   await Promise.race([
     server.start().catch((err: unknown) => {
       throw new Error(`embedded PostgreSQL did not start (see its log): ${String(err ?? 'exited')}`);
     }),
     new Promise((_, reject) => setTimeout(() => reject(new Error('embedded PostgreSQL did not start within 60 s')), 60_000).unref()),
   ]);
-  const urlFor = (database: string) =>
-    `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/${encodeURIComponent(database)}`;
+  await fs.writeFile(ownerFile, `${process.pid}\n`);
+  const urlFor = urlOn(port);
   return {
     adminUrl: urlFor('postgres'),
     urlFor,
-    stop: () => server.stop(),
+    stop: async () => {
+      await server.stop();
+      await fs.rm(ownerFile, { force: true });
+    },
   };
 }
 
