@@ -1,7 +1,9 @@
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import Fastify from 'fastify';
 import { buildApp } from '../src/app.ts';
+import { Vault } from '../src/adapters/vault.ts';
 import { generateSigningKey } from '../src/audit/note.ts';
 import { PostgresEventStore } from '../src/eventstore/postgres.ts';
 import { openDb } from '../src/postgres/db.ts';
@@ -37,7 +39,8 @@ try {
   const store = await PostgresEventStore.open(db);
   const readSide = await startReadSide(db, store, { signingKey: generateSigningKey('bench'), origin: 'agent-ledger/audit' });
   const secret = 'svc_bench_secret_0123456789abcdefghijklmnop';
-  const app = await buildApp({ db, store, readSide, serviceSecret: secret, baseUrl: 'http://127.0.0.1', logLevel: 'warn', rateLimit: { burst: 1e9, perSecond: 1e9 } });
+  const vault = await Vault.open(db, randomBytes(32));
+  const app = await buildApp({ vault, db, store, readSide, serviceSecret: secret, baseUrl: 'http://127.0.0.1', logLevel: 'warn', rateLimit: { burst: 1e9, perSecond: 1e9 } });
   const platform = { authorization: `Bearer ${secret}` };
   const org = (await app.inject({ method: 'POST', url: '/v1/orgs', headers: platform, payload: { name: 'Bench', owner_email: 'bench@example.com' } })).json();
   const key = (await app.inject({ method: 'POST', url: '/v1/api-keys', headers: { ...platform, 'x-svc-user': org.owner.user_id }, payload: { name: 'bench', environment: 'test' } })).json().key;

@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import { agentEvents } from './agent.ts';
 import { orgEvents } from './org.ts';
 
 // The registry of every event type: one vocabulary for the log, the audit
@@ -6,6 +7,7 @@ import { orgEvents } from './org.ts';
 
 export const eventSchemas = {
   ...orgEvents,
+  ...agentEvents,
 } as const;
 
 export type EventType = keyof typeof eventSchemas;

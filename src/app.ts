@@ -5,6 +5,8 @@ import { Authenticator } from './http/auth.ts';
 import { ApiError, envelope, registerErrorHandling, sendResponse } from './http/errors.ts';
 import { IdempotencyStore, migrateIdempotency } from './http/idempotency.ts';
 import { orgRoutes } from './http/orgs.ts';
+import { agentRoutes } from './http/agents.ts';
+import type { Vault } from './adapters/vault.ts';
 import { platformRoutes } from './http/platform.ts';
 import { projectRoutes } from './http/projects.ts';
 import { defaultRateLimit, RateLimiter, type RateLimitConfig } from './http/ratelimit.ts';
@@ -32,11 +34,20 @@ export type BuildOptions = {
   readSide: Pick<ReadSide, 'waitFor' | 'progress'>;
   serviceSecret: string;
   baseUrl: string;
+  vault: Vault;
+  /** did:web domain; derived from baseUrl when absent. */
+  didDomain?: string;
   now?: () => Date;
   readWaitMs?: number;
   rateLimit?: RateLimitConfig;
   logLevel?: string;
 };
+
+/** did:web domain of a base URL: the host, a port percent-encoded (did:web spec). */
+export function didDomainOf(baseUrl: string): string {
+  const u = new URL(baseUrl);
+  return u.port ? `${u.hostname}%3A${u.port}` : u.hostname;
+}
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -96,6 +107,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     readWaitMs: opts.readWaitMs ?? 5_000,
     routes: [],
     baseUrl: opts.baseUrl,
+    vault: opts.vault,
+    didDomain: opts.didDomain ?? didDomainOf(opts.baseUrl),
   };
 
   app.decorate('routeSpecs', deps.routes);
@@ -103,6 +116,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(async (scope) => platformRoutes(scope, deps));
   await app.register(async (scope) => orgRoutes(scope, deps));
   await app.register(async (scope) => projectRoutes(scope, deps));
+  await app.register(async (scope) => agentRoutes(scope, deps));
 
   await app.ready();
   return app;

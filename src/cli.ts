@@ -41,7 +41,7 @@ function bar(done: number, total: number, rate: number): string {
 async function bootstrap(orgName: string, email: string): Promise<number> {
   const config = loadConfig();
   const rt = await openRuntime(config);
-  const app = await buildApp({ db: rt.db, store: rt.store, readSide: rt.readSide!, serviceSecret: rt.serviceSecret, baseUrl: config.publicBaseUrl, logLevel: 'warn' });
+  const app = await buildApp({ db: rt.db, store: rt.store, readSide: rt.readSide!, serviceSecret: rt.serviceSecret, vault: rt.vault, baseUrl: config.publicBaseUrl, logLevel: 'warn' });
   try {
     const platform = { authorization: `Bearer ${rt.serviceSecret}` };
     const org = await app.inject({ method: 'POST', url: '/v1/orgs', headers: platform, payload: { name: orgName, owner_email: email } });

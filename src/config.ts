@@ -10,6 +10,8 @@ const schema = z.object({
   ESDB_URL: z.string().min(1).optional(),
   AUDIT_SIGNING_KEY: z.string().min(1).optional(),
   SVC_SERVICE_SECRET: z.string().min(32).optional(),
+  VAULT_MASTER_KEY: z.string().min(1).optional(),
+  DID_DOMAIN: z.string().regex(/^[A-Za-z0-9.-]+(%3A\d+)?$/).optional(),
   PUBLIC_BASE_URL: z.string().url().optional(),
   READ_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(5_000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -26,6 +28,10 @@ export type Config = {
   auditSigningKey: string | undefined;
   /** The platform secret of the service-auth subtree; generated into dataDir when unset. */
   serviceSecret: string | undefined;
+  /** base64 AES-256 key of the vault; generated into dataDir when unset. */
+  vaultMasterKey: string | undefined;
+  /** did:web domain of agents; derived from publicBaseUrl when unset. */
+  didDomain: string | undefined;
   /** Public base URL (links, OpenAPI servers); http://HOST:PORT when unset. */
   publicBaseUrl: string;
   /** How long a command waits for the read side before answering with the read-side-behind header. */
@@ -52,6 +58,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel: e.LOG_LEVEL,
     auditSigningKey: e.AUDIT_SIGNING_KEY,
     serviceSecret: e.SVC_SERVICE_SECRET,
+    vaultMasterKey: e.VAULT_MASTER_KEY,
+    didDomain: e.DID_DOMAIN,
     publicBaseUrl: e.PUBLIC_BASE_URL ?? `http://${e.HOST.includes(':') ? `[${e.HOST}]` : e.HOST}:${e.PORT}`,
     readWaitMs: e.READ_WAIT_MS,
   };

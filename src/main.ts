@@ -13,6 +13,8 @@ const app = await buildApp({
   store: runtime.store,
   readSide: runtime.readSide!,
   serviceSecret: runtime.serviceSecret,
+  vault: runtime.vault,
+  ...(config.didDomain ? { didDomain: config.didDomain } : {}),
   baseUrl: config.publicBaseUrl,
   readWaitMs: config.readWaitMs,
   logLevel: config.logLevel,

@@ -1,3 +1,4 @@
+import { agentProjection } from '../projections/agent.ts';
 import { orgProjection } from '../projections/org.ts';
 import { SEALER_NAME, Sealer, type SealerOptions } from './audit/sealer.ts';
 import type { EventStore, Position } from './eventstore/port.ts';
@@ -10,7 +11,7 @@ import { ProjectionRunner } from './projector/runner.ts';
 // Everything that follows the log to serve reads: the projections and the
 // audit sealer, and the progress tracker behind read-your-writes.
 
-export const projections: readonly Projection[] = [orgProjection];
+export const projections: readonly Projection[] = [orgProjection, agentProjection];
 
 export type ReadSide = {
   progress: Progress;

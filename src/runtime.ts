@@ -6,6 +6,7 @@ import { type EventStore, openEventStore } from './eventstore/index.ts';
 import { openDb, type Db } from './postgres/db.ts';
 import { ensureDatabase, startEmbeddedPostgres, type EmbeddedServer } from './postgres/embedded.ts';
 import { loadAuditSigningKey } from './audit/keys.ts';
+import { loadVaultMasterKey, Vault } from './adapters/vault.ts';
 import type { SigningKey } from './audit/note.ts';
 import { startReadSide, type ReadSide } from './readside.ts';
 
@@ -19,6 +20,7 @@ export type Runtime = {
   store: EventStore;
   auditKey: SigningKey;
   serviceSecret: string;
+  vault: Vault;
   /** Where the generated platform secret lives (null when it came from the environment). */
   serviceSecretFile: string | null;
   /** Absent when opened with `followers: false` (one-shot CLI commands). */
@@ -56,6 +58,7 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
     const store = await openEventStore({ esdbUrl: config.esdbUrl, db });
     const auditKey = await loadAuditSigningKey({ seedBase64: config.auditSigningKey, dataDir: config.dataDir });
     const secret = await loadServiceSecret(config);
+    const vault = await Vault.open(db, await loadVaultMasterKey({ base64: config.vaultMasterKey, dataDir: config.dataDir }));
     const readSide = opts.followers === false ? undefined : await startReadSide(db, store, { signingKey: auditKey, origin: AUDIT_ORIGIN });
     return {
       config,
@@ -63,6 +66,7 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
       store,
       auditKey,
       serviceSecret: secret.value,
+      vault,
       serviceSecretFile: secret.file,
       readSide,
       async close() {

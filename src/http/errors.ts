@@ -51,6 +51,13 @@ export const REJECTION_STATUS: Record<string, number> = {
   transition_conflict: 409,
   invalid_transition: 409,
   idempotency_key_reused: 409,
+  agent_not_found: 404,
+  agent_exists: 409,
+  invalid_did_segment: 400,
+  no_active_key: 409,
+  key_not_found: 404,
+  key_already_revoked: 409,
+  agent_already_revoked: 409,
 };
 
 export function envelope(code: string, message: string, requestId: string, details?: Record<string, unknown>) {

@@ -5,6 +5,7 @@ import { type CommandContext, type CommandResult, type Decider, handleCommand, t
 import type { Db } from '../postgres/db.ts';
 import type { ReadSide } from '../readside.ts';
 import type { ReadCache } from '../projector/readcache.ts';
+import type { Vault } from '../adapters/vault.ts';
 import type { Auth, Authenticator, AuthMode, Role } from './auth.ts';
 import { ApiError, errorResponse, sendResponse, toIssues } from './errors.ts';
 import { checkKey, type IdempotencyStore, requestHash } from './idempotency.ts';
@@ -27,8 +28,11 @@ export type AppDeps = {
   now: () => Date;
   readWaitMs: number;
   routes: RouteSpec[];
-  /** Public base URL of this service (links, did:web). */
+  /** Public base URL of this service (links, OpenAPI servers). */
   baseUrl: string;
+  /** The did:web domain of agent identities (host, with a port as %3A<port>). */
+  didDomain: string;
+  vault: Vault;
 };
 
 export type Reply = { status: number; body?: unknown; headers?: Record<string, string> };

@@ -1,6 +1,8 @@
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import type { Test } from 'tap';
+import { randomBytes } from 'node:crypto';
 import { buildApp } from '../../src/app.ts';
+import { Vault } from '../../src/adapters/vault.ts';
 import type { RateLimitConfig } from '../../src/http/ratelimit.ts';
 import { testLedger, type TestLedger } from './ledger.ts';
 
@@ -8,11 +10,13 @@ import { testLedger, type TestLedger } from './ledger.ts';
 
 export const SERVICE_SECRET = 'svc_test_secret_0123456789abcdefghijklmnop';
 
-export type TestApp = { app: FastifyInstance; ledger: TestLedger };
+export type TestApp = { app: FastifyInstance; ledger: TestLedger; vault: Vault };
 
 export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: RateLimitConfig; now?: () => Date } = {}): Promise<TestApp> {
   const ledger = await testLedger(t);
+  const vault = await Vault.open(ledger.db, randomBytes(32));
   const app = await buildApp({
+    vault,
     db: ledger.db,
     store: ledger.store,
     readSide: ledger.readSide,
@@ -24,7 +28,7 @@ export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: 
     ...(opts.now ? { now: opts.now } : {}),
   });
   t.teardown(() => app.close());
-  return { app, ledger };
+  return { app, ledger, vault };
 }
 
 export type Org = { orgId: string; ownerId: string; projectId: string; testKey: string; liveKey: string; owner: Record<string, string>; key: Record<string, string> };
