@@ -1,5 +1,7 @@
 import type { z } from 'zod';
 import { agentEvents } from './agent.ts';
+import { consumerEvents } from './consumer.ts';
+import { mandateEvents } from './mandate.ts';
 import { orgEvents } from './org.ts';
 
 // The registry of every event type: one vocabulary for the log, the audit
@@ -8,6 +10,8 @@ import { orgEvents } from './org.ts';
 export const eventSchemas = {
   ...orgEvents,
   ...agentEvents,
+  ...consumerEvents,
+  ...mandateEvents,
 } as const;
 
 export type EventType = keyof typeof eventSchemas;

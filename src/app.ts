@@ -6,6 +6,8 @@ import { ApiError, envelope, registerErrorHandling, sendResponse } from './http/
 import { IdempotencyStore, migrateIdempotency } from './http/idempotency.ts';
 import { orgRoutes } from './http/orgs.ts';
 import { agentRoutes } from './http/agents.ts';
+import { consumerRoutes } from './http/consumers.ts';
+import { mandateRoutes } from './http/mandates.ts';
 import type { Vault } from './adapters/vault.ts';
 import { platformRoutes } from './http/platform.ts';
 import { projectRoutes } from './http/projects.ts';
@@ -117,6 +119,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(async (scope) => orgRoutes(scope, deps));
   await app.register(async (scope) => projectRoutes(scope, deps));
   await app.register(async (scope) => agentRoutes(scope, deps));
+  await app.register(async (scope) => consumerRoutes(scope, deps));
+  await app.register(async (scope) => mandateRoutes(scope, deps));
 
   await app.ready();
   return app;

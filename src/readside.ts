@@ -1,4 +1,6 @@
 import { agentProjection } from '../projections/agent.ts';
+import { consumerProjection } from '../projections/consumer.ts';
+import { mandateProjection } from '../projections/mandate.ts';
 import { orgProjection } from '../projections/org.ts';
 import { SEALER_NAME, Sealer, type SealerOptions } from './audit/sealer.ts';
 import type { EventStore, Position } from './eventstore/port.ts';
@@ -6,23 +8,31 @@ import type { Db } from './postgres/db.ts';
 import { migrateCheckpoints } from './projector/checkpoints.ts';
 import { Progress } from './projector/progress.ts';
 import type { Projection } from './projector/projection.ts';
+import { MandateExpiryReactor } from './reactors/mandate-expiry.ts';
 import { ProjectionRunner } from './projector/runner.ts';
 
 // Everything that follows the log to serve reads: the projections and the
 // audit sealer, and the progress tracker behind read-your-writes.
 
-export const projections: readonly Projection[] = [orgProjection, agentProjection];
+export const projections: readonly Projection[] = [orgProjection, agentProjection, consumerProjection, mandateProjection];
 
 export type ReadSide = {
   progress: Progress;
   runners: ProjectionRunner[];
   sealer: Sealer;
+  expiry: MandateExpiryReactor;
   /** True when every projection and the sealer have passed `position` within `timeoutMs`. */
   waitFor(position: Position, timeoutMs: number): Promise<boolean>;
   stop(): Promise<void>;
 };
 
-export async function startReadSide(db: Db, store: EventStore, sealerOpts: SealerOptions, list: readonly Projection[] = projections): Promise<ReadSide> {
+export async function startReadSide(
+  db: Db,
+  store: EventStore,
+  sealerOpts: SealerOptions,
+  list: readonly Projection[] = projections,
+  opts: { now?: () => Date; reactors?: boolean } = {},
+): Promise<ReadSide> {
   await migrateCheckpoints(db);
   const progress = new Progress(db, [...list.map((p) => p.name), SEALER_NAME]);
   const runners = list.map((p) => new ProjectionRunner(db, store, p, progress));
@@ -30,12 +40,16 @@ export async function startReadSide(db: Db, store: EventStore, sealerOpts: Seale
   for (const r of runners) await r.start();
   await sealer.start();
   await progress.start();
+  const expiry = new MandateExpiryReactor(db, store, opts.now ?? (() => new Date()));
+  if (opts.reactors !== false) expiry.start();
   return {
     progress,
     runners,
     sealer,
+    expiry,
     waitFor: (position, timeoutMs) => progress.waitFor(position, timeoutMs),
     async stop() {
+      await expiry.stop();
       await progress.stop();
       await sealer.stop();
       for (const r of runners) await r.stop();

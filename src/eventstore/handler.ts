@@ -46,14 +46,37 @@ export type CommandResult<State> = {
   lastPosition: Position | null;
 };
 
-export type HandleOptions = {
+export type HandleOptions<State = unknown> = {
   /** Attempts before giving up on repeated conflicts. */
   maxAttempts?: number;
-  /** When set, a revision conflict is answered with this rejection code instead of a retry. */
+  /** When set, a revision conflict is answered with this rejection code instead of a retry... */
   conflictCode?: string;
+  /** ...unless this says the state that matters to the command is unchanged (then it retries). */
+  retryIf?: (first: State, latest: State) => boolean;
   /** Overrides the expected revision derived from the read (e.g. 'no_stream' for a claim). */
   expectedRevision?: ExpectedRevision;
+  /** Queue behind other commands on the same stream in this process instead of racing them. */
+  serialize?: boolean;
 };
+
+// Commands that ask to be serialized queue per stream: N concurrent spends on
+// one mandate become N appends in a row instead of N-1 conflicts a round.
+const streamQueues = new Map<string, Promise<void>>();
+
+async function serialized<T>(stream: string, fn: () => Promise<T>): Promise<T> {
+  const prev = streamQueues.get(stream) ?? Promise.resolve();
+  let release!: () => void;
+  const mine = new Promise<void>((r) => (release = r));
+  const tail = prev.then(() => mine);
+  streamQueues.set(stream, tail);
+  await prev;
+  try {
+    return await fn();
+  } finally {
+    release();
+    if (streamQueues.get(stream) === tail) streamQueues.delete(stream);
+  }
+}
 
 export const SCHEMA_VERSION = 1;
 
@@ -92,11 +115,28 @@ export async function handleCommand<State, Command>(
   stream: string,
   command: Command,
   ctx: CommandContext,
-  opts: HandleOptions = {},
+  opts: HandleOptions<State> = {},
+): Promise<CommandResult<State>> {
+  if (opts.serialize) return serialized(stream, () => decideAndAppend(store, decider, stream, command, ctx, opts));
+  return decideAndAppend(store, decider, stream, command, ctx, opts);
+}
+
+async function decideAndAppend<State, Command>(
+  store: EventStore,
+  decider: Decider<State, Command>,
+  stream: string,
+  command: Command,
+  ctx: CommandContext,
+  opts: HandleOptions<State>,
 ): Promise<CommandResult<State>> {
   const maxAttempts = opts.maxAttempts ?? 20;
+  let first: State | undefined;
   for (let attempt = 1; ; attempt++) {
     const { state, revision } = await loadState(store, stream, decider);
+    if (attempt === 1) first = state;
+    else if (opts.conflictCode && !(opts.retryIf?.(first as State, state) ?? false)) {
+      throw new Rejection(opts.conflictCode, 'the resource changed while the command was being decided', { stream });
+    }
     const now = ctx.now().toISOString();
     const produced = decider.decide(command, state, { now });
     if (produced.length === 0) return { state, events: [], changed: false, lastPosition: null };
@@ -114,7 +154,7 @@ export async function handleCommand<State, Command>(
       return { state: next, events: produced, changed: true, lastPosition: res.lastPosition };
     } catch (err) {
       if (!(err instanceof WrongExpectedRevision)) throw err;
-      if (opts.conflictCode) throw new Rejection(opts.conflictCode, 'the resource changed while the command was being decided', { stream });
+      if (opts.conflictCode && !opts.retryIf) throw new Rejection(opts.conflictCode, 'the resource changed while the command was being decided', { stream });
       if (opts.expectedRevision !== undefined || attempt >= maxAttempts) {
         throw new Rejection('concurrency_conflict', 'the resource kept changing; retry the request', { stream, attempts: attempt });
       }

@@ -58,6 +58,12 @@ export const REJECTION_STATUS: Record<string, number> = {
   key_not_found: 404,
   key_already_revoked: 409,
   agent_already_revoked: 409,
+  mandate_not_found: 404,
+  mandate_agent_key_invalid: 403,
+  mandate_not_active: 409,
+  no_active_card: 404,
+  consumer_exists: 409,
+  mandate_exists: 409,
 };
 
 export function envelope(code: string, message: string, requestId: string, details?: Record<string, unknown>) {

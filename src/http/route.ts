@@ -46,7 +46,7 @@ export type Ctx<P, Q, B, A extends Auth> = {
   reply: FastifyReply;
   deps: AppDeps;
   /** Runs a command and waits until the read side has it (read-your-writes). */
-  run<S, C>(decider: Decider<S, C>, stream: string, command: C, opts?: HandleOptions & { orgId?: string; projectId?: string | null }): Promise<CommandResult<S>>;
+  run<S, C>(decider: Decider<S, C>, stream: string, command: C, opts?: HandleOptions<S> & { orgId?: string; projectId?: string | null }): Promise<CommandResult<S>>;
 };
 
 type AuthFor<M extends AuthMode> = M extends 'api_key'

@@ -13,7 +13,7 @@ export const SERVICE_SECRET = 'svc_test_secret_0123456789abcdefghijklmnop';
 export type TestApp = { app: FastifyInstance; ledger: TestLedger; vault: Vault };
 
 export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: RateLimitConfig; now?: () => Date } = {}): Promise<TestApp> {
-  const ledger = await testLedger(t);
+  const ledger = await testLedger(t, opts.now ? { now: opts.now } : {});
   const vault = await Vault.open(ledger.db, randomBytes(32));
   const app = await buildApp({
     vault,
@@ -34,6 +34,12 @@ export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: 
 export type Org = { orgId: string; ownerId: string; projectId: string; testKey: string; liveKey: string; owner: Record<string, string>; key: Record<string, string> };
 
 export const platform = { authorization: `Bearer ${SERVICE_SECRET}` };
+
+/** A clock tests can move: real time plus an offset. */
+export function testClock() {
+  let offsetMs = 0;
+  return { now: () => new Date(Date.now() + offsetMs), advance: (ms: number) => void (offsetMs += ms) };
+}
 
 function ok(res: LightMyRequestResponse, status: number): LightMyRequestResponse {
   if (res.statusCode !== status) throw new Error(`expected ${status}, got ${res.statusCode}: ${res.body}`);

@@ -23,11 +23,17 @@ export type TestLedger = {
   settle(): Promise<void>;
 };
 
-export async function testLedger(t: Test, opts: { checkpointEveryEntries?: number } = {}): Promise<TestLedger> {
+export async function testLedger(t: Test, opts: { checkpointEveryEntries?: number; now?: () => Date } = {}): Promise<TestLedger> {
   const { url, db } = await testDatabase(t);
   const store = await PostgresEventStore.open(db);
   const key = generateSigningKey('test-audit');
-  const readSide = await startReadSide(db, store, { signingKey: key, origin: AUDIT_ORIGIN, checkpointEveryEntries: opts.checkpointEveryEntries ?? 4, checkpointIntervalMs: 60_000 });
+  const readSide = await startReadSide(
+    db,
+    store,
+    { signingKey: key, origin: AUDIT_ORIGIN, checkpointEveryEntries: opts.checkpointEveryEntries ?? 4, checkpointIntervalMs: 60_000 },
+    undefined,
+    { reactors: false, ...(opts.now ? { now: opts.now } : {}) },
+  );
   t.teardown(async () => {
     await readSide.stop();
     await store.close();

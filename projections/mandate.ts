@@ -1,0 +1,121 @@
+import { parseEvent } from '../events/index.ts';
+import type { Projection } from '../src/projector/projection.ts';
+
+// Read model of mandates, their authorization history (every spend decision,
+// approved or declined) and the cards bound to them.
+
+export const mandateProjection: Projection = {
+  name: 'mandate',
+  version: 1,
+  tables: {
+    mandates: (t) => `CREATE TABLE ${t} (
+      id text PRIMARY KEY,
+      org_id text NOT NULL,
+      project_id text NOT NULL,
+      consumer_id text NOT NULL,
+      agent_id text NOT NULL,
+      purpose text NOT NULL,
+      display_name text,
+      intent_note text,
+      merchant_allowlist jsonb NOT NULL,
+      merchant_pin_kind text NOT NULL,
+      cap_minor numeric NOT NULL,
+      per_tx_cap_minor numeric NOT NULL,
+      spent_minor numeric NOT NULL DEFAULT 0,
+      currency text NOT NULL,
+      status text NOT NULL,
+      expires_at timestamptz NOT NULL,
+      created_at timestamptz NOT NULL,
+      position text COLLATE "C" NOT NULL
+    );
+    CREATE INDEX ON ${t} (org_id, project_id, created_at);
+    CREATE INDEX ON ${t} (consumer_id);
+    CREATE INDEX ON ${t} (expires_at) WHERE status IN ('active', 'paused')`,
+    mandate_authorizations: (t) => `CREATE TABLE ${t} (
+      transaction_id text PRIMARY KEY,
+      mandate_id text NOT NULL,
+      org_id text NOT NULL,
+      channel text NOT NULL,
+      amount_minor numeric NOT NULL,
+      currency text NOT NULL,
+      merchant text NOT NULL,
+      decision text NOT NULL,
+      code text,
+      at timestamptz NOT NULL,
+      position text COLLATE "C" NOT NULL
+    );
+    CREATE INDEX ON ${t} (mandate_id, position)`,
+    mandate_cards: (t) => `CREATE TABLE ${t} (
+      card_id text PRIMARY KEY,
+      mandate_id text NOT NULL,
+      org_id text NOT NULL,
+      project_id text NOT NULL,
+      consumer_id text NOT NULL,
+      status text NOT NULL,
+      bound_at timestamptz NOT NULL,
+      revoked_at timestamptz,
+      position text COLLATE "C" NOT NULL
+    );
+    CREATE INDEX ON ${t} (mandate_id)`,
+  },
+  eventTypes: new Set([
+    'mandate.created',
+    'mandate.paused',
+    'mandate.resumed',
+    'mandate.revoked',
+    'mandate.expired',
+    'mandate.spend_approved',
+    'mandate.spend_declined',
+    'mandate.card_bound',
+    'mandate.card_revoked',
+  ]),
+  async apply(tx, event, t) {
+    const e = parseEvent(event.type, event.data);
+    const pos = event.position;
+    const org = event.metadata.org_id;
+    switch (e.type) {
+      case 'mandate.created': {
+        const d = e.data;
+        await tx.query(
+          `INSERT INTO ${t.mandates} (id, org_id, project_id, consumer_id, agent_id, purpose, display_name, intent_note, merchant_allowlist, merchant_pin_kind,
+             cap_minor, per_tx_cap_minor, currency, status, expires_at, created_at, position)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'active', $14, $15, $16) ON CONFLICT (id) DO NOTHING`,
+          [d.mandate_id, d.org_id, d.project_id, d.consumer_id, d.agent_id, d.purpose, d.display_name, d.intent_note, JSON.stringify(d.merchant_allowlist), d.merchant_pin_kind, d.cap_minor, d.per_tx_cap_minor, d.currency, d.expires_at, d.created_at, pos],
+        );
+        return;
+      }
+      case 'mandate.paused':
+      case 'mandate.resumed':
+      case 'mandate.revoked':
+      case 'mandate.expired':
+        await tx.query(`UPDATE ${t.mandates} SET status = $2, position = $3 WHERE id = $1 AND position < $3`, [e.data.mandate_id, e.data.to, pos]);
+        return;
+      case 'mandate.spend_approved':
+      case 'mandate.spend_declined': {
+        const d = e.data;
+        const approved = e.type === 'mandate.spend_approved';
+        await tx.query(
+          `INSERT INTO ${t.mandate_authorizations} (transaction_id, mandate_id, org_id, channel, amount_minor, currency, merchant, decision, code, at, position)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (transaction_id) DO NOTHING`,
+          [d.transaction_id, d.mandate_id, org, d.channel, d.amount_minor, d.currency, d.merchant, approved ? 'approved' : 'declined', approved ? null : (d as { code: string }).code, d.at, pos],
+        );
+        if (e.type === 'mandate.spend_approved') {
+          await tx.query(`UPDATE ${t.mandates} SET spent_minor = $2, position = $3 WHERE id = $1 AND position < $3`, [d.mandate_id, e.data.spent_minor, pos]);
+        }
+        return;
+      }
+      case 'mandate.card_bound': {
+        const d = e.data;
+        const { rows } = await tx.query<{ project_id: string }>(`SELECT project_id FROM ${t.mandates} WHERE id = $1`, [d.mandate_id]);
+        await tx.query(
+          `INSERT INTO ${t.mandate_cards} (card_id, mandate_id, org_id, project_id, consumer_id, status, bound_at, position) VALUES ($1, $2, $3, $4, $5, 'active', $6, $7) ON CONFLICT (card_id) DO NOTHING`,
+          [d.card_id, d.mandate_id, org, rows[0]?.project_id ?? event.metadata.project_id ?? '', d.consumer_id, d.bound_at, pos],
+        );
+        return;
+      }
+      case 'mandate.card_revoked':
+        await tx.query(`UPDATE ${t.mandate_cards} SET status = 'revoked', revoked_at = $2, position = $3 WHERE card_id = $1 AND position < $3`, [e.data.card_id, e.data.revoked_at, pos]);
+        return;
+    }
+  },
+};
