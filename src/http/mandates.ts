@@ -306,7 +306,7 @@ export async function mandateRoutes(app: FastifyInstance, deps: AppDeps): Promis
     auth: 'api_key',
     scope: 'mandates:read',
     params: z.object({ id: IdParam }),
-    query: z.object({ limit: z.coerce.number().catch(20).transform((n) => Math.min(100, Math.max(1, Math.trunc(n) || 20))).default(20) }),
+    query: z.object({ limit: z.coerce.number().catch(20).transform((n) => (Number.isFinite(n) ? Math.min(100, Math.max(1, Math.trunc(n))) : 20)).default(20) }),
     responses: { 200: z.object({ mandate_id: z.string(), card: Card.nullable(), authorizations: z.array(Authorization) }) },
     errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'mandate_not_found']],
     async handler({ auth, params, query, deps }) {

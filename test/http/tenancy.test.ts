@@ -12,12 +12,27 @@ const aUser = (await app.inject({ method: 'POST', url: '/v1/team/members', heade
 const aKey = (await app.inject({ method: 'GET', url: '/v1/api-keys', headers: a.owner })).json().api_keys[0].id;
 
 const aAgent = (await app.inject({ method: 'POST', url: '/v1/agents', headers: a.key, payload: { agent_id: 'buyer', principal_ref: 'person-1' } })).json();
+const aConsumer = (await app.inject({ method: 'POST', url: '/v1/consumers', headers: a.key, payload: {} })).json();
+const aMandate = await (async () => {
+  const created = await app.inject({
+    method: 'POST',
+    url: '/v1/mandates',
+    headers: a.key,
+    payload: { consumer_id: aConsumer.id, agent_id: 'buyer', purpose: 'p', merchant_allowlist: ['m'], merchant_pin_kind: 'merchant-id', cap_minor: '100', per_tx_cap_minor: '10', currency: 'BRL', expires_at: Math.floor(Date.now() / 1000) + 3600 },
+  });
+  return created.json();
+})();
+const aCard = (await app.inject({ method: 'POST', url: `/v1/consumers/mandates/${aMandate.id}/card`, headers: a.key })).json().card;
 
 /** A's real id for each path parameter, by the route family it appears in. */
 function realIds(url: string): Record<string, string> {
   if (url.startsWith('/v1/projects')) return { id: a.projectId, user_id: aUser };
   if (url.startsWith('/v1/api-keys')) return { id: aKey };
   if (url.startsWith('/v1/orgs/:orgId/agents')) return { orgId: a.orgId, agentId: 'buyer', kid: aAgent.kid };
+  if (url.startsWith('/v1/consumers/mandates')) return { id: aMandate.id };
+  if (url.startsWith('/v1/consumers')) return { id: aConsumer.id };
+  if (url.startsWith('/v1/mandates')) return { id: aMandate.id };
+  if (url.startsWith('/v1/test/cards')) return { card_id: aCard.card_id };
   if (url.startsWith('/v1/agents')) return { agentId: url.endsWith('/revoke') && !url.includes('keys') ? aAgent.agent_did : 'buyer', kid: aAgent.kid };
   throw new Error(`no tenancy fixture for ${url}: add one`);
 }
@@ -31,6 +46,9 @@ const sampleBody: Record<string, unknown> = {
   updateProjectMember: { role: 'admin' },
   registerAgentOrgScoped: { agent_id: 'newcomer', principal_ref: 'p' },
   signAsAgent: { message: 'hello' },
+  updateConsumer: { display_name: 'stranger' },
+  spendAgainstMandate: { amount_minor: '1', currency: 'BRL', merchant: 'm' },
+  sandboxCardAuthorization: { amount_minor: '1', currency: 'BRL', merchant: 'm' },
 };
 
 const fill = (url: string, ids: Record<string, string>) => url.replace(/:([A-Za-z_]+)/g, (_, k: string) => encodeURIComponent(ids[k]!));
@@ -66,4 +84,23 @@ t.test("A's resources are untouched by B's attempts", async (t) => {
   t.equal(p.statusCode, 200);
   t.equal(p.json().name, 'Default');
   t.equal((await app.inject({ method: 'GET', url: '/v1/whoami', headers: a.key })).statusCode, 200, "A's key still works");
+});
+
+t.test("another project's consumer, mandate and card answer as absent ones", async (t) => {
+  const second = (await app.inject({ method: 'POST', url: '/v1/projects', headers: a.key, payload: { name: 'Second', slug: 'second' } })).json();
+  const headers = { ...a.key, 'x-svc-project': second.id };
+  for (const [url, absent] of [
+    [`/v1/consumers/${aConsumer.id}`, '/v1/consumers/cns_absentAbsent0000'],
+    [`/v1/mandates/${aMandate.id}`, '/v1/mandates/mdt_absentAbsent0000'],
+    [`/v1/consumers/mandates/${aMandate.id}/card`, '/v1/consumers/mandates/mdt_absentAbsent0000/card'],
+    [`/v1/consumers/${aConsumer.id}/wallet`, '/v1/consumers/cns_absentAbsent0000/wallet'],
+  ] as const) {
+    const foreign = await app.inject({ method: 'GET', url, headers });
+    const missing = await app.inject({ method: 'GET', url: absent, headers });
+    t.equal(foreign.statusCode, 404, url);
+    t.same(strip(foreign.json()), strip(missing.json()));
+  }
+  const spend = await app.inject({ method: 'POST', url: `/v1/consumers/mandates/${aMandate.id}/spend`, headers, payload: { amount_minor: '1', currency: 'BRL', merchant: 'm' } });
+  t.equal(spend.json().error.code, 'mandate_not_found');
+  t.equal((await app.inject({ method: 'GET', url: `/v1/mandates/${aMandate.id}`, headers: a.key })).statusCode, 200, 'its own project still sees it');
 });
