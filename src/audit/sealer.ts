@@ -1,8 +1,9 @@
 import type { EventStore, NewEvent, Position, RecordedEvent } from '../eventstore/port.ts';
 import { DuplicateEventId, WrongExpectedRevision } from '../eventstore/port.ts';
 import type { Db } from '../postgres/db.ts';
-import { advanceCheckpoint, ensureCheckpoint, readCheckpoint } from '../projector/checkpoints.ts';
+import { ensureCheckpoint, PROGRESS_CHANNEL, readCheckpoint } from '../projector/checkpoints.ts';
 import { batches } from '../projector/follow.ts';
+import { CHECKPOINT_FLUSH_MS } from '../projector/runner.ts';
 import type { Progress } from '../projector/progress.ts';
 import {
   type AuditEntry,
@@ -65,6 +66,8 @@ export class Sealer {
   private abort = new AbortController();
   private loop: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
+  private flusher: NodeJS.Timeout | undefined;
+  private persisted: Position = '';
   private readonly origin: string;
   private readonly every: number;
   private readonly intervalMs: number;
@@ -90,12 +93,30 @@ export class Sealer {
     this.loop = this.run();
     this.timer = setInterval(() => void this.checkpointAll(false).catch(() => {}), Math.max(250, Math.floor(this.intervalMs / 2)));
     this.timer.unref();
+    this.flusher = setInterval(() => void this.flush().catch(() => {}), CHECKPOINT_FLUSH_MS);
+    this.flusher.unref();
   }
 
   async stop(): Promise<void> {
     clearInterval(this.timer);
+    clearInterval(this.flusher);
     this.abort.abort();
     await this.loop;
+    await this.flush().catch(() => {});
+  }
+
+  /**
+   * The checkpoint row is written at most every CHECKPOINT_FLUSH_MS, never
+   * backwards; after a restart the chains' own tips say what is already sealed.
+   */
+  private async flush(): Promise<void> {
+    const target = this.position;
+    if (target <= this.persisted) return;
+    await this.db.transaction(async (tx) => {
+      await tx.query(`UPDATE checkpoints SET position = $2, status = 'running', error = NULL, updated_at = now() WHERE name = $1 AND position < $2`, [SEALER_NAME, target]);
+      await tx.query('SELECT pg_notify($1, $2)', [PROGRESS_CHANNEL, SEALER_NAME]);
+    });
+    if (target > this.persisted) this.persisted = target;
   }
 
   private async run(): Promise<void> {
@@ -105,10 +126,10 @@ export class Sealer {
         const cp = await readCheckpoint(this.db, SEALER_NAME);
         this.position = cp?.position ?? '';
         this.progress?.report(SEALER_NAME, this.position);
+        this.persisted = this.position;
         for await (const batch of batches(this.store, this.position, signal)) {
           await this.seal(batch);
           const last = batch[batch.length - 1]!.position;
-          await this.db.transaction((tx) => advanceCheckpoint(tx, SEALER_NAME, last));
           this.position = last;
           this.lastError = undefined;
           this.progress?.report(SEALER_NAME, last);

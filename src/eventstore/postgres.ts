@@ -387,7 +387,19 @@ export class PostgresEventStore implements EventStore {
     return rows.map(toRecorded);
   }
 
-  async readAll(opts: ReadAllOptions = {}): Promise<RecordedEvent[]> {
+  /** Identical reads in flight at the same time share one query (followers at the same position). */
+  private readonly inflight = new Map<string, Promise<RecordedEvent[]>>();
+
+  readAll(opts: ReadAllOptions = {}): Promise<RecordedEvent[]> {
+    const key = `${opts.after ?? ''}|${opts.maxCount ?? ''}|${opts.filter ? JSON.stringify(opts.filter) : ''}`;
+    const shared = this.inflight.get(key);
+    if (shared) return shared;
+    const read = this.readAllOnce(opts).finally(() => this.inflight.delete(key));
+    this.inflight.set(key, read);
+    return read;
+  }
+
+  private async readAllOnce(opts: ReadAllOptions): Promise<RecordedEvent[]> {
     const max = clampCount(opts.maxCount, READ_PAGE_DEFAULT);
     if (max === 0) return [];
     const params: unknown[] = [parsePosition(opts.after).toString(), max];
@@ -412,10 +424,11 @@ export class PostgresEventStore implements EventStore {
     let caughtUp = false;
     while (!signal?.aborted && !this.closed) {
       const woken = this.signal.next();
-      let head: Position;
+      // The head is needed once, to say where "caught up" was reached.
+      let head: Position = '';
       let batch: RecordedEvent[];
       try {
-        head = await this.headPosition();
+        if (!caughtUp) head = await this.headPosition();
         batch = await this.readAll({ after, maxCount: READ_PAGE_DEFAULT, ...(filter ? { filter } : {}) });
       } catch {
         // Transport error: back off and resume from the last delivered position.

@@ -10,6 +10,7 @@ export const PROGRESS_CHANNEL = 'ledger_progress';
 
 export type CheckpointRow = {
   name: string;
+  applied_position: Position;
   kind: 'projection' | 'sealer' | 'reactor';
   version: number;
   position: Position;
@@ -32,8 +33,16 @@ export async function migrateCheckpoints(db: Db): Promise<void> {
       error_position text COLLATE "C",
       updated_at timestamptz NOT NULL DEFAULT now()
     )`);
+    await tx.query(`ALTER TABLE checkpoints ADD COLUMN IF NOT EXISTS applied_position text COLLATE "C" NOT NULL DEFAULT ''`);
   });
 }
+
+/**
+ * The progress key of the last position a projection actually applied (wrote
+ * rows for), as opposed to the position it has read past. Caches of a read
+ * model are valid while this one does not move.
+ */
+export const appliedKey = (name: string) => `${name}@applied`;
 
 export async function ensureCheckpoint(db: Queryable, name: string, kind: CheckpointRow['kind'], version: number): Promise<CheckpointRow> {
   await db.query(`INSERT INTO checkpoints (name, kind, version, position) VALUES ($1, $2, $3, $4) ON CONFLICT (name) DO NOTHING`, [name, kind, version, START]);
@@ -42,20 +51,23 @@ export async function ensureCheckpoint(db: Queryable, name: string, kind: Checkp
 
 export async function readCheckpoint(db: Queryable, name: string, forUpdate = false): Promise<CheckpointRow | undefined> {
   const { rows } = await db.query<CheckpointRow>(
-    `SELECT name, kind, version, position, status, error, error_position, updated_at::text FROM checkpoints WHERE name = $1${forUpdate ? ' FOR UPDATE' : ''}`,
+    `SELECT name, kind, version, position, applied_position, status, error, error_position, updated_at::text FROM checkpoints WHERE name = $1${forUpdate ? ' FOR UPDATE' : ''}`,
     [name],
   );
   return rows[0];
 }
 
 export async function listCheckpoints(db: Queryable): Promise<CheckpointRow[]> {
-  const { rows } = await db.query<CheckpointRow>(`SELECT name, kind, version, position, status, error, error_position, updated_at::text FROM checkpoints ORDER BY kind, name`);
+  const { rows } = await db.query<CheckpointRow>(`SELECT name, kind, version, position, applied_position, status, error, error_position, updated_at::text FROM checkpoints ORDER BY kind, name`);
   return rows;
 }
 
 /** Moves a checkpoint forward (in the caller's transaction) and wakes waiters in every process. */
-export async function advanceCheckpoint(tx: Queryable, name: string, position: Position): Promise<void> {
-  await tx.query(`UPDATE checkpoints SET position = $2, status = 'running', error = NULL, error_position = NULL, updated_at = now() WHERE name = $1`, [name, position]);
+export async function advanceCheckpoint(tx: Queryable, name: string, position: Position, opts: { applied?: boolean } = {}): Promise<void> {
+  await tx.query(
+    `UPDATE checkpoints SET position = $2, status = 'running', error = NULL, error_position = NULL, updated_at = now()${opts.applied ? ', applied_position = $2' : ''} WHERE name = $1`,
+    [name, position],
+  );
   await tx.query(`SELECT pg_notify($1, $2)`, [PROGRESS_CHANNEL, name]);
 }
 

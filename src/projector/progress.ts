@@ -1,6 +1,6 @@
 import type { Db } from '../postgres/db.ts';
 import type { Position } from '../eventstore/port.ts';
-import { PROGRESS_CHANNEL } from './checkpoints.ts';
+import { appliedKey, PROGRESS_CHANNEL } from './checkpoints.ts';
 
 // waitFor(position): resolves when every follower the read side depends on
 // (each projection and the audit sealer) has processed the position. Woken by
@@ -48,8 +48,11 @@ export class Progress {
 
   private async refresh(): Promise<void> {
     try {
-      const { rows } = await this.db.query<{ name: string; position: string }>('SELECT name, position FROM checkpoints WHERE name = ANY($1)', [this.required]);
-      for (const r of rows) this.report(r.name, r.position);
+      const { rows } = await this.db.query<{ name: string; position: string; applied_position: string }>('SELECT name, position, applied_position FROM checkpoints WHERE name = ANY($1)', [this.required]);
+      for (const r of rows) {
+        this.report(r.name, r.position);
+        this.report(appliedKey(r.name), r.applied_position);
+      }
     } catch {
       // The next poll tries again.
     }

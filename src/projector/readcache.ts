@@ -1,9 +1,10 @@
 import type { Position } from '../eventstore/port.ts';
+import { appliedKey } from './checkpoints.ts';
 
 // An in-process cache of read-model lookups that is never staler than the
-// projection it reads: each entry remembers the projection's position when it
-// was filled and is used only while the projection is still at that position.
-// Any event the projection applies moves the position and retires every entry,
+// projection it reads: each entry remembers the last position the projection
+// applied when it was filled, and is used only while that has not moved.
+// Any event the projection applies moves it and retires every entry,
 // so a write acknowledged here (which waits for the projection) is visible to
 // the next read here. Positions of other processes' progress arrive by NOTIFY.
 
@@ -19,13 +20,13 @@ export class ReadCache<V> {
   ) {}
 
   async get(key: string, load: () => Promise<V>): Promise<V> {
-    const now = this.progress.position(this.projection);
+    const now = this.progress.position(appliedKey(this.projection));
     if (now === undefined) return load();
     const hit = this.entries.get(key);
     if (hit && hit.at === now) return hit.value;
     const value = await load();
     // Store only if the projection did not move while loading.
-    if (this.progress.position(this.projection) === now) {
+    if (this.progress.position(appliedKey(this.projection)) === now) {
       if (this.entries.size >= this.maxEntries) this.entries.clear();
       this.entries.set(key, { at: now, value });
     }

@@ -1,6 +1,6 @@
 import type { EventStore, Position, RecordedEvent } from '../eventstore/port.ts';
 import type { Db, Queryable } from '../postgres/db.ts';
-import { advanceCheckpoint, ensureCheckpoint, readCheckpoint, recordFailure } from './checkpoints.ts';
+import { advanceCheckpoint, appliedKey, ensureCheckpoint, readCheckpoint, recordFailure } from './checkpoints.ts';
 import { batches } from './follow.ts';
 import type { Progress } from './progress.ts';
 import { liveTables, type Projection, shadowTables, type TableNames } from './projection.ts';
@@ -11,6 +11,8 @@ import { liveTables, type Projection, shadowTables, type TableNames } from './pr
 // the error recorded (shown by `projections status`), never skipping silently.
 
 const REBUILD_PAGE = 5000;
+/** How often a follower's position over ignored events is written down. */
+export const CHECKPOINT_FLUSH_MS = 200;
 
 export async function ensureTables(db: Queryable, p: Projection, t: TableNames, opts: { unlogged?: boolean } = {}): Promise<void> {
   for (const [logical, ddl] of Object.entries(p.tables)) {
@@ -108,28 +110,58 @@ export class ProjectionRunner {
         await new Promise((r) => setTimeout(r, 250));
         continue;
       }
-      let pos = cp.position;
+      // `persisted` is the checkpoint row; `pos` may run ahead of it over batches
+      // this projection ignores, which need no transaction: the row catches up on
+      // the next applied batch or the periodic flush. Replaying ignored events
+      // after a restart changes nothing.
+      let persisted = cp.position;
+      let pos = persisted;
+      let queue: Promise<unknown> = Promise.resolve();
+      const serial = <T>(fn: () => Promise<T>): Promise<T> => {
+        const run = queue.then(fn);
+        queue = run.catch(() => {});
+        return run;
+      };
+      const flush = () =>
+        serial(async () => {
+          if (pos <= persisted) return;
+          const target = pos;
+          await this.db.transaction(async (tx) => {
+            const now = await readCheckpoint(tx, p.name, true);
+            if (now && now.position === persisted && now.version === p.version) await advanceCheckpoint(tx, p.name, target);
+          });
+          persisted = target;
+        });
+      const flusher = setInterval(() => void flush().catch(() => {}), CHECKPOINT_FLUSH_MS);
       this.state = { name: p.name, status: 'running', position: pos };
       this.progress?.report(p.name, pos);
+      this.progress?.report(appliedKey(p.name), cp.applied_position);
       const inner = new AbortController();
       const onAbort = () => inner.abort();
       signal.addEventListener('abort', onAbort, { once: true });
       try {
         for await (const batch of batches(this.store, pos, inner.signal)) {
           const last = batch[batch.length - 1]!.position;
-          const moved = await this.db.transaction(async (tx) => {
-            const now = await readCheckpoint(tx, p.name, true);
-            // Someone else (a rebuild swap, another process) moved the checkpoint: resync.
-            if (!now || now.position !== pos || now.version !== p.version) return false;
-            await applyBatch(tx, p, batch, t);
-            await advanceCheckpoint(tx, p.name, last);
-            return true;
-          });
-          if (!moved) break;
+          if (batch.some((e) => p.eventTypes.has(e.type))) {
+            const moved = await serial(() =>
+              this.db.transaction(async (tx) => {
+                const now = await readCheckpoint(tx, p.name, true);
+                // Someone else (a rebuild swap, another process) moved the checkpoint: resync.
+                if (!now || now.position !== persisted || now.version !== p.version) return false;
+                await applyBatch(tx, p, batch, t);
+                await advanceCheckpoint(tx, p.name, last, { applied: true });
+                return true;
+              }),
+            );
+            if (!moved) break;
+            persisted = last;
+            this.progress?.report(appliedKey(p.name), last);
+          }
           pos = last;
           this.state.position = pos;
           this.progress?.report(p.name, pos);
         }
+        await flush().catch(() => {});
       } catch (err) {
         if (err instanceof ApplyError) {
           const msg = err.message;
@@ -140,6 +172,7 @@ export class ProjectionRunner {
         // Transport or database trouble: back off and resume from the checkpoint.
         await new Promise((r) => setTimeout(r, 250));
       } finally {
+        clearInterval(flusher);
         inner.abort();
         signal.removeEventListener('abort', onAbort);
       }
@@ -194,7 +227,7 @@ export async function rebuildProjection(db: Db, store: EventStore, p: Projection
       await tx.query(`ALTER TABLE ${physical} RENAME TO ${live[logical]}`);
     }
     await tx.query(`UPDATE checkpoints SET version = $2 WHERE name = $1`, [p.name, p.version]);
-    await advanceCheckpoint(tx, p.name, pos);
+    await advanceCheckpoint(tx, p.name, pos, { applied: true });
     const done = { processed, position: pos, head: pos > head ? pos : head };
     onProgress?.(done);
     return done;

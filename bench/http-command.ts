@@ -1,0 +1,98 @@
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import Fastify from 'fastify';
+import { z } from 'zod';
+import { Vault } from '../src/adapters/vault.ts';
+import { buildApp } from '../src/app.ts';
+import { generateSigningKey } from '../src/audit/note.ts';
+import { PostgresEventStore } from '../src/eventstore/postgres.ts';
+import { openDb } from '../src/postgres/db.ts';
+import { startReadSide } from '../src/readside.ts';
+import { benchPostgres } from './harness.ts';
+
+// bench/http-command: 50 connections mixing spends (half) and pause/resume
+// (a quarter each) over 1 000 mandates, each answer checked against what the
+// API documents, against a fastify route doing zod + one INSERT, on the same
+// embedded PostgreSQL, in the same run. Target: ratio >= 0.5.
+// Run: npm run bench:http-command   (BENCH_SECONDS=10)
+
+const seconds = Number(process.env.BENCH_SECONDS ?? '10');
+const MANDATES = Number(process.env.MANDATES ?? '1000');
+
+async function load(cfg: object): Promise<{ requests: number; rps: number; p50_ms: number; p99_ms: number; unexpected: number; samples: string[] }> {
+  const file = path.join(os.tmpdir(), `load-${randomBytes(4).toString('hex')}.json`);
+  await fs.writeFile(file, JSON.stringify(cfg));
+  const child = spawn(process.execPath, ['--import=tsx', 'bench/load.ts', file], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+  await new Promise((r) => child.on('exit', r));
+  await fs.rm(file, { force: true });
+  return JSON.parse(out);
+}
+
+const pgServer = await benchPostgres();
+try {
+  // Baseline: zod + one INSERT per request.
+  const baseDb = openDb(await pgServer.database('bench_baseline'), { max: 10 });
+  await baseDb.query('CREATE TABLE spends (id bigserial PRIMARY KEY, amount_minor numeric NOT NULL, currency text NOT NULL, merchant text NOT NULL, at timestamptz NOT NULL DEFAULT now())');
+  const Body = z.object({ amount_minor: z.string().regex(/^\d+$/), currency: z.string(), merchant: z.string(), n: z.number() });
+  const base = Fastify({ logger: false });
+  base.post('/baseline', async (req, reply) => {
+    const b = Body.parse(req.body);
+    await baseDb.query('INSERT INTO spends (amount_minor, currency, merchant) VALUES ($1, $2, $3)', [b.amount_minor, b.currency, b.merchant]);
+    return reply.code(201).send({ ok: true });
+  });
+  const baseUrl = await base.listen({ host: '127.0.0.1', port: 0 });
+
+  // The service.
+  const db = openDb(await pgServer.database('bench_command'), { max: 10 });
+  const store = await PostgresEventStore.open(db);
+  const readSide = await startReadSide(db, store, { signingKey: generateSigningKey('bench'), origin: 'agent-ledger/audit' });
+  const secret = 'svc_bench_secret_0123456789abcdefghijklmnop';
+  const app = await buildApp({ vault: await Vault.open(db, randomBytes(32)), db, store, readSide, serviceSecret: secret, baseUrl: 'http://127.0.0.1', logLevel: 'warn', rateLimit: { burst: 1e9, perSecond: 1e9 } });
+  const platform = { authorization: `Bearer ${secret}` };
+  const org = (await app.inject({ method: 'POST', url: '/v1/orgs', headers: platform, payload: { name: 'Bench', owner_email: 'bench@example.com' } })).json();
+  const key = (await app.inject({ method: 'POST', url: '/v1/api-keys', headers: { ...platform, 'x-svc-user': org.owner.user_id }, payload: { name: 'bench', environment: 'test' } })).json().key;
+  const auth = { authorization: `Bearer ${key}` };
+  await app.inject({ method: 'POST', url: '/v1/agents', headers: auth, payload: { agent_id: 'buyer', principal_ref: 'p' } });
+  const consumer = (await app.inject({ method: 'POST', url: '/v1/consumers', headers: auth, payload: {} })).json();
+  process.stderr.write(`creating ${MANDATES} mandates...\n`);
+  const mandateIds: string[] = [];
+  const expires = Math.floor(Date.now() / 1000) + 86_400;
+  for (let i = 0; i < MANDATES; i += 25) {
+    const batch = await Promise.all(
+      Array.from({ length: Math.min(25, MANDATES - i) }, () =>
+        app.inject({
+          method: 'POST',
+          url: '/v1/mandates',
+          headers: auth,
+          payload: { consumer_id: consumer.id, agent_id: 'buyer', purpose: 'bench', merchant_allowlist: ['shop@pix.example'], merchant_pin_kind: 'pix-key', cap_minor: '1000000', per_tx_cap_minor: '1000', currency: 'BRL', expires_at: expires },
+        }),
+      ),
+    );
+    for (const r of batch) mandateIds.push(r.json().id);
+  }
+  const ours = await app.listen({ host: '127.0.0.1', port: 0 });
+
+  process.stderr.write(`loading each target for ${seconds} s with 50 connections...\n`);
+  const b = await load({ target: baseUrl, connections: 50, seconds, mode: 'baseline', headers: {}, mandateIds: [] });
+  const m = await load({ target: ours, connections: 50, seconds, mode: 'mandates', headers: auth, mandateIds });
+
+  console.log(`\nbench/http-command: 50 connections, ${seconds} s each, loopback HTTP, durable embedded PostgreSQL\n`);
+  console.log(`fastify + zod + one INSERT          ${b.rps.toFixed(0).padStart(7)} req/s   p50 ${b.p50_ms.toFixed(1)} ms   p99 ${b.p99_ms.toFixed(1)} ms   unexpected ${b.unexpected}`);
+  console.log(`spend / pause / resume, ${mandateIds.length} mandates ${m.rps.toFixed(0).padStart(7)} req/s   p50 ${m.p50_ms.toFixed(1)} ms   p99 ${m.p99_ms.toFixed(1)} ms   unexpected ${m.unexpected}`);
+  const ratio = m.rps / b.rps;
+  console.log(`\nratio                               ${ratio.toFixed(2)}x  (target >= 0.5: ${ratio >= 0.5 ? 'met' : 'NOT met'})`);
+  console.log(`every response checked: ${m.unexpected === 0 ? 'all as documented' : `${m.unexpected} unexpected (${m.samples.join('; ')})`}`);
+  await base.close();
+  await app.close();
+  await readSide.stop();
+  await store.close();
+  await db.close();
+  await baseDb.close();
+} finally {
+  await pgServer.stop();
+}
