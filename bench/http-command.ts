@@ -48,7 +48,7 @@ try {
   const baseUrl = await base.listen({ host: '127.0.0.1', port: 0 });
 
   // The service.
-  const db = openDb(await pgServer.database('bench_command'), { max: 10 });
+  const db = openDb(await pgServer.database('bench_command'), { max: Number(process.env.POOL ?? '10') });
   const store = await PostgresEventStore.open(db);
   const readSide = await startReadSide(db, store, { signingKey: generateSigningKey('bench'), origin: 'agent-ledger/audit' });
   const secret = 'svc_bench_secret_0123456789abcdefghijklmnop';

@@ -119,3 +119,76 @@ export const mandateProjection: Projection = {
     }
   },
 };
+
+/**
+ * The set-based form, with the same result as applying the events one by one:
+ * new mandates in one INSERT, every authorization in one INSERT, the moves and
+ * spends of each mandate folded into one UPDATE; card events, rare, in order.
+ */
+mandateProjection.applyBatch = async (tx, events, t) => {
+  const created: unknown[] = [];
+  const auths: unknown[] = [];
+  const latest = new Map<string, { status?: string; spent?: string; position: string }>();
+  const cards: typeof events[number][] = [];
+  for (const ev of events) {
+    const e = parseEvent(ev.type, ev.data);
+    switch (e.type) {
+      case 'mandate.created': {
+        const d = e.data;
+        created.push({ ...d, merchant_allowlist: JSON.stringify(d.merchant_allowlist), position: ev.position });
+        break;
+      }
+      case 'mandate.paused':
+      case 'mandate.resumed':
+      case 'mandate.revoked':
+      case 'mandate.expired': {
+        const cur = latest.get(e.data.mandate_id) ?? { position: ev.position };
+        latest.set(e.data.mandate_id, { ...cur, status: e.data.to, position: ev.position });
+        break;
+      }
+      case 'mandate.spend_approved':
+      case 'mandate.spend_declined': {
+        const d = e.data;
+        const approved = e.type === 'mandate.spend_approved';
+        auths.push({ transaction_id: d.transaction_id, mandate_id: d.mandate_id, org_id: ev.metadata.org_id, channel: d.channel, amount_minor: d.amount_minor, currency: d.currency, merchant: d.merchant, decision: approved ? 'approved' : 'declined', code: approved ? null : (d as { code: string }).code, at: d.at, position: ev.position });
+        if (e.type === 'mandate.spend_approved') {
+          const cur = latest.get(d.mandate_id) ?? { position: ev.position };
+          latest.set(d.mandate_id, { ...cur, spent: e.data.spent_minor, position: ev.position });
+        }
+        break;
+      }
+      default:
+        cards.push(ev);
+    }
+  }
+  if (created.length > 0) {
+    await tx.query(
+      `INSERT INTO ${t.mandates} (id, org_id, project_id, consumer_id, agent_id, purpose, display_name, intent_note, merchant_allowlist, merchant_pin_kind,
+         cap_minor, per_tx_cap_minor, currency, status, expires_at, created_at, position)
+       SELECT mandate_id, org_id, project_id, consumer_id, agent_id, purpose, display_name, intent_note, merchant_allowlist::jsonb, merchant_pin_kind,
+         cap_minor::numeric, per_tx_cap_minor::numeric, currency, 'active', expires_at, created_at, position
+       FROM json_to_recordset($1::json) AS x(mandate_id text, org_id text, project_id text, consumer_id text, agent_id text, purpose text, display_name text, intent_note text,
+         merchant_allowlist text, merchant_pin_kind text, cap_minor text, per_tx_cap_minor text, currency text, expires_at timestamptz, created_at timestamptz, position text)
+       ON CONFLICT (id) DO NOTHING`,
+      [JSON.stringify(created)],
+    );
+  }
+  if (auths.length > 0) {
+    await tx.query(
+      `INSERT INTO ${t.mandate_authorizations} (transaction_id, mandate_id, org_id, channel, amount_minor, currency, merchant, decision, code, at, position)
+       SELECT transaction_id, mandate_id, org_id, channel, amount_minor::numeric, currency, merchant, decision, code, at, position
+       FROM json_to_recordset($1::json) AS x(transaction_id text, mandate_id text, org_id text, channel text, amount_minor text, currency text, merchant text, decision text, code text, at timestamptz, position text)
+       ON CONFLICT (transaction_id) DO NOTHING`,
+      [JSON.stringify(auths)],
+    );
+  }
+  if (latest.size > 0) {
+    await tx.query(
+      `UPDATE ${t.mandates} AS m SET status = coalesce(x.status, m.status), spent_minor = coalesce(x.spent::numeric, m.spent_minor), position = x.position
+       FROM json_to_recordset($1::json) AS x(id text, status text, spent text, position text)
+       WHERE m.id = x.id AND m.position < x.position`,
+      [JSON.stringify([...latest].map(([id, v]) => ({ id, ...v })))],
+    );
+  }
+  for (const ev of cards) await mandateProjection.apply(tx, ev, t);
+};
