@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import { agentEvents } from './agent.ts';
+import { auditEvents, SEALER_OUTPUT_TYPES } from './audit.ts';
 import { consumerEvents } from './consumer.ts';
 import { mandateEvents } from './mandate.ts';
 import { orgEvents } from './org.ts';
@@ -12,6 +13,7 @@ export const eventSchemas = {
   ...agentEvents,
   ...consumerEvents,
   ...mandateEvents,
+  ...auditEvents,
 } as const;
 
 export type EventType = keyof typeof eventSchemas;
@@ -20,6 +22,9 @@ export type EventDataOf<T extends EventType> = z.infer<(typeof eventSchemas)[T]>
 export type DomainEvent = { [T in EventType]: { type: T; data: EventDataOf<T> } }[EventType];
 
 export const eventTypes = Object.keys(eventSchemas) as EventType[];
+
+/** The facts of the domain: every type but the sealer's own output. The webhook subscription vocabulary. */
+export const businessEventTypes = eventTypes.filter((t) => !SEALER_OUTPUT_TYPES.has(t));
 
 export function isEventType(t: string): t is EventType {
   return Object.hasOwn(eventSchemas, t);

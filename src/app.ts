@@ -8,6 +8,7 @@ import { orgRoutes } from './http/orgs.ts';
 import { agentRoutes } from './http/agents.ts';
 import { consumerRoutes } from './http/consumers.ts';
 import { mandateRoutes } from './http/mandates.ts';
+import { auditRoutes } from './http/audit.ts';
 import type { Vault } from './adapters/vault.ts';
 import { platformRoutes } from './http/platform.ts';
 import { projectRoutes } from './http/projects.ts';
@@ -121,6 +122,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(async (scope) => agentRoutes(scope, deps));
   await app.register(async (scope) => consumerRoutes(scope, deps));
   await app.register(async (scope) => mandateRoutes(scope, deps));
+  await app.register(async (scope) => auditRoutes(scope, deps));
 
   await app.ready();
   return app;

@@ -1,4 +1,5 @@
 import { agentProjection } from '../projections/agent.ts';
+import { auditProjection } from '../projections/audit.ts';
 import { consumerProjection } from '../projections/consumer.ts';
 import { mandateProjection } from '../projections/mandate.ts';
 import { orgProjection } from '../projections/org.ts';
@@ -9,18 +10,20 @@ import { migrateCheckpoints } from './projector/checkpoints.ts';
 import { Progress } from './projector/progress.ts';
 import type { Projection } from './projector/projection.ts';
 import { MandateExpiryReactor } from './reactors/mandate-expiry.ts';
+import { AuditVerifier } from './audit/health.ts';
 import { ProjectionRunner } from './projector/runner.ts';
 
 // Everything that follows the log to serve reads: the projections and the
 // audit sealer, and the progress tracker behind read-your-writes.
 
-export const projections: readonly Projection[] = [orgProjection, agentProjection, consumerProjection, mandateProjection];
+export const projections: readonly Projection[] = [orgProjection, agentProjection, consumerProjection, mandateProjection, auditProjection];
 
 export type ReadSide = {
   progress: Progress;
   runners: ProjectionRunner[];
   sealer: Sealer;
   expiry: MandateExpiryReactor;
+  verifier: AuditVerifier;
   /** True when every projection and the sealer have passed `position` within `timeoutMs`. */
   waitFor(position: Position, timeoutMs: number): Promise<boolean>;
   stop(): Promise<void>;
@@ -37,18 +40,28 @@ export async function startReadSide(
   const progress = new Progress(db, [...list.map((p) => p.name), SEALER_NAME]);
   const runners = list.map((p) => new ProjectionRunner(db, store, p, progress));
   const sealer = new Sealer(db, store, sealerOpts, progress);
+  // The sealer reports a position only once the audit read model has its entries,
+  // so a write acknowledged after waitFor is visible in GET /v1/audit-events too.
+  if (list.includes(auditProjection)) sealer.afterSeal = (appended) => progress.waitForOne(auditProjection.name, appended, 30_000);
   for (const r of runners) await r.start();
   await sealer.start();
   await progress.start();
   const expiry = new MandateExpiryReactor(db, store, opts.now ?? (() => new Date()));
-  if (opts.reactors !== false) expiry.start();
+  await AuditVerifier.migrate(db);
+  const verifier = new AuditVerifier(db, store, sealerOpts.signingKey, sealerOpts.origin ?? 'agent-ledger/audit', opts.now);
+  if (opts.reactors !== false) {
+    expiry.start();
+    verifier.start();
+  }
   return {
     progress,
     runners,
     sealer,
     expiry,
+    verifier,
     waitFor: (position, timeoutMs) => progress.waitFor(position, timeoutMs),
     async stop() {
+      await verifier.stop();
       await expiry.stop();
       await progress.stop();
       await sealer.stop();

@@ -74,6 +74,8 @@ export class Sealer {
   private readonly now: () => Date;
   position: Position = '';
   lastError: string | undefined;
+  /** Awaited with the log position of a batch's last entry before the batch counts as sealed. */
+  afterSeal: ((appended: Position) => Promise<unknown>) | undefined;
 
   constructor(
     private readonly db: Db,
@@ -128,7 +130,8 @@ export class Sealer {
         this.progress?.report(SEALER_NAME, this.position);
         this.persisted = this.position;
         for await (const batch of batches(this.store, this.position, signal)) {
-          await this.seal(batch);
+          const appended = await this.seal(batch);
+          if (appended && this.afterSeal) await this.afterSeal(appended);
           const last = batch[batch.length - 1]!.position;
           this.position = last;
           this.lastError = undefined;
@@ -143,8 +146,8 @@ export class Sealer {
     }
   }
 
-  /** Seals a batch of log events (in log order); audit streams themselves are skipped. */
-  async seal(batch: readonly RecordedEvent[]): Promise<void> {
+  /** Seals a batch of log events (in log order); audit streams themselves are skipped. Answers the position of the last entry written. */
+  async seal(batch: readonly RecordedEvent[]): Promise<Position> {
     const byOrg = new Map<string, RecordedEvent[]>();
     for (const e of batch) {
       if (isAuditStream(e.streamName)) continue;
@@ -153,7 +156,8 @@ export class Sealer {
       if (list) list.push(e);
       else byOrg.set(org, [e]);
     }
-    await Promise.all([...byOrg].map(([org, events]) => this.withChain(org, (chain) => this.sealOrg(chain, events))));
+    const written = await Promise.all([...byOrg].map(([org, events]) => this.withChain(org, (chain) => this.sealOrg(chain, events))));
+    return written.reduce((a, b) => (b > a ? b : a), '');
   }
 
   private async withChain<T>(orgId: string, fn: (c: Chain) => Promise<T>): Promise<T> {
@@ -204,10 +208,10 @@ export class Sealer {
     return chain;
   }
 
-  private async sealOrg(chain: Chain, events: readonly RecordedEvent[]): Promise<void> {
+  private async sealOrg(chain: Chain, events: readonly RecordedEvent[]): Promise<Position> {
     // After a restart the checkpoint may lag the chain: skip what is already sealed.
     const fresh = events.filter((e) => e.position > chain.lastSourcePosition);
-    if (fresh.length === 0) return;
+    if (fresh.length === 0) return '';
     const entries: AuditEntry[] = [];
     let prev = chain.tipHash;
     let seq = chain.sequence;
@@ -223,10 +227,13 @@ export class Sealer {
       data: entry as unknown as NewEvent['data'],
       metadata: { org_id: chain.orgId, actor: { kind: 'system', id: SEALER_NAME }, causation_id: entry.source.event_id, occurred_at: at, schema_version: 1 },
     }));
+    let appended: Position;
     try {
-      await this.store.appendToStream(auditStream(chain.orgId), newEvents, {
-        expectedRevision: chain.sequence === 0 ? 'no_stream' : BigInt(chain.sequence - 1),
-      });
+      appended = (
+        await this.store.appendToStream(auditStream(chain.orgId), newEvents, {
+          expectedRevision: chain.sequence === 0 ? 'no_stream' : BigInt(chain.sequence - 1),
+        })
+      ).lastPosition;
     } catch (err) {
       if (err instanceof WrongExpectedRevision || err instanceof DuplicateEventId) {
         // The chain moved under us (another sealer, or a restart): reload and let the loop retry.
@@ -243,6 +250,7 @@ export class Sealer {
     chain.tipHash = prev;
     chain.lastSourcePosition = fresh[fresh.length - 1]!.position;
     await this.maybeCheckpoint(chain, false);
+    return appended;
   }
 
   /** Signs checkpoints for every chain with unsigned entries (`force`), or those due. */

@@ -1,5 +1,5 @@
 import type { EventStore, RecordedEvent } from '../eventstore/port.ts';
-import { eventTypes } from '../../events/index.ts';
+import { businessEventTypes } from '../../events/index.ts';
 import { type AuditEntry, auditStream, canonicalizeSafe, checkpointStream, entryHash, type Envelope, genesisHash, payloadHash } from './chain.ts';
 import { canonicalize } from './hash.ts';
 import { CompactRange, leafHash } from './merkle.ts';
@@ -25,7 +25,7 @@ export type ProblemKind =
   | 'truncated';
 
 /** For root_mismatch, sequence_number is the first entry the checkpoint can no longer vouch for and checkpoint_size the size signed. */
-export type Problem = { kind: ProblemKind; sequence_number: number; detail: string; checkpoint_size?: number };
+export type Problem = { kind: ProblemKind; sequence_number: number; detail: string; checkpoint_size?: number; to_sequence?: number };
 
 export type StoredEntry = { revision: bigint; entry: AuditEntry };
 export type StoredCheckpoint = { note: string };
@@ -140,7 +140,12 @@ export async function verifyChain(source: ChainSource): Promise<VerifyReport> {
   opened.sort((a, b) => a.size - b.size);
   let nextCp = 0;
   let lastGoodCheckpoint = 0;
+  // Past a gap neither the next link nor any later root can be recomputed: the
+  // stretch is unverifiable (reported as the gap), not a second break.
+  let gapSeen = false;
+  let linkUnverifiable = false;
   const checkRoots = () => {
+    if (gapSeen) return;
     while (nextCp < opened.length && opened[nextCp]!.size === range.size) {
       const cp = opened[nextCp++]!;
       if (range.root().equals(cp.root)) lastGoodCheckpoint = cp.size;
@@ -153,12 +158,15 @@ export async function verifyChain(source: ChainSource): Promise<VerifyReport> {
     count++;
     const seq = Number(se.revision) + 1;
     if (se.revision !== expectedRevision) {
-      add({ kind: 'sequence_gap', sequence_number: Number(expectedRevision) + 1, detail: `entries ${Number(expectedRevision) + 1}..${seq - 1} are missing` });
+      add({ kind: 'sequence_gap', sequence_number: Number(expectedRevision) + 1, to_sequence: seq - 1, detail: `entries ${Number(expectedRevision) + 1}..${seq - 1} are missing` });
       expectedRevision = se.revision;
+      gapSeen = true;
+      linkUnverifiable = true;
     }
     const entryHashHex = typeof se.entry?.entry_hash === 'string' ? se.entry.entry_hash : '';
     if (seq > watermark) {
-      const p = checkEntry(source.orgId, se, prevHash);
+      const p = checkEntry(source.orgId, se, linkUnverifiable ? (se.entry?.prev_hash ?? prevHash) : prevHash);
+      linkUnverifiable = false;
       add(p);
       if (!p && source.lookupSource) add(await checkSource(se, source.lookupSource));
     }
@@ -170,6 +178,7 @@ export async function verifyChain(source: ChainSource): Promise<VerifyReport> {
   }
   for (; nextCp < opened.length; nextCp++) {
     const cp = opened[nextCp]!;
+    if (gapSeen && cp.size <= tip) continue;
     add({ kind: 'truncated', sequence_number: tip + 1, detail: `a checkpoint was signed at size ${cp.size} but the chain ends at ${tip}` });
   }
   // A root mismatch only bounds the break to (last good checkpoint, size]; an
@@ -254,7 +263,7 @@ export async function verifyOrgChain(store: EventStore, orgId: string, key: { na
     checkpoints,
     key,
     origin: `${origin}/${orgId}`,
-    lookupSource: logCursor(store, eventTypes),
+    lookupSource: logCursor(store, businessEventTypes),
   });
 }
 

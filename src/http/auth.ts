@@ -15,6 +15,8 @@ export type ApiKeyAuth = {
   kind: 'api_key';
   orgId: string;
   projectId: string;
+  /** Whether the key is bound to one project (rather than the whole organization). */
+  projectBound: boolean;
   environment: 'live' | 'test';
   keyId: string;
   scopes: string[];
@@ -29,8 +31,11 @@ export type Auth = ApiKeyAuth | ServiceAuth | PlatformAuth | OpenAuth;
  * open: no credential. api_key: an API key. platform: the platform secret, no user.
  * service: the platform secret and `x-svc-user`. human_session: like service, but an
  * API key is answered 403 human_session_required first (Part 5 item 8).
+ * org_admin: the organization-scoped deprecated family: an organization-wide API
+ * key, or the platform secret with an admin or owner in `x-svc-user`; a
+ * project-bound key answers 403.
  */
-export type AuthMode = 'open' | 'api_key' | 'platform' | 'service' | 'human_session';
+export type AuthMode = 'open' | 'api_key' | 'platform' | 'service' | 'human_session' | 'org_admin';
 
 export const API_KEY_PATTERN = /^sk_(test|live)_[A-Za-z0-9]{32}$/;
 export const hashKey = (key: string) => createHash('sha256').update(key).digest('hex');
@@ -94,10 +99,13 @@ export class Authenticator {
     if (mode === 'open') return { kind: 'open' };
     const token = bearer(req);
     const isService = token !== undefined && sameSecret(token, this.serviceSecret);
-    if (mode === 'api_key') {
+    if (mode === 'api_key' || (mode === 'org_admin' && !isService)) {
       if (!token || isService || !API_KEY_PATTERN.test(token)) throw unauthorized();
-      return this.apiKey(req, token, scope);
+      const auth = await this.apiKey(req, token, scope);
+      if (mode === 'org_admin' && auth.projectBound) throw forbidden('a project API key cannot act for the whole organization');
+      return auth;
     }
+    if (mode === 'org_admin') minRole ??= 'admin';
     // The service-auth subtree never reads API keys.
     if (mode === 'human_session' && token && !isService && API_KEY_PATTERN.test(token)) {
       throw new ApiError(403, 'human_session_required', 'this operation needs a human session (the platform credential and x-svc-user), not an API key');
@@ -134,7 +142,7 @@ export class Authenticator {
       projectId = (await this.resolveProject(row.org_id, undefined)) ?? undefined;
     }
     if (!projectId) throw projectResolutionFailed();
-    return { kind: 'api_key', orgId: row.org_id, projectId, environment: row.environment, keyId: row.key_id, scopes: row.scopes };
+    return { kind: 'api_key', orgId: row.org_id, projectId, projectBound: row.project_id !== null, environment: row.environment, keyId: row.key_id, scopes: row.scopes };
   }
 
   /** A user's effective role in a project: the override unless they own the organization. */

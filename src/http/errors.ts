@@ -64,6 +64,9 @@ export const REJECTION_STATUS: Record<string, number> = {
   no_active_card: 404,
   consumer_exists: 409,
   mandate_exists: 409,
+  regulatory_minimum_violation: 400,
+  window_ordering_invalid: 400,
+  incident_already_acknowledged: 409,
 };
 
 export function envelope(code: string, message: string, requestId: string, details?: Record<string, unknown>) {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { eventTypes } from '../../events/index.ts';
+import { businessEventTypes as eventTypes } from '../../events/index.ts';
 import type { RouteSpec } from './route.ts';
 import { ErrorEnvelope } from './schemas.ts';
 
@@ -48,6 +48,7 @@ const SECURITY: Record<string, Json[]> = {
   platform: [{ platformSecret: [] }],
   service: [{ platformSecret: [], actingUser: [] }],
   human_session: [{ platformSecret: [], actingUser: [] }],
+  org_admin: [{ apiKey: [] }, { platformSecret: [], actingUser: [] }],
 };
 
 export function buildOpenApi(routes: readonly RouteSpec[], serverUrl: string): Json {

@@ -49,7 +49,9 @@ export type Ctx<P, Q, B, A extends Auth> = {
   run<S, C>(decider: Decider<S, C>, stream: string, command: C, opts?: HandleOptions<S> & { orgId?: string; projectId?: string | null }): Promise<CommandResult<S>>;
 };
 
-type AuthFor<M extends AuthMode> = M extends 'api_key'
+type AuthFor<M extends AuthMode> = M extends 'org_admin'
+  ? Extract<Auth, { kind: 'api_key' | 'service' }>
+  : M extends 'api_key'
   ? Extract<Auth, { kind: 'api_key' }>
   : M extends 'service' | 'human_session'
     ? Extract<Auth, { kind: 'service' }>

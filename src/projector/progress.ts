@@ -73,10 +73,19 @@ export class Progress {
   }
 
   /** True when caught up to `position` within `timeoutMs`; false on timeout. */
-  async waitFor(position: Position, timeoutMs: number): Promise<boolean> {
-    if (this.low() >= position) return true;
+  waitFor(position: Position, timeoutMs: number): Promise<boolean> {
+    return this.until(() => this.low() >= position, timeoutMs);
+  }
+
+  /** True when one follower has passed `position` within `timeoutMs`. */
+  waitForOne(name: string, position: Position, timeoutMs: number): Promise<boolean> {
+    return this.until(() => (this.positions.get(name) ?? '') >= position, timeoutMs);
+  }
+
+  private async until(done: () => boolean, timeoutMs: number): Promise<boolean> {
+    if (done()) return true;
     const deadline = Date.now() + timeoutMs;
-    while (this.low() < position) {
+    while (!done()) {
       const left = deadline - Date.now();
       if (left <= 0) return false;
       await new Promise<void>((resolve) => {

@@ -1,0 +1,74 @@
+import { z } from 'zod';
+import { IsoTime } from './common.ts';
+
+// Facts of the audit surface. Entries and checkpoints are written by the
+// sealer to `audit-<org>` and `audit_checkpoint-<org>` (never sealed again);
+// configuration and incidents are ordinary facts, sealed into the chain.
+
+export const AuditEntrySealed = z.object({
+  sequence_number: z.number().int().positive(),
+  event_type: z.string(),
+  happened_at: z.string(),
+  payload: z.record(z.string(), z.unknown()).nullable(),
+  payload_salt: z.string().nullable(),
+  source: z.object({ event_id: z.string(), stream: z.string(), revision: z.string(), position: z.string() }),
+  envelope: z.string(),
+  prev_hash: z.string(),
+  entry_hash: z.string(),
+});
+
+export const AuditCheckpointSigned = z.object({
+  org_id: z.string(),
+  size: z.number().int().nonnegative(),
+  root_hash: z.string(),
+  note: z.string(),
+  key_name: z.string(),
+  verifier_key: z.string(),
+  signed_at: IsoTime,
+});
+
+export const AuditThresholds = z.object({
+  verification_window_days: z.number().int(),
+  hot_window_days: z.number().int(),
+  hot_max_staleness_seconds: z.number().int(),
+  warm_window_days: z.number().int(),
+  warm_max_staleness_seconds: z.number().int(),
+  cold_max_staleness_seconds: z.number().int(),
+});
+
+export const AuditConfigUpdated = AuditThresholds.partial().extend({ org_id: z.string(), at: IsoTime });
+
+export const AuditInitialWalkCompleted = z.object({ org_id: z.string(), tip_sequence: z.number().int(), at: IsoTime });
+
+export const AuditIncidentOpened = z.object({
+  incident_id: z.string(),
+  org_id: z.string(),
+  kind: z.string(),
+  detected_at_sequence: z.number().int(),
+  detail: z.string(),
+  detected_at: IsoTime,
+});
+
+export const AuditIncidentAcknowledged = z.object({
+  incident_id: z.string(),
+  personal_data_affected: z.boolean(),
+  resolution_summary: z.string(),
+  anpd_notification_status: z.enum(['not_required', 'notified']),
+  incident_reference: z.string().nullable(),
+  affected_from_sequence: z.number().int().nullable(),
+  affected_to_sequence: z.number().int().nullable(),
+  acknowledged_by: z.string(),
+  acknowledged_at: IsoTime,
+});
+
+export const auditEvents = {
+  'audit.entry_sealed': AuditEntrySealed,
+  'audit.checkpoint_signed': AuditCheckpointSigned,
+  'audit.config_updated': AuditConfigUpdated,
+  'audit.initial_walk_completed': AuditInitialWalkCompleted,
+  'audit.incident_opened': AuditIncidentOpened,
+  'audit.incident_acknowledged': AuditIncidentAcknowledged,
+} as const;
+
+/** What the sealer writes: never subscribable as business events, never sealed again. */
+export const SEALER_OUTPUT_TYPES: ReadonlySet<string> = new Set(['audit.entry_sealed', 'audit.checkpoint_signed']);

@@ -1,0 +1,125 @@
+import { parseEvent } from '../events/index.ts';
+import type { Projection } from '../src/projector/projection.ts';
+
+// Read models of the audit surface: the chain's entries (from `audit-<org>`
+// streams), signed checkpoints, configuration, and incidents.
+
+export const auditProjection: Projection = {
+  name: 'audit',
+  version: 1,
+  tables: {
+    audit_events: (t) => `CREATE TABLE ${t} (
+      org_id text NOT NULL,
+      sequence_number bigint NOT NULL,
+      event_type text NOT NULL,
+      happened_at timestamptz NOT NULL,
+      payload jsonb,
+      prev_hash text NOT NULL,
+      entry_hash text NOT NULL,
+      position text COLLATE "C" NOT NULL,
+      PRIMARY KEY (org_id, sequence_number)
+    );
+    CREATE INDEX ON ${t} (org_id, event_type text_pattern_ops, sequence_number)`,
+    audit_checkpoints: (t) => `CREATE TABLE ${t} (
+      org_id text NOT NULL,
+      size bigint NOT NULL,
+      root_hash text NOT NULL,
+      note text NOT NULL,
+      verifier_key text NOT NULL,
+      signed_at timestamptz NOT NULL,
+      position text COLLATE "C" NOT NULL,
+      PRIMARY KEY (org_id, size)
+    )`,
+    audit_configs: (t) => `CREATE TABLE ${t} (
+      org_id text PRIMARY KEY,
+      verification_window_days int,
+      hot_window_days int,
+      hot_max_staleness_seconds int,
+      warm_window_days int,
+      warm_max_staleness_seconds int,
+      cold_max_staleness_seconds int,
+      initial_walk_completed_at timestamptz,
+      created_at timestamptz NOT NULL,
+      updated_at timestamptz NOT NULL,
+      position text COLLATE "C" NOT NULL
+    )`,
+    audit_incidents: (t) => `CREATE TABLE ${t} (
+      id text PRIMARY KEY,
+      org_id text NOT NULL,
+      kind text NOT NULL,
+      detected_at timestamptz NOT NULL,
+      detected_at_sequence bigint NOT NULL,
+      detail text NOT NULL,
+      status text NOT NULL,
+      anpd_notification_status text NOT NULL,
+      acknowledgement jsonb,
+      acknowledged_at timestamptz,
+      created_at timestamptz NOT NULL,
+      position text COLLATE "C" NOT NULL
+    );
+    CREATE INDEX ON ${t} (org_id, status, detected_at)`,
+  },
+  eventTypes: new Set(['audit.entry_sealed', 'audit.checkpoint_signed', 'audit.config_updated', 'audit.initial_walk_completed', 'audit.incident_opened', 'audit.incident_acknowledged']),
+
+  async apply(tx, event, t) {
+    const e = parseEvent(event.type, event.data);
+    const org = event.metadata.org_id;
+    const pos = event.position;
+    switch (e.type) {
+      case 'audit.entry_sealed':
+        await tx.query(
+          `INSERT INTO ${t.audit_events} (org_id, sequence_number, event_type, happened_at, payload, prev_hash, entry_hash, position)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING`,
+          [org, e.data.sequence_number, e.data.event_type, e.data.happened_at, e.data.payload === null ? null : JSON.stringify(e.data.payload), e.data.prev_hash, e.data.entry_hash, pos],
+        );
+        return;
+      case 'audit.checkpoint_signed':
+        await tx.query(
+          `INSERT INTO ${t.audit_checkpoints} (org_id, size, root_hash, note, verifier_key, signed_at, position) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
+          [e.data.org_id, e.data.size, e.data.root_hash, e.data.note, e.data.verifier_key, e.data.signed_at, pos],
+        );
+        return;
+      case 'audit.config_updated': {
+        const d = e.data;
+        await tx.query(
+          `INSERT INTO ${t.audit_configs} AS c (org_id, verification_window_days, hot_window_days, hot_max_staleness_seconds, warm_window_days, warm_max_staleness_seconds, cold_max_staleness_seconds, created_at, updated_at, position)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9)
+           ON CONFLICT (org_id) DO UPDATE SET
+             verification_window_days = coalesce(EXCLUDED.verification_window_days, c.verification_window_days),
+             hot_window_days = coalesce(EXCLUDED.hot_window_days, c.hot_window_days),
+             hot_max_staleness_seconds = coalesce(EXCLUDED.hot_max_staleness_seconds, c.hot_max_staleness_seconds),
+             warm_window_days = coalesce(EXCLUDED.warm_window_days, c.warm_window_days),
+             warm_max_staleness_seconds = coalesce(EXCLUDED.warm_max_staleness_seconds, c.warm_max_staleness_seconds),
+             cold_max_staleness_seconds = coalesce(EXCLUDED.cold_max_staleness_seconds, c.cold_max_staleness_seconds),
+             updated_at = EXCLUDED.updated_at, position = EXCLUDED.position
+           WHERE c.position < EXCLUDED.position`,
+          [d.org_id, d.verification_window_days ?? null, d.hot_window_days ?? null, d.hot_max_staleness_seconds ?? null, d.warm_window_days ?? null, d.warm_max_staleness_seconds ?? null, d.cold_max_staleness_seconds ?? null, d.at, pos],
+        );
+        return;
+      }
+      case 'audit.initial_walk_completed':
+        await tx.query(
+          `INSERT INTO ${t.audit_configs} AS c (org_id, initial_walk_completed_at, created_at, updated_at, position) VALUES ($1, $2, $2, $2, $3)
+           ON CONFLICT (org_id) DO UPDATE SET initial_walk_completed_at = coalesce(c.initial_walk_completed_at, EXCLUDED.initial_walk_completed_at), position = EXCLUDED.position
+           WHERE c.position < EXCLUDED.position`,
+          [e.data.org_id, e.data.at, pos],
+        );
+        return;
+      case 'audit.incident_opened':
+        await tx.query(
+          `INSERT INTO ${t.audit_incidents} (id, org_id, kind, detected_at, detected_at_sequence, detail, status, anpd_notification_status, created_at, position)
+           VALUES ($1, $2, $3, $4, $5, $6, 'open', 'pending_assessment', $4, $7) ON CONFLICT (id) DO NOTHING`,
+          [e.data.incident_id, e.data.org_id, e.data.kind, e.data.detected_at, e.data.detected_at_sequence, e.data.detail, pos],
+        );
+        return;
+      case 'audit.incident_acknowledged': {
+        const { incident_id, acknowledged_at, anpd_notification_status, ...rest } = e.data;
+        await tx.query(
+          `UPDATE ${t.audit_incidents} SET status = 'acknowledged', anpd_notification_status = $2, acknowledgement = $3, acknowledged_at = $4, position = $5 WHERE id = $1 AND position < $5`,
+          [incident_id, anpd_notification_status, JSON.stringify(rest), acknowledged_at, pos],
+        );
+        return;
+      }
+    }
+  },
+};
