@@ -46,6 +46,51 @@ export async function exportChain(store: EventStore, orgId: string, origin: stri
   return manifest;
 }
 
+/**
+ * The same bundle as one NDJSON stream (for HTTP): a manifest line, one line per
+ * entry, one per checkpoint, and the keys. `ledger audit verify-export` reads it too.
+ */
+export async function* bundleLines(store: EventStore, orgId: string, origin: string, now = new Date()): AsyncGenerator<string> {
+  let count = 0;
+  let tip: string | null = null;
+  for await (const se of storedEntries(store, orgId)) {
+    if (count === 0) yield JSON.stringify({ type: 'manifest', format: EXPORT_FORMAT, org_id: orgId, origin: `${origin}/${orgId}`, exported_at: now.toISOString() }) + '\n';
+    yield JSON.stringify({ type: 'entry', revision: se.revision.toString(), entry: se.entry }) + '\n';
+    count++;
+    tip = se.entry.entry_hash;
+  }
+  if (count === 0) yield JSON.stringify({ type: 'manifest', format: EXPORT_FORMAT, org_id: orgId, origin: `${origin}/${orgId}`, exported_at: now.toISOString() }) + '\n';
+  const cps = await storedCheckpoints(store, orgId);
+  for (const c of cps) yield JSON.stringify({ type: 'checkpoint', ...c }) + '\n';
+  yield JSON.stringify({ type: 'keys', verifier_keys: [...new Set(cps.map((c) => c.verifier_key))], entries: count, tip_hash: tip }) + '\n';
+}
+
+/** Writes an NDJSON bundle (from the HTTP export) out as a bundle directory. */
+export async function bundleFromNdjson(file: string, dir: string): Promise<void> {
+  await fs.mkdir(dir, { recursive: true });
+  const entries = await fs.open(path.join(dir, 'entries.jsonl'), 'w');
+  const cps: string[] = [];
+  let manifest: Record<string, unknown> | undefined;
+  let keys: { verifier_keys: string[]; entries: number; tip_hash: string | null } | undefined;
+  try {
+    const rl = readline.createInterface({ input: createReadStream(file), crlfDelay: Infinity });
+    for await (const line of rl) {
+      if (line.trim() === '') continue;
+      const { type, ...rest } = JSON.parse(line) as { type: string } & Record<string, unknown>;
+      if (type === 'manifest') manifest = rest;
+      else if (type === 'entry') await entries.write(JSON.stringify(rest) + '\n');
+      else if (type === 'checkpoint') cps.push(JSON.stringify(rest) + '\n');
+      else if (type === 'keys') keys = rest as typeof keys;
+    }
+  } finally {
+    await entries.close();
+  }
+  if (!manifest || !keys) throw new Error('not an export stream: manifest or keys line missing');
+  await fs.writeFile(path.join(dir, 'checkpoints.jsonl'), cps.join(''));
+  await fs.writeFile(path.join(dir, 'keys.json'), JSON.stringify({ verifier_keys: keys.verifier_keys }, null, 2) + '\n');
+  await fs.writeFile(path.join(dir, 'manifest.json'), JSON.stringify({ ...manifest, entries: keys.entries, tip_hash: keys.tip_hash }, null, 2) + '\n');
+}
+
 async function* readEntries(file: string): AsyncGenerator<StoredEntry> {
   const rl = readline.createInterface({ input: createReadStream(file), crlfDelay: Infinity });
   for await (const line of rl) {
@@ -61,6 +106,16 @@ async function* readEntries(file: string): AsyncGenerator<StoredEntry> {
  * which proves internal consistency only.
  */
 export async function verifyExport(dir: string, trustedKey?: string): Promise<VerifyReport & { key_source: 'pinned' | 'bundle' }> {
+  if ((await fs.stat(dir)).isFile()) {
+    // An NDJSON stream from GET /v1/audit-events/export: unpack it beside itself first.
+    const unpacked = await fs.mkdtemp(path.join(path.dirname(path.resolve(dir)), '.audit-bundle-'));
+    try {
+      await bundleFromNdjson(dir, unpacked);
+      return await verifyExport(unpacked, trustedKey);
+    } finally {
+      await fs.rm(unpacked, { recursive: true, force: true });
+    }
+  }
   const manifest = JSON.parse(await fs.readFile(path.join(dir, 'manifest.json'), 'utf8')) as Manifest;
   if (manifest.format !== EXPORT_FORMAT) throw new Error(`unknown export format ${manifest.format}`);
   const keys = JSON.parse(await fs.readFile(path.join(dir, 'keys.json'), 'utf8')) as { verifier_keys: string[] };

@@ -1,6 +1,8 @@
+import { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { type Acknowledgement, auditConfigDecider, auditConfigStream, DEFAULT_THRESHOLDS, incidentDecider, incidentStream, type Thresholds } from '../../commands/audit.ts';
+import { bundleLines } from '../audit/export.ts';
 import type { VerificationRow } from '../audit/health.ts';
 import { inclusionProof, leafHash, rootOf } from '../audit/merkle.ts';
 import { loadState } from '../eventstore/handler.ts';
@@ -360,6 +362,25 @@ export async function auditRoutes(app: FastifyInstance, deps: AppDeps): Promise<
         [params.id],
       );
       return { status: 200, body: { incident: rows[0]! } };
+    },
+  });
+
+  defineRoute(app, deps, {
+    method: 'GET',
+    url: '/v1/audit-events/export',
+    operationId: 'exportAuditChain',
+    summary: 'The export bundle as an NDJSON stream (manifest, entries, checkpoints, keys); `ledger audit verify-export <file>` checks it offline',
+    tags: ['audit'],
+    auth: 'api_key',
+    scope: 'audit:read',
+    responses: { 200: null },
+    errors: [[401, 'unauthorized'], [403, 'forbidden']],
+    async handler({ auth, deps }) {
+      return {
+        status: 200,
+        headers: { 'content-type': 'application/x-ndjson; charset=utf-8', 'content-disposition': `attachment; filename="audit-${auth.orgId}.ndjson"` },
+        body: Readable.from(bundleLines(deps.store, auth.orgId, 'agent-ledger/audit', deps.now())),
+      };
     },
   });
 

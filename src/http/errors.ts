@@ -108,7 +108,8 @@ export function errorResponse(err: unknown, requestId: string): ErrorResponse {
 export function sendResponse(reply: FastifyReply, r: { status: number; body?: unknown; headers?: Record<string, string> }): FastifyReply {
   reply.code(r.status).headers(r.headers ?? {});
   if (r.body === undefined) return reply.send();
-  return reply.type('application/json; charset=utf-8').send(r.body);
+  if (!r.headers?.['content-type']) reply.type('application/json; charset=utf-8');
+  return reply.send(r.body);
 }
 
 export function replyError(err: unknown, req: FastifyRequest, reply: FastifyReply): void {

@@ -179,3 +179,24 @@ t.test('an inclusion proof from the API verifies against the published checkpoin
   t.ok(verifyInclusion(p.leaf_index, p.tree_size, leafHash(Buffer.from(p.entry_hash, 'hex')), p.proof.map((x: string) => Buffer.from(x, 'hex')), opened.checkpoint.root), 'the proof verifies');
   t.equal((await get('/v1/audit-events/999999/proof')).statusCode, 404);
 });
+
+t.test('GET /v1/audit-events/export streams a bundle the offline verifier accepts', async (t) => {
+  const { spawnSync } = await import('node:child_process');
+  const fs = await import('node:fs/promises');
+  const os = await import('node:os');
+  const path = await import('node:path');
+  await ledger.settle();
+  const res = await get('/v1/audit-events/export');
+  t.equal(res.statusCode, 200);
+  t.match(res.headers['content-type'], /application\/x-ndjson/);
+  const lines = res.body.trim().split('\n').map((l) => JSON.parse(l));
+  t.equal(lines[0].type, 'manifest');
+  t.ok(lines.filter((l) => l.type === 'entry').length >= 18);
+  const file = path.join(await fs.mkdtemp(path.join(os.tmpdir(), 'export-')), 'bundle.ndjson');
+  t.teardown(() => fs.rm(path.dirname(file), { recursive: true, force: true }));
+  await fs.writeFile(file, res.body);
+  const key = (await get('/v1/audit-events/checkpoints')).json().verifier_keys[0];
+  const run = spawnSync(process.execPath, ['--import=tsx', 'src/cli.ts', 'audit', 'verify-export', file, '--key', key], { encoding: 'utf8' });
+  t.equal(run.status, 0, run.stderr);
+  t.match(JSON.parse(run.stdout), { ok: true, key_source: 'pinned' });
+});

@@ -46,7 +46,9 @@ for (const route of routes) {
         const res = await app.inject({ method: route.method, url: qs ? `${path}?${qs}` : path, headers, ...(b.kind !== 'none' && route.method !== 'GET' ? { payload: b.text } : {}) });
         if (res.statusCode >= 500) throw new Error(`${res.statusCode} for ${route.method} ${path}: ${res.body}`);
         if (!res.headers['x-request-id']) throw new Error('no X-Request-Id');
-        if (res.statusCode !== 204) {
+        if (String(res.headers['content-type']).startsWith('application/x-ndjson')) {
+          for (const line of res.body.trim().split('\n')) JSON.parse(line);
+        } else if (res.statusCode !== 204) {
           let json: unknown;
           try {
             json = res.json();
