@@ -157,7 +157,14 @@ export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promis
     responses: { 200: z.object({ id: z.string(), deleted: z.literal(true) }) },
     errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found'], [409, 'cannot_delete_default'], [409, 'cannot_delete_last_project'], [409, 'cannot_delete_with_consumer_records']],
     idempotent: true,
-    async handler({ auth, params, run }) {
+    async handler({ auth, params, run, deps }) {
+      // Consumer records live in their own streams; a project holding any keeps
+      // them reachable, so it cannot be deleted (checked on the read model, which
+      // the consumer's own creation waited for).
+      const held = await deps.db.query('SELECT 1 FROM consumers WHERE org_id = $1 AND project_id = $2 LIMIT 1', [auth.orgId, params.id]);
+      if (held.rowCount > 0 && (await projectOf(deps, auth.orgId, params.id))) {
+        throw new ApiError(409, 'cannot_delete_with_consumer_records', 'the project holds consumer records; it cannot be deleted');
+      }
       await run(orgDecider, orgStream(auth.orgId), { type: 'delete_project', projectId: params.id });
       return { status: 200, body: { id: params.id, deleted: true } };
     },

@@ -72,6 +72,13 @@ t.test('promotion demotes the previous default atomically; delete guards and cas
   t.equal((await app.inject({ method: 'GET', url: `/v1/projects/${acme.projectId}`, headers: acme.key })).statusCode, 404);
 });
 
+t.test('a project holding consumer records cannot be deleted', async (t) => {
+  const p = (await app.inject({ method: 'POST', url: '/v1/projects', headers: acme.key, payload: { name: 'Held', slug: 'held' } })).json();
+  await app.inject({ method: 'POST', url: '/v1/consumers', headers: { ...acme.key, 'x-svc-project': p.id }, payload: {} });
+  const del = await app.inject({ method: 'DELETE', url: `/v1/projects/${p.id}`, headers: acme.key });
+  t.same([del.statusCode, del.json().error.code], [409, 'cannot_delete_with_consumer_records']);
+});
+
 t.test('members: effective roles, overrides, gates', async (t) => {
   const org = await bootstrapOrg(app, 'Members');
   const admin = (await app.inject({ method: 'POST', url: '/v1/team/members', headers: org.owner, payload: { email: 'a@example.com', role: 'admin' } })).json();
