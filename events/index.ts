@@ -3,6 +3,7 @@ import { agentEvents } from './agent.ts';
 import { auditEvents, SEALER_OUTPUT_TYPES } from './audit.ts';
 import { consumerEvents } from './consumer.ts';
 import { mandateEvents } from './mandate.ts';
+import { webhookEvents } from './webhook.ts';
 import { orgEvents } from './org.ts';
 
 // The registry of every event type: one vocabulary for the log, the audit
@@ -14,6 +15,7 @@ export const eventSchemas = {
   ...consumerEvents,
   ...mandateEvents,
   ...auditEvents,
+  ...webhookEvents,
 } as const;
 
 export type EventType = keyof typeof eventSchemas;

@@ -9,6 +9,9 @@ import { agentRoutes } from './http/agents.ts';
 import { consumerRoutes } from './http/consumers.ts';
 import { mandateRoutes } from './http/mandates.ts';
 import { auditRoutes } from './http/audit.ts';
+import { webhookRoutes } from './http/webhooks.ts';
+import { migrateWebhooks, type WebhookDispatcher } from './reactors/webhooks.ts';
+import type { AllowedTargets } from './adapters/outbound-http.ts';
 import type { Vault } from './adapters/vault.ts';
 import { platformRoutes } from './http/platform.ts';
 import { projectRoutes } from './http/projects.ts';
@@ -38,6 +41,8 @@ export type BuildOptions = {
   serviceSecret: string;
   baseUrl: string;
   vault: Vault;
+  webhooks?: WebhookDispatcher;
+  webhookTargets?: AllowedTargets;
   /** did:web domain; derived from baseUrl when absent. */
   didDomain?: string;
   now?: () => Date;
@@ -97,6 +102,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   });
 
   await migrateIdempotency(opts.db);
+  await migrateWebhooks(opts.db);
   const orgCache = new ReadCache<unknown>(opts.readSide.progress, orgProjection.name);
   const deps: AppDeps = {
     db: opts.db,
@@ -111,6 +117,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     routes: [],
     baseUrl: opts.baseUrl,
     vault: opts.vault,
+    webhooks: opts.webhooks,
+    webhookTargets: opts.webhookTargets ?? { loopback: false, private: false },
     didDomain: opts.didDomain ?? didDomainOf(opts.baseUrl),
   };
 
@@ -123,6 +131,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(async (scope) => consumerRoutes(scope, deps));
   await app.register(async (scope) => mandateRoutes(scope, deps));
   await app.register(async (scope) => auditRoutes(scope, deps));
+  await app.register(async (scope) => webhookRoutes(scope, deps));
 
   await app.ready();
   return app;

@@ -11,6 +11,7 @@ const schema = z.object({
   AUDIT_SIGNING_KEY: z.string().min(1).optional(),
   SVC_SERVICE_SECRET: z.string().min(32).optional(),
   VAULT_MASTER_KEY: z.string().min(1).optional(),
+  SVC_ALLOW_PRIVATE_TARGETS: z.string().regex(/^((loopback|private)(,(loopback|private))*)?$/).optional(),
   DID_DOMAIN: z.string().regex(/^[A-Za-z0-9.-]+(%3A\d+)?$/).optional(),
   PUBLIC_BASE_URL: z.string().url().optional(),
   READ_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(5_000),
@@ -30,6 +31,8 @@ export type Config = {
   serviceSecret: string | undefined;
   /** base64 AES-256 key of the vault; generated into dataDir when unset. */
   vaultMasterKey: string | undefined;
+  /** Private targets outbound HTTP may reach: a comma list of loopback, private. */
+  allowPrivateTargets: string | undefined;
   /** did:web domain of agents; derived from publicBaseUrl when unset. */
   didDomain: string | undefined;
   /** Public base URL (links, OpenAPI servers); http://HOST:PORT when unset. */
@@ -60,6 +63,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     serviceSecret: e.SVC_SERVICE_SECRET,
     vaultMasterKey: e.VAULT_MASTER_KEY,
     didDomain: e.DID_DOMAIN,
+    allowPrivateTargets: e.SVC_ALLOW_PRIVATE_TARGETS,
     publicBaseUrl: e.PUBLIC_BASE_URL ?? `http://${e.HOST.includes(':') ? `[${e.HOST}]` : e.HOST}:${e.PORT}`,
     readWaitMs: e.READ_WAIT_MS,
   };

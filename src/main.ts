@@ -14,6 +14,8 @@ const app = await buildApp({
   readSide: runtime.readSide!,
   serviceSecret: runtime.serviceSecret,
   vault: runtime.vault,
+  ...(runtime.webhooks ? { webhooks: runtime.webhooks } : {}),
+  webhookTargets: runtime.webhookTargets,
   ...(config.didDomain ? { didDomain: config.didDomain } : {}),
   baseUrl: config.publicBaseUrl,
   readWaitMs: config.readWaitMs,

@@ -9,6 +9,8 @@ import { loadAuditSigningKey } from './audit/keys.ts';
 import { loadVaultMasterKey, Vault } from './adapters/vault.ts';
 import type { SigningKey } from './audit/note.ts';
 import { startReadSide, type ReadSide } from './readside.ts';
+import { defaultWebhookConfig, WebhookDispatcher } from './reactors/webhooks.ts';
+import { parseAllowedTargets, type AllowedTargets } from './adapters/outbound-http.ts';
 
 // The process's long-lived parts: its Postgres (embedded unless DATABASE_URL is
 // given), the read-side database handle and the event store. Built once by the
@@ -21,6 +23,8 @@ export type Runtime = {
   auditKey: SigningKey;
   serviceSecret: string;
   vault: Vault;
+  webhooks: WebhookDispatcher | undefined;
+  webhookTargets: AllowedTargets;
   /** Where the generated platform secret lives (null when it came from the environment). */
   serviceSecretFile: string | null;
   /** Absent when opened with `followers: false` (one-shot CLI commands). */
@@ -60,6 +64,9 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
     const secret = await loadServiceSecret(config);
     const vault = await Vault.open(db, await loadVaultMasterKey({ base64: config.vaultMasterKey, dataDir: config.dataDir }));
     const readSide = opts.followers === false ? undefined : await startReadSide(db, store, { signingKey: auditKey, origin: AUDIT_ORIGIN });
+    const webhookTargets = parseAllowedTargets(config.allowPrivateTargets);
+    const webhooks = readSide ? new WebhookDispatcher(db, store, vault, readSide.progress, defaultWebhookConfig(webhookTargets)) : undefined;
+    await webhooks?.start();
     return {
       config,
       db,
@@ -67,9 +74,12 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
       auditKey,
       serviceSecret: secret.value,
       vault,
+      webhooks,
+      webhookTargets,
       serviceSecretFile: secret.file,
       readSide,
       async close() {
+        await webhooks?.stop().catch(() => {});
         await readSide?.stop().catch(() => {});
         await store.close().catch(() => {});
         await db.close().catch(() => {});

@@ -6,6 +6,8 @@ import type { Db } from '../postgres/db.ts';
 import type { ReadSide } from '../readside.ts';
 import type { ReadCache } from '../projector/readcache.ts';
 import type { Vault } from '../adapters/vault.ts';
+import type { AllowedTargets } from '../adapters/outbound-http.ts';
+import type { WebhookDispatcher } from '../reactors/webhooks.ts';
 import type { Auth, Authenticator, AuthMode, Role } from './auth.ts';
 import { ApiError, errorResponse, sendResponse, toIssues } from './errors.ts';
 import { checkKey, type IdempotencyStore, requestHash } from './idempotency.ts';
@@ -33,6 +35,10 @@ export type AppDeps = {
   /** The did:web domain of agent identities (host, with a port as %3A<port>). */
   didDomain: string;
   vault: Vault;
+  /** The outbound webhook reactor, when this process runs it. */
+  webhooks: WebhookDispatcher | undefined;
+  /** Which private targets outbound HTTP (webhooks) may reach. */
+  webhookTargets: AllowedTargets;
 };
 
 export type Reply = { status: number; body?: unknown; headers?: Record<string, string> };

@@ -3,6 +3,7 @@ import type { Test } from 'tap';
 import { randomBytes } from 'node:crypto';
 import { buildApp } from '../../src/app.ts';
 import { Vault } from '../../src/adapters/vault.ts';
+import { defaultWebhookConfig, WebhookDispatcher, type WebhookConfig } from '../../src/reactors/webhooks.ts';
 import type { RateLimitConfig } from '../../src/http/ratelimit.ts';
 import { testLedger, type TestLedger } from './ledger.ts';
 
@@ -10,13 +11,26 @@ import { testLedger, type TestLedger } from './ledger.ts';
 
 export const SERVICE_SECRET = 'svc_test_secret_0123456789abcdefghijklmnop';
 
-export type TestApp = { app: FastifyInstance; ledger: TestLedger; vault: Vault };
+export type TestApp = { app: FastifyInstance; ledger: TestLedger; vault: Vault; webhooks: WebhookDispatcher };
 
-export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: RateLimitConfig; now?: () => Date } = {}): Promise<TestApp> {
+export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: RateLimitConfig; now?: () => Date; webhooks?: Partial<WebhookConfig>; webhookWorker?: boolean } = {}): Promise<TestApp> {
   const ledger = await testLedger(t, opts.now ? { now: opts.now } : {});
   const vault = await Vault.open(ledger.db, randomBytes(32));
+  // Tests reach their receivers on loopback; deliveries retry on a compressed schedule.
+  const webhookTargets = { loopback: true, private: false };
+  const webhooks = new WebhookDispatcher(ledger.db, ledger.store, vault, ledger.readSide.progress, {
+    ...defaultWebhookConfig(webhookTargets),
+    scheduleMs: [50, 100, 150],
+    workerIntervalMs: 50,
+    timeoutMs: 1_000,
+    ...opts.webhooks,
+  }, opts.now);
+  await webhooks.start({ worker: opts.webhookWorker ?? false });
+  t.teardown(() => webhooks.stop());
   const app = await buildApp({
     vault,
+    webhooks,
+    webhookTargets,
     db: ledger.db,
     store: ledger.store,
     readSide: ledger.readSide,
@@ -28,7 +42,7 @@ export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: 
     ...(opts.now ? { now: opts.now } : {}),
   });
   t.teardown(() => app.close());
-  return { app, ledger, vault };
+  return { app, ledger, vault, webhooks };
 }
 
 export type Org = { orgId: string; ownerId: string; projectId: string; testKey: string; liveKey: string; owner: Record<string, string>; key: Record<string, string> };

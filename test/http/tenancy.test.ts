@@ -26,6 +26,17 @@ const aMandate = await (async () => {
 })();
 const aCard = (await app.inject({ method: 'POST', url: `/v1/consumers/mandates/${aMandate.id}/card`, headers: a.key })).json().card;
 
+const aTrigger = (await app.inject({ method: 'POST', url: '/v1/webhook-endpoints', headers: a.key, payload: { event: 'consumer.created', name: 'hook', webhook_url: 'https://hooks.example.com/in' } })).json();
+await app.inject({ method: 'POST', url: '/v1/consumers', headers: a.key, payload: {} });
+await ledger.settle();
+const aDelivery = await (async () => {
+  for (let i = 0; i < 100; i++) {
+    const { rows } = await ledger.db.query<{ id: string; event_id: string }>('SELECT id::text, event_id::text FROM webhook_deliveries WHERE trigger_id = $1', [aTrigger.id]);
+    if (rows[0]) return rows[0];
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error('no delivery dispatched');
+})();
 const aIncident = '7d3c1c7e-2b1a-4c5d-8e9f-0a1b2c3d4e5f';
 await handleCommand(ledger.store, incidentDecider, incidentStream(aIncident), { type: 'open', incidentId: aIncident, orgId: a.orgId, kind: 'hash_mismatch', sequence: 1, detail: 'test' }, ledger.ctx(a.orgId));
 await ledger.settle();
@@ -34,6 +45,9 @@ await ledger.settle();
 function realIds(url: string): Record<string, string> {
   if (url.startsWith('/v1/projects')) return { id: a.projectId, user_id: aUser };
   if (url.startsWith('/v1/api-keys')) return { id: aKey };
+  if (url.startsWith('/v1/webhook-endpoints/deliveries')) return { delivery_id: aDelivery.id };
+  if (url.startsWith('/v1/webhook-endpoints')) return { id: aTrigger.id, delivery_id: aDelivery.id };
+  if (url.startsWith('/v1/events')) return { event_id: aDelivery.event_id };
   if (url.startsWith('/v1/orgs/:orgId/audit')) return { orgId: a.orgId };
   if (url.startsWith('/v1/audit-events/incidents')) return { id: aIncident };
   if (url.startsWith('/v1/orgs/:orgId/agents')) return { orgId: a.orgId, agentId: 'buyer', kid: aAgent.kid };
@@ -46,7 +60,10 @@ function realIds(url: string): Record<string, string> {
 }
 const absentIds = (ids: Record<string, string>) =>
   Object.fromEntries(
-    Object.entries(ids).map(([k, v]) => [k, v.startsWith('did:') ? `${v}-absent` : v === aIncident ? '00000000-0000-4000-8000-000000000000' : `${v.split('_')[0]}_absentAbsent0000`]),
+    Object.entries(ids).map(([k, v]) => [
+      k,
+      v.startsWith('did:') ? `${v}-absent` : v === aIncident || v === aDelivery.event_id ? '00000000-0000-4000-8000-000000000000' : /^\d+$/.test(v) ? '999999999' : `${v.split('_')[0]}_absentAbsent0000`,
+    ]),
   );
 
 /** A body that passes validation, so the request reaches the ownership check. */
@@ -61,6 +78,7 @@ const sampleBody: Record<string, unknown> = {
   sandboxCardAuthorization: { amount_minor: '1', currency: 'BRL', merchant: 'm' },
   acknowledgeAuditIncident: { personal_data_affected: false, resolution_summary: 'x', anpd_notification_status: 'not_required' },
   updateAuditConfigOrgScoped: { hot_window_days: 1 },
+  updateWebhookEndpoint: { name: 'stranger' },
 };
 
 const fill = (url: string, ids: Record<string, string>) => url.replace(/:([A-Za-z_]+)/g, (_, k: string) => encodeURIComponent(ids[k]!));
