@@ -92,7 +92,19 @@ export async function checkResolved(hostname: string, allow: AllowedTargets): Pr
 
 export type OutboundResponse = { status: number; headers: Record<string, string>; body: string; truncated: boolean };
 
-export type OutboundOptions = { method?: string; headers?: Record<string, string>; body?: string; timeoutMs?: number; connectTimeoutMs?: number; maxBodyBytes?: number };
+export type OutboundOptions = {
+  method?: string;
+  headers?: Record<string, string>;
+  body?: string;
+  timeoutMs?: number;
+  connectTimeoutMs?: number;
+  maxBodyBytes?: number;
+  /** The resolver (DNS by default): the port to the outside world a test may stand in for. */
+  resolve?: (hostname: string) => Promise<LookupAddress[]>;
+};
+
+const systemResolve = (hostname: string) =>
+  new Promise<LookupAddress[]>((resolve, reject) => dnsLookup(hostname, { all: true }, (err, a) => (err ? reject(err) : resolve(a))));
 
 export async function guardedRequest(rawUrl: string, allow: AllowedTargets, o: OutboundOptions = {}): Promise<OutboundResponse> {
   const url = checkUrl(rawUrl, allow);
@@ -106,17 +118,19 @@ export async function guardedRequest(rawUrl: string, allow: AllowedTargets, o: O
         headers: o.headers,
         // Checked again at connect time: a name that resolves to a refused address fails here.
         lookup: (hostname, options, cb) => {
-          dnsLookup(hostname, { ...options, all: true }, (err, addrs) => {
-            if (err) return (cb as (e: Error) => void)(err);
-            const list = addrs as LookupAddress[];
-            try {
-              for (const a of list) check(a.address, allow);
-            } catch (e) {
-              return (cb as (e: Error) => void)(e as Error);
-            }
-            if ((options as { all?: boolean }).all) (cb as unknown as (e: null, a: LookupAddress[]) => void)(null, list);
-            else cb(null, list[0]!.address, list[0]!.family);
-          });
+          (o.resolve ?? systemResolve)(hostname).then(
+            (list) => {
+              try {
+                for (const a of list) check(a.address, allow);
+              } catch (e) {
+                return (cb as (e: Error) => void)(e as Error);
+              }
+              if (list.length === 0) return (cb as (e: Error) => void)(new Error(`${hostname} resolved to nothing`));
+              if ((options as { all?: boolean }).all) (cb as unknown as (e: null, a: LookupAddress[]) => void)(null, list);
+              else cb(null, list[0]!.address, list[0]!.family);
+            },
+            (err: Error) => (cb as (e: Error) => void)(err),
+          );
         },
       },
       (res) => {
