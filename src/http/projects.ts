@@ -1,6 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { type ActiveOrg, orgDecider, orgStream } from '../../commands/org.ts';
+import { webhookDecider, webhookStream } from '../../commands/webhook.ts';
+import { loadState } from '../eventstore/handler.ts';
 import { PROJECTS_LIST_DEFAULT, PROJECTS_LIST_MAX } from '../limits.ts';
 import { insufficientRole } from './errors.ts';
 import { ApiError } from './errors.ts';
@@ -166,6 +168,15 @@ export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promis
         throw new ApiError(409, 'cannot_delete_with_consumer_records', 'the project holds consumer records; it cannot be deleted');
       }
       await run(orgDecider, orgStream(auth.orgId), { type: 'delete_project', projectId: params.id });
+      // The cascade beyond the organization's stream: the project's webhook endpoints
+      // are deleted (as events) and their secrets purged.
+      const { rows: triggers } = await deps.db.query<{ id: string }>('SELECT id FROM webhook_endpoints WHERE org_id = $1 AND project_id = $2 AND NOT deleted', [auth.orgId, params.id]);
+      for (const tr of triggers) {
+        const { state } = await loadState(deps.store, webhookStream(tr.id), webhookDecider);
+        if (state.status !== 'exists') continue;
+        await deps.vault.delete(auth.orgId, state.e.secretRef).catch(() => {});
+        await run(webhookDecider, webhookStream(tr.id), { type: 'delete', tenant: { orgId: auth.orgId, projectId: params.id } }, { projectId: params.id });
+      }
       return { status: 200, body: { id: params.id, deleted: true } };
     },
   });

@@ -72,6 +72,15 @@ t.test('promotion demotes the previous default atomically; delete guards and cas
   t.equal((await app.inject({ method: 'GET', url: `/v1/projects/${acme.projectId}`, headers: acme.key })).statusCode, 404);
 });
 
+t.test("deleting a project deletes its webhook endpoints", async (t) => {
+  const p = (await app.inject({ method: 'POST', url: '/v1/projects', headers: acme.key, payload: { name: 'Hooked', slug: 'hooked' } })).json();
+  const inP = { ...acme.key, 'x-svc-project': p.id };
+  const hook = (await app.inject({ method: 'POST', url: '/v1/webhook-endpoints', headers: inP, payload: { event: 'consumer.created', name: 'h', webhook_url: 'https://hooks.example.com/x' } })).json();
+  t.equal((await app.inject({ method: 'DELETE', url: `/v1/projects/${p.id}`, headers: acme.key })).statusCode, 200);
+  const types = (await ledger.store.readStream(`webhook_endpoint-${hook.id}`)).map((e) => e.type);
+  t.same(types, ['webhook_endpoint.created', 'webhook_endpoint.deleted']);
+});
+
 t.test('a project holding consumer records cannot be deleted', async (t) => {
   const p = (await app.inject({ method: 'POST', url: '/v1/projects', headers: acme.key, payload: { name: 'Held', slug: 'held' } })).json();
   await app.inject({ method: 'POST', url: '/v1/consumers', headers: { ...acme.key, 'x-svc-project': p.id }, payload: {} });
