@@ -4,6 +4,7 @@ import { auditEvents, SEALER_OUTPUT_TYPES } from './audit.ts';
 import { consumerEvents } from './consumer.ts';
 import { mandateEvents } from './mandate.ts';
 import { webhookEvents } from './webhook.ts';
+import { bankConsentEvents } from './bank-consent.ts';
 import { orgEvents } from './org.ts';
 
 // The registry of every event type: one vocabulary for the log, the audit
@@ -16,6 +17,7 @@ export const eventSchemas = {
   ...mandateEvents,
   ...auditEvents,
   ...webhookEvents,
+  ...bankConsentEvents,
 } as const;
 
 export type EventType = keyof typeof eventSchemas;

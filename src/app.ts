@@ -10,6 +10,8 @@ import { consumerRoutes } from './http/consumers.ts';
 import { mandateRoutes } from './http/mandates.ts';
 import { auditRoutes } from './http/audit.ts';
 import { webhookRoutes } from './http/webhooks.ts';
+import { bankConsentRoutes } from './http/bank-consents.ts';
+import type { Bank } from './adapters/bank/port.ts';
 import { migrateWebhooks, type WebhookDispatcher } from './reactors/webhooks.ts';
 import type { AllowedTargets } from './adapters/outbound-http.ts';
 import type { Vault } from './adapters/vault.ts';
@@ -42,6 +44,7 @@ export type BuildOptions = {
   baseUrl: string;
   vault: Vault;
   webhooks?: WebhookDispatcher;
+  banks?: Map<string, Bank>;
   webhookTargets?: AllowedTargets;
   /** did:web domain; derived from baseUrl when absent. */
   didDomain?: string;
@@ -118,6 +121,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     baseUrl: opts.baseUrl,
     vault: opts.vault,
     webhooks: opts.webhooks,
+    banks: opts.banks ?? new Map(),
     webhookTargets: opts.webhookTargets ?? { loopback: false, private: false },
     didDomain: opts.didDomain ?? didDomainOf(opts.baseUrl),
   };
@@ -132,6 +136,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(async (scope) => mandateRoutes(scope, deps));
   await app.register(async (scope) => auditRoutes(scope, deps));
   await app.register(async (scope) => webhookRoutes(scope, deps));
+  await app.register(async (scope) => bankConsentRoutes(scope, deps));
 
   await app.ready();
   return app;

@@ -12,6 +12,8 @@ const schema = z.object({
   SVC_SERVICE_SECRET: z.string().min(32).optional(),
   VAULT_MASTER_KEY: z.string().min(1).optional(),
   SVC_ALLOW_PRIVATE_TARGETS: z.string().regex(/^((loopback|private)(,(loopback|private))*)?$/).optional(),
+  SANDBOX_BANK: z.enum(['on', 'off']).default('on'),
+  BANKS: z.string().optional(),
   DID_DOMAIN: z.string().regex(/^[A-Za-z0-9.-]+(%3A\d+)?$/).optional(),
   PUBLIC_BASE_URL: z.string().url().optional(),
   READ_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(5_000),
@@ -33,6 +35,10 @@ export type Config = {
   vaultMasterKey: string | undefined;
   /** Private targets outbound HTTP may reach: a comma list of loopback, private. */
   allowPrivateTargets: string | undefined;
+  /** Whether the sandbox bank runs on loopback (bank_id `sandbox-bank`). */
+  sandboxBank: boolean;
+  /** Live banks by bank_id: BANKS is JSON {"<bank_id>": {"baseUrl", "clientId", "clientSecret"}}. */
+  banks: Record<string, { baseUrl: string; clientId: string; clientSecret: string }>;
   /** did:web domain of agents; derived from publicBaseUrl when unset. */
   didDomain: string | undefined;
   /** Public base URL (links, OpenAPI servers); http://HOST:PORT when unset. */
@@ -43,6 +49,21 @@ export type Config = {
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
+}
+
+const BanksSchema = z.record(z.string().regex(/^[a-z0-9]+(-[a-z0-9]+)*$/), z.object({ baseUrl: z.string().url(), clientId: z.string().min(1), clientSecret: z.string().min(1) }));
+
+function parseBanks(raw: string | undefined): Config['banks'] {
+  if (!raw) return {};
+  let json: unknown;
+  try {
+    json = JSON.parse(raw);
+  } catch {
+    throw new ConfigError('BANKS is not JSON');
+  }
+  const r = BanksSchema.safeParse(json);
+  if (!r.success) throw new ConfigError(`BANKS: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  return r.data;
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -64,6 +85,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     vaultMasterKey: e.VAULT_MASTER_KEY,
     didDomain: e.DID_DOMAIN,
     allowPrivateTargets: e.SVC_ALLOW_PRIVATE_TARGETS,
+    sandboxBank: e.SANDBOX_BANK === 'on',
+    banks: parseBanks(e.BANKS),
     publicBaseUrl: e.PUBLIC_BASE_URL ?? `http://${e.HOST.includes(':') ? `[${e.HOST}]` : e.HOST}:${e.PORT}`,
     readWaitMs: e.READ_WAIT_MS,
   };

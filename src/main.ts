@@ -16,6 +16,7 @@ const app = await buildApp({
   vault: runtime.vault,
   ...(runtime.webhooks ? { webhooks: runtime.webhooks } : {}),
   webhookTargets: runtime.webhookTargets,
+  banks: runtime.banks,
   ...(config.didDomain ? { didDomain: config.didDomain } : {}),
   baseUrl: config.publicBaseUrl,
   readWaitMs: config.readWaitMs,

@@ -11,6 +11,9 @@ import type { SigningKey } from './audit/note.ts';
 import { startReadSide, type ReadSide } from './readside.ts';
 import { defaultWebhookConfig, WebhookDispatcher } from './reactors/webhooks.ts';
 import { parseAllowedTargets, type AllowedTargets } from './adapters/outbound-http.ts';
+import type { Bank } from './adapters/bank/port.ts';
+import { HttpBank } from './adapters/bank/http-bank.ts';
+import { SandboxBank } from './adapters/bank/sandbox-bank.ts';
 
 // The process's long-lived parts: its Postgres (embedded unless DATABASE_URL is
 // given), the read-side database handle and the event store. Built once by the
@@ -25,6 +28,7 @@ export type Runtime = {
   vault: Vault;
   webhooks: WebhookDispatcher | undefined;
   webhookTargets: AllowedTargets;
+  banks: Map<string, Bank>;
   /** Where the generated platform secret lives (null when it came from the environment). */
   serviceSecretFile: string | null;
   /** Absent when opened with `followers: false` (one-shot CLI commands). */
@@ -67,6 +71,15 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
     const webhookTargets = parseAllowedTargets(config.allowPrivateTargets);
     const webhooks = readSide ? new WebhookDispatcher(db, store, vault, readSide.progress, defaultWebhookConfig(webhookTargets)) : undefined;
     await webhooks?.start();
+    // Banks: the sandbox bank on loopback (the embedded default), and live banks from BANKS.
+    const banks = new Map<string, Bank>();
+    let sandbox: SandboxBank | undefined;
+    if (config.sandboxBank) {
+      sandbox = new SandboxBank();
+      const url = await sandbox.start();
+      banks.set('sandbox-bank', new HttpBank('sandbox-bank', { baseUrl: url, clientId: sandbox.clientId, clientSecret: sandbox.clientSecret }));
+    }
+    for (const [bankId, cfg] of Object.entries(config.banks)) banks.set(bankId, new HttpBank(bankId, cfg));
     return {
       config,
       db,
@@ -76,9 +89,11 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
       vault,
       webhooks,
       webhookTargets,
+      banks,
       serviceSecretFile: secret.file,
       readSide,
       async close() {
+        await sandbox?.stop().catch(() => {});
         await webhooks?.stop().catch(() => {});
         await readSide?.stop().catch(() => {});
         await store.close().catch(() => {});

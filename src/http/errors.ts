@@ -67,6 +67,7 @@ export const REJECTION_STATUS: Record<string, number> = {
   regulatory_minimum_violation: 400,
   window_ordering_invalid: 400,
   incident_already_acknowledged: 409,
+  consent_exists: 409,
 };
 
 export function envelope(code: string, message: string, requestId: string, details?: Record<string, unknown>) {

@@ -3,6 +3,7 @@ import type { Test } from 'tap';
 import { randomBytes } from 'node:crypto';
 import { buildApp } from '../../src/app.ts';
 import { Vault } from '../../src/adapters/vault.ts';
+import type { Bank } from '../../src/adapters/bank/port.ts';
 import { defaultWebhookConfig, WebhookDispatcher, type WebhookConfig } from '../../src/reactors/webhooks.ts';
 import type { RateLimitConfig } from '../../src/http/ratelimit.ts';
 import { testLedger, type TestLedger } from './ledger.ts';
@@ -13,7 +14,7 @@ export const SERVICE_SECRET = 'svc_test_secret_0123456789abcdefghijklmnop';
 
 export type TestApp = { app: FastifyInstance; ledger: TestLedger; vault: Vault; webhooks: WebhookDispatcher };
 
-export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: RateLimitConfig; now?: () => Date; webhooks?: Partial<WebhookConfig>; webhookWorker?: boolean } = {}): Promise<TestApp> {
+export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: RateLimitConfig; now?: () => Date; webhooks?: Partial<WebhookConfig>; webhookWorker?: boolean; banks?: Map<string, Bank> } = {}): Promise<TestApp> {
   const ledger = await testLedger(t, opts.now ? { now: opts.now } : {});
   const vault = await Vault.open(ledger.db, randomBytes(32));
   // Tests reach their receivers on loopback; deliveries retry on a compressed schedule.
@@ -31,6 +32,7 @@ export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: 
     vault,
     webhooks,
     webhookTargets,
+    ...(opts.banks ? { banks: opts.banks } : {}),
     db: ledger.db,
     store: ledger.store,
     readSide: ledger.readSide,

@@ -1,5 +1,6 @@
 import t from 'tap';
 import { incidentDecider, incidentStream } from '../../commands/audit.ts';
+import { consentDecider, consentStream } from '../../commands/bank-consent.ts';
 import { handleCommand } from '../../src/eventstore/handler.ts';
 import { bootstrapOrg, testApp } from '../helpers/app.ts';
 
@@ -37,6 +38,18 @@ const aDelivery = await (async () => {
   }
   throw new Error('no delivery dispatched');
 })();
+// A's bank consent, written straight to the log (the sandbox bank is not needed to own one).
+const aConsent = 'ofb_tenancyConsent000';
+await handleCommand(
+  ledger.store,
+  consentDecider,
+  consentStream(aConsent),
+  {
+    type: 'initiate',
+    data: { consent_id: aConsent, org_id: a.orgId, project_id: a.projectId, consumer_id: aConsumer.id, bank_id: 'sandbox-bank', bank_consent_id: 'urn:x', scopes: ['A'], redirect_url: 'https://x.example', authorisation_url: 'https://bank.example/authorise', wallet_id: null, expires_at: '2030-01-01T00:00:00.000Z', created_at: new Date().toISOString() },
+  },
+  ledger.ctx(a.orgId),
+);
 const aIncident = '7d3c1c7e-2b1a-4c5d-8e9f-0a1b2c3d4e5f';
 await handleCommand(ledger.store, incidentDecider, incidentStream(aIncident), { type: 'open', incidentId: aIncident, orgId: a.orgId, kind: 'hash_mismatch', sequence: 1, detail: 'test' }, ledger.ctx(a.orgId));
 await ledger.settle();
@@ -48,6 +61,7 @@ function realIds(url: string): Record<string, string> {
   if (url.startsWith('/v1/webhook-endpoints/deliveries')) return { delivery_id: aDelivery.id };
   if (url.startsWith('/v1/webhook-endpoints')) return { id: aTrigger.id, delivery_id: aDelivery.id };
   if (url.startsWith('/v1/events')) return { event_id: aDelivery.event_id };
+  if (url.startsWith('/v1/bank-consents') || url.startsWith('/v1/ofb/consents')) return { id: aConsent };
   if (url.startsWith('/v1/orgs/:orgId/audit')) return { orgId: a.orgId };
   if (url.startsWith('/v1/audit-events/incidents')) return { id: aIncident };
   if (url.startsWith('/v1/orgs/:orgId/agents')) return { orgId: a.orgId, agentId: 'buyer', kid: aAgent.kid };
@@ -79,6 +93,8 @@ const sampleBody: Record<string, unknown> = {
   acknowledgeAuditIncident: { personal_data_affected: false, resolution_summary: 'x', anpd_notification_status: 'not_required' },
   updateAuditConfigOrgScoped: { hot_window_days: 1 },
   updateWebhookEndpoint: { name: 'stranger' },
+  bankConsentCallback: { auth_code: 'c' },
+  bankConsentCallbackLegacy: { auth_code: 'c' },
 };
 
 const fill = (url: string, ids: Record<string, string>) => url.replace(/:([A-Za-z_]+)/g, (_, k: string) => encodeURIComponent(ids[k]!));
