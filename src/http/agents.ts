@@ -7,7 +7,7 @@ import { loadState, Rejection } from '../eventstore/handler.ts';
 import '../audit/note.ts'; // configures @noble/ed25519's SHA-512
 import { ApiError, forbidden } from './errors.ts';
 import { defineRoute, type AppDeps, type Ctx } from './route.ts';
-import { Timestamp } from './schemas.ts';
+import { Timestamp, isoText as TS } from './schemas.ts';
 import type { ApiKeyAuth } from './auth.ts';
 
 // Agent identities (spec 4.9): Ed25519 keys generated here, private keys in
@@ -305,7 +305,6 @@ export function didDocument(agent: AgentView): Record<string, unknown> {
   };
 }
 
-const TS = (col: string) => `to_char(${col} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 
 async function readAgents(deps: AppDeps, orgId: string, handle: string | undefined, limit: number): Promise<AgentView[]> {
   const { rows } = await deps.db.query<Omit<AgentView, 'keys'>>(

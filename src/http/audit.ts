@@ -8,14 +8,13 @@ import { inclusionProof, leafHash, rootOf } from '../audit/merkle.ts';
 import { loadState } from '../eventstore/handler.ts';
 import { ApiError, forbidden } from './errors.ts';
 import { defineRoute, type AppDeps, type Ctx } from './route.ts';
-import { Timestamp } from './schemas.ts';
+import { Timestamp, isoText as TS } from './schemas.ts';
 import type { Auth } from './auth.ts';
 
 // The audit surface (spec 4.10, 4.12): the chain's events, verification
 // thresholds, health, incidents; and for auditors, the signed checkpoints and
 // inclusion proofs.
 
-const TS = (col: string) => `to_char(${col} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 const DAY_MS = 86_400_000;
 
 const AuditEvent = z

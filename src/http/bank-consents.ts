@@ -7,13 +7,12 @@ import { loadState, Rejection } from '../eventstore/handler.ts';
 import { ApiError } from './errors.ts';
 import { newId } from './ids.ts';
 import { defineRoute, type AppDeps, type Ctx } from './route.ts';
-import { IdParam, Timestamp } from './schemas.ts';
+import { IdParam, Timestamp, isoText as TS } from './schemas.ts';
 import type { ApiKeyAuth } from './auth.ts';
 
 // Bank consents (open finance), under /v1/bank-consents and the deprecated
 // /v1/ofb/consents (spec 4.6).
 
-const TS = (col: string) => `to_char(${col} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 export const RECON_CYCLE_SECONDS = 3_600;
 
 export const BankConsentView = z

@@ -4,7 +4,7 @@ import { type ConsumerState, consumerDecider, consumerStream } from '../../comma
 import { ApiError } from './errors.ts';
 import { newId } from './ids.ts';
 import { defineRoute, type AppDeps } from './route.ts';
-import { IdParam, QueryBool, Timestamp } from './schemas.ts';
+import { IdParam, QueryBool, Timestamp, isoText as TS } from './schemas.ts';
 import type { ApiKeyAuth } from './auth.ts';
 
 // Consumers (titulars), their wallet view per currency.
@@ -29,7 +29,6 @@ const ConsumerDetail = Consumer.extend({ mandate_ids: z.array(z.string()), card_
 
 const Metadata = z.record(z.string(), z.unknown()).refine((m) => JSON.stringify(m).length <= 32_768 && Object.keys(m).length <= 64, 'metadata: at most 64 keys and 32 KB');
 
-const TS = (col: string) => `to_char(${col} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 const COLUMNS = `id, display_name, document, document_source, ${TS('document_verified_at')} AS document_verified_at, person_type, tax_type, status, metadata, ${TS('created_at')} AS created_at`;
 
 export async function readConsumer(deps: AppDeps, auth: ApiKeyAuth, id: string): Promise<ConsumerView | undefined> {

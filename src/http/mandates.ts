@@ -8,7 +8,7 @@ import { loadState, Rejection } from '../eventstore/handler.ts';
 import { ApiError } from './errors.ts';
 import { newId } from './ids.ts';
 import { defineRoute, type AppDeps, type Ctx } from './route.ts';
-import { IdParam, Timestamp } from './schemas.ts';
+import { IdParam, Timestamp, isoText as TS } from './schemas.ts';
 import type { ApiKeyAuth } from './auth.ts';
 
 // Mandates (spec 4.7): creation, reads, pause/resume/revoke, spends against
@@ -53,7 +53,6 @@ export function mandateView(m: Mandate, now: string): MandateView {
   };
 }
 
-const TS = (col: string) => `to_char(${col} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 const EFFECTIVE = `CASE WHEN status IN ('active', 'paused') AND expires_at <= $NOW THEN 'expired' ELSE status END`;
 const columns = (nowParam: string) =>
   `id, consumer_id, agent_id, purpose, display_name, intent_note, merchant_allowlist, merchant_pin_kind, cap_minor::text, per_tx_cap_minor::text, currency,

@@ -9,7 +9,7 @@ import type { WebhookDispatcher } from '../reactors/webhooks.ts';
 import { ApiError } from './errors.ts';
 import { newId } from './ids.ts';
 import { defineRoute, type AppDeps } from './route.ts';
-import { IdParam, Timestamp } from './schemas.ts';
+import { IdParam, Timestamp, isoText as TS } from './schemas.ts';
 import type { ApiKeyAuth } from './auth.ts';
 
 // Outbound webhook endpoints ("triggers"), their deliveries and dead letters,
@@ -18,7 +18,6 @@ import type { ApiKeyAuth } from './auth.ts';
 /** Provider ids a trigger may be bound to with server_id. */
 export const KNOWN_SERVERS = ['open-finance', 'pix', 'x402', 'card-issuer', 'mcp'] as const;
 const SECRET_OVERLAP_MS = 24 * 60 * 60 * 1000;
-const TS = (col: string) => `to_char(${col} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 
 export const WebhookEndpoint = z
   .object({
