@@ -1,0 +1,76 @@
+import { type Address, createPublicClient, createWalletClient, type Hex, http, parseSignature } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import token from './test-usdc.json' with { type: 'json' };
+
+// Settlement of EIP-3009 authorizations through any EVM RPC endpoint: the local
+// chain in the sandbox, Base Sepolia or Base in production. The only file
+// (with the signature checks) that imports viem.
+
+export type Authorization = { from: Address; to: Address; value: bigint; validAfter: bigint; validBefore: bigint; nonce: Hex };
+
+export type SettlementResult =
+  | { outcome: 'settled'; txHash: Hex; blockNumber: bigint }
+  | { outcome: 'reverted'; txHash: Hex; reason: string }
+  | { outcome: 'not_sent'; reason: string }
+  | { outcome: 'unknown'; txHash: Hex; reason: string };
+
+export type SettlementConfig = { rpcUrl: string; chainId: number; token: Address; facilitatorKey: Hex; receiptTimeoutMs?: number };
+
+const abi = token.abi;
+
+export class EvmSettlement {
+  private readonly account;
+  private readonly wallet;
+  private readonly reader;
+  readonly facilitator: Address;
+
+  constructor(private readonly cfg: SettlementConfig) {
+    this.account = privateKeyToAccount(cfg.facilitatorKey);
+    this.facilitator = this.account.address;
+    const chain = { id: cfg.chainId, name: `chain-${cfg.chainId}`, nativeCurrency: { name: 'ETH', symbol: 'ETH', decimals: 18 }, rpcUrls: { default: { http: [cfg.rpcUrl] } } } as const;
+    this.wallet = createWalletClient({ account: this.account, chain, transport: http(cfg.rpcUrl, { retryCount: 0 }) });
+    this.reader = createPublicClient({ chain, transport: http(cfg.rpcUrl, { retryCount: 0 }) });
+  }
+
+  /** Sends transferWithAuthorization and waits for its receipt; an unknown outcome is never reported as a failure. */
+  async settle(a: Authorization, signature: Hex): Promise<SettlementResult> {
+    const { r, s, v, yParity } = parseSignature(signature);
+    const vv = Number(v ?? BigInt(27 + (yParity ?? 0)));
+    let txHash: Hex;
+    try {
+      txHash = await this.wallet.writeContract({
+        address: this.cfg.token,
+        abi,
+        functionName: 'transferWithAuthorization',
+        args: [a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce, vv, r, s],
+        chain: this.wallet.chain,
+        account: this.account,
+      });
+    } catch (err) {
+      // Simulation or submission refused: nothing was broadcast.
+      return { outcome: 'not_sent', reason: (err as { shortMessage?: string }).shortMessage ?? (err as Error).message };
+    }
+    try {
+      const receipt = await this.reader.waitForTransactionReceipt({ hash: txHash, timeout: this.cfg.receiptTimeoutMs ?? 30_000 });
+      if (receipt.status === 'success') return { outcome: 'settled', txHash, blockNumber: receipt.blockNumber };
+      return { outcome: 'reverted', txHash, reason: 'the transfer reverted' };
+    } catch (err) {
+      return { outcome: 'unknown', txHash, reason: (err as Error).message };
+    }
+  }
+
+  async balanceOf(address: Address): Promise<bigint> {
+    return (await this.reader.readContract({ address: this.cfg.token, abi, functionName: 'balanceOf', args: [address] })) as bigint;
+  }
+
+  async authorizationUsed(authorizer: Address, nonce: Hex): Promise<boolean> {
+    return (await this.reader.readContract({ address: this.cfg.token, abi, functionName: 'authorizationState', args: [authorizer, nonce] })) as boolean;
+  }
+
+  /** Test networks only: mints test USDC (the facilitator is the token's minter on the local chain). */
+  async mint(to: Address, value: bigint): Promise<Hex> {
+    const hash = await this.wallet.writeContract({ address: this.cfg.token, abi, functionName: 'mint', args: [to, value], chain: this.wallet.chain, account: this.account });
+    await this.reader.waitForTransactionReceipt({ hash, timeout: this.cfg.receiptTimeoutMs ?? 30_000 });
+    return hash;
+  }
+}
