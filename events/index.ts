@@ -5,6 +5,7 @@ import { consumerEvents } from './consumer.ts';
 import { mandateEvents } from './mandate.ts';
 import { webhookEvents } from './webhook.ts';
 import { bankConsentEvents } from './bank-consent.ts';
+import { x402Events } from './x402.ts';
 import { orgEvents } from './org.ts';
 
 // The registry of every event type: one vocabulary for the log, the audit
@@ -18,6 +19,7 @@ export const eventSchemas = {
   ...auditEvents,
   ...webhookEvents,
   ...bankConsentEvents,
+  ...x402Events,
 } as const;
 
 export type EventType = keyof typeof eventSchemas;

@@ -11,6 +11,7 @@ import { mandateRoutes } from './http/mandates.ts';
 import { auditRoutes } from './http/audit.ts';
 import { webhookRoutes } from './http/webhooks.ts';
 import { bankConsentRoutes } from './http/bank-consents.ts';
+import { x402Routes, type X402Deps } from './http/x402.ts';
 import type { Bank } from './adapters/bank/port.ts';
 import { migrateWebhooks, type WebhookDispatcher } from './reactors/webhooks.ts';
 import type { AllowedTargets } from './adapters/outbound-http.ts';
@@ -45,6 +46,7 @@ export type BuildOptions = {
   vault: Vault;
   webhooks?: WebhookDispatcher;
   banks?: Map<string, Bank>;
+  x402?: X402Deps;
   webhookTargets?: AllowedTargets;
   /** did:web domain; derived from baseUrl when absent. */
   didDomain?: string;
@@ -122,6 +124,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     vault: opts.vault,
     webhooks: opts.webhooks,
     banks: opts.banks ?? new Map(),
+    x402: opts.x402,
     webhookTargets: opts.webhookTargets ?? { loopback: false, private: false },
     didDomain: opts.didDomain ?? didDomainOf(opts.baseUrl),
   };
@@ -137,6 +140,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(async (scope) => auditRoutes(scope, deps));
   await app.register(async (scope) => webhookRoutes(scope, deps));
   await app.register(async (scope) => bankConsentRoutes(scope, deps));
+  await app.register(async (scope) => x402Routes(scope, deps));
 
   await app.ready();
   return app;

@@ -14,6 +14,13 @@ const schema = z.object({
   SVC_ALLOW_PRIVATE_TARGETS: z.string().regex(/^((loopback|private)(,(loopback|private))*)?$/).optional(),
   SANDBOX_BANK: z.enum(['on', 'off']).default('on'),
   BANKS: z.string().optional(),
+  SANDBOX_CHAIN: z.enum(['on', 'off']).default('on'),
+  X402_TEST_RPC_URL: z.string().url().optional(),
+  X402_FACILITATOR_KEY: z.string().regex(/^0x[0-9a-fA-F]{64}$/).optional(),
+  X402_MAINNET: z.enum(['on', 'off']).default('off'),
+  X402_MAINNET_RPC_URL: z.string().url().optional(),
+  X402_MAINNET_CEILING_MINOR: z.coerce.number().int().positive().default(10_000),
+  RECEIPT_SIGNING_KEY: z.string().min(1).optional(),
   DID_DOMAIN: z.string().regex(/^[A-Za-z0-9.-]+(%3A\d+)?$/).optional(),
   PUBLIC_BASE_URL: z.string().url().optional(),
   READ_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(5_000),
@@ -39,6 +46,16 @@ export type Config = {
   sandboxBank: boolean;
   /** Live banks by bank_id: BANKS is JSON {"<bank_id>": {"baseUrl", "clientId", "clientSecret"}}. */
   banks: Record<string, { baseUrl: string; clientId: string; clientSecret: string }>;
+  x402: {
+    /** Start a local EVM (anvil) with the test USDC for base-sepolia, unless an RPC URL is given. */
+    sandboxChain: boolean;
+    testRpcUrl: string | undefined;
+    facilitatorKey: string | undefined;
+    mainnet: boolean;
+    mainnetRpcUrl: string | undefined;
+    mainnetCeilingMinor: number;
+    receiptSigningKey: string | undefined;
+  };
   /** did:web domain of agents; derived from publicBaseUrl when unset. */
   didDomain: string | undefined;
   /** Public base URL (links, OpenAPI servers); http://HOST:PORT when unset. */
@@ -86,6 +103,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     didDomain: e.DID_DOMAIN,
     allowPrivateTargets: e.SVC_ALLOW_PRIVATE_TARGETS,
     sandboxBank: e.SANDBOX_BANK === 'on',
+    x402: {
+      sandboxChain: e.SANDBOX_CHAIN === 'on',
+      testRpcUrl: e.X402_TEST_RPC_URL,
+      facilitatorKey: e.X402_FACILITATOR_KEY,
+      mainnet: e.X402_MAINNET === 'on',
+      mainnetRpcUrl: e.X402_MAINNET_RPC_URL,
+      mainnetCeilingMinor: e.X402_MAINNET_CEILING_MINOR,
+      receiptSigningKey: e.RECEIPT_SIGNING_KEY,
+    },
     banks: parseBanks(e.BANKS),
     publicBaseUrl: e.PUBLIC_BASE_URL ?? `http://${e.HOST.includes(':') ? `[${e.HOST}]` : e.HOST}:${e.PORT}`,
     readWaitMs: e.READ_WAIT_MS,

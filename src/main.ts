@@ -17,6 +17,7 @@ const app = await buildApp({
   ...(runtime.webhooks ? { webhooks: runtime.webhooks } : {}),
   webhookTargets: runtime.webhookTargets,
   banks: runtime.banks,
+  ...(runtime.x402 ? { x402: runtime.x402 } : {}),
   ...(config.didDomain ? { didDomain: config.didDomain } : {}),
   baseUrl: config.publicBaseUrl,
   readWaitMs: config.readWaitMs,

@@ -2,6 +2,7 @@ import { agentProjection } from '../projections/agent.ts';
 import { auditProjection } from '../projections/audit.ts';
 import { webhookProjection } from '../projections/webhook.ts';
 import { bankConsentProjection } from '../projections/bank-consent.ts';
+import { x402Projection } from '../projections/x402.ts';
 import { consumerProjection } from '../projections/consumer.ts';
 import { mandateProjection } from '../projections/mandate.ts';
 import { orgProjection } from '../projections/org.ts';
@@ -18,7 +19,7 @@ import { ProjectionRunner } from './projector/runner.ts';
 // Everything that follows the log to serve reads: the projections and the
 // audit sealer, and the progress tracker behind read-your-writes.
 
-export const projections: readonly Projection[] = [orgProjection, agentProjection, consumerProjection, mandateProjection, auditProjection, webhookProjection, bankConsentProjection];
+export const projections: readonly Projection[] = [orgProjection, agentProjection, consumerProjection, mandateProjection, auditProjection, webhookProjection, bankConsentProjection, x402Projection];
 
 export type ReadSide = {
   progress: Progress;

@@ -14,6 +14,12 @@ import { parseAllowedTargets, type AllowedTargets } from './adapters/outbound-ht
 import type { Bank } from './adapters/bank/port.ts';
 import { HttpBank } from './adapters/bank/http-bank.ts';
 import { SandboxBank } from './adapters/bank/sandbox-bank.ts';
+import { BASE_SEPOLIA_CHAIN_ID, BASE_SEPOLIA_USDC, SANDBOX_FACILITATOR_KEY, startLocalChain, type LocalChain } from './adapters/chain/local-chain.ts';
+import { EvmSettlement } from './adapters/chain/settlement.ts';
+import type { Network, X402Deps } from './http/x402.ts';
+
+/** USDC on Base mainnet. */
+const BASE_USDC = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
 
 // The process's long-lived parts: its Postgres (embedded unless DATABASE_URL is
 // given), the read-side database handle and the event store. Built once by the
@@ -29,6 +35,7 @@ export type Runtime = {
   webhooks: WebhookDispatcher | undefined;
   webhookTargets: AllowedTargets;
   banks: Map<string, Bank>;
+  x402: X402Deps | undefined;
   /** Where the generated platform secret lives (null when it came from the environment). */
   serviceSecretFile: string | null;
   /** Absent when opened with `followers: false` (one-shot CLI commands). */
@@ -53,6 +60,30 @@ async function loadServiceSecret(config: Config): Promise<{ value: string; file:
   }
 }
 
+/**
+ * The facilitator's networks: base-sepolia on the local chain (embedded default)
+ * or an RPC URL; base only when the operator enables mainnet with an RPC URL and
+ * a facilitator key.
+ */
+async function openX402(config: Config): Promise<{ deps: X402Deps | undefined; stop(): Promise<void> }> {
+  const x = config.x402;
+  let chain: LocalChain | undefined;
+  let test: Network | undefined;
+  if (x.testRpcUrl && x.facilitatorKey) {
+    test = { name: 'base-sepolia', chainId: BASE_SEPOLIA_CHAIN_ID, token: BASE_SEPOLIA_USDC, domainName: 'USDC', domainVersion: '2', adapter: 'evm-rpc', settlement: new EvmSettlement({ rpcUrl: x.testRpcUrl, chainId: BASE_SEPOLIA_CHAIN_ID, token: BASE_SEPOLIA_USDC, facilitatorKey: x.facilitatorKey as `0x${string}` }) };
+  } else if (x.sandboxChain) {
+    chain = await startLocalChain();
+    test = { name: 'base-sepolia', chainId: BASE_SEPOLIA_CHAIN_ID, token: BASE_SEPOLIA_USDC, domainName: 'USDC', domainVersion: '2', adapter: 'local-evm', settlement: new EvmSettlement({ rpcUrl: chain.rpcUrl, chainId: BASE_SEPOLIA_CHAIN_ID, token: BASE_SEPOLIA_USDC, facilitatorKey: SANDBOX_FACILITATOR_KEY }) };
+  }
+  const live: Network | undefined =
+    x.mainnet && x.mainnetRpcUrl && x.facilitatorKey
+      ? { name: 'base', chainId: 8453, token: BASE_USDC, domainName: 'USD Coin', domainVersion: '2', adapter: 'evm-rpc', settlement: new EvmSettlement({ rpcUrl: x.mainnetRpcUrl, chainId: 8453, token: BASE_USDC, facilitatorKey: x.facilitatorKey as `0x${string}` }) }
+      : undefined;
+  const receiptKey = await loadAuditSigningKey({ seedBase64: x.receiptSigningKey, dataDir: config.dataDir, name: 'agent-ledger-receipts', fileName: 'receipt-signing-key' });
+  const deps: X402Deps = { test, live, mainnetCeilingMinor: BigInt(x.mainnetCeilingMinor), receiptKey, receiptKid: `receipts-${Buffer.from(receiptKey.publicKey).toString('hex').slice(0, 16)}` };
+  return { deps, stop: async () => chain?.stop() };
+}
+
 export async function openRuntime(config: Config, log: (line: string) => void = () => {}, opts: { followers?: boolean } = {}): Promise<Runtime> {
   let embedded: EmbeddedServer | undefined;
   let url = config.databaseUrl;
@@ -74,12 +105,13 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
     // Banks: the sandbox bank on loopback (the embedded default), and live banks from BANKS.
     const banks = new Map<string, Bank>();
     let sandbox: SandboxBank | undefined;
-    if (config.sandboxBank) {
+    if (config.sandboxBank && opts.followers !== false) {
       sandbox = new SandboxBank();
       const url = await sandbox.start();
       banks.set('sandbox-bank', new HttpBank('sandbox-bank', { baseUrl: url, clientId: sandbox.clientId, clientSecret: sandbox.clientSecret }));
     }
     for (const [bankId, cfg] of Object.entries(config.banks)) banks.set(bankId, new HttpBank(bankId, cfg));
+    const x = opts.followers === false ? { deps: undefined, stop: async () => {} } : await openX402(config);
     return {
       config,
       db,
@@ -90,9 +122,11 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
       webhooks,
       webhookTargets,
       banks,
+      x402: x.deps,
       serviceSecretFile: secret.file,
       readSide,
       async close() {
+        await x.stop().catch(() => {});
         await sandbox?.stop().catch(() => {});
         await webhooks?.stop().catch(() => {});
         await readSide?.stop().catch(() => {});

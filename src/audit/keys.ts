@@ -9,14 +9,14 @@ import { type SigningKey, signingKeyFromSeed } from './note.ts';
 
 export const AUDIT_KEY_NAME = 'agent-ledger-audit';
 
-export async function loadAuditSigningKey(opts: { seedBase64: string | undefined; dataDir: string; name?: string }): Promise<SigningKey> {
+export async function loadAuditSigningKey(opts: { seedBase64: string | undefined; dataDir: string; name?: string; fileName?: string }): Promise<SigningKey> {
   const name = opts.name ?? AUDIT_KEY_NAME;
   if (opts.seedBase64) {
     const seed = Buffer.from(opts.seedBase64, 'base64');
     if (seed.length !== 32) throw new Error('AUDIT_SIGNING_KEY must be base64 of 32 bytes');
     return signingKeyFromSeed(name, seed);
   }
-  const file = path.join(opts.dataDir, 'audit-signing-key');
+  const file = path.join(opts.dataDir, opts.fileName ?? 'audit-signing-key');
   try {
     return signingKeyFromSeed(name, Buffer.from((await fs.readFile(file, 'utf8')).trim(), 'base64'));
   } catch {

@@ -68,6 +68,8 @@ export const REJECTION_STATUS: Record<string, number> = {
   window_ordering_invalid: 400,
   incident_already_acknowledged: 409,
   consent_exists: 409,
+  authorization_already_used: 409,
+  fauth_final: 409,
 };
 
 export function envelope(code: string, message: string, requestId: string, details?: Record<string, unknown>) {

@@ -7,6 +7,7 @@ import type { ReadSide } from '../readside.ts';
 import type { ReadCache } from '../projector/readcache.ts';
 import type { Vault } from '../adapters/vault.ts';
 import type { Bank } from '../adapters/bank/port.ts';
+import type { X402Deps } from './x402.ts';
 import type { AllowedTargets } from '../adapters/outbound-http.ts';
 import type { WebhookDispatcher } from '../reactors/webhooks.ts';
 import type { Auth, Authenticator, AuthMode, Role } from './auth.ts';
@@ -38,6 +39,8 @@ export type AppDeps = {
   vault: Vault;
   /** The outbound webhook reactor, when this process runs it. */
   webhooks: WebhookDispatcher | undefined;
+  /** The x402 facilitator's networks and receipt key, when configured. */
+  x402: X402Deps | undefined;
   /** Configured banks by bank_id (the sandbox bank in the embedded default and tests). */
   banks: Map<string, Bank>;
   /** Which private targets outbound HTTP (webhooks) may reach. */

@@ -4,6 +4,10 @@ import { randomBytes } from 'node:crypto';
 import { buildApp } from '../../src/app.ts';
 import { Vault } from '../../src/adapters/vault.ts';
 import type { Bank } from '../../src/adapters/bank/port.ts';
+import { BASE_SEPOLIA_CHAIN_ID, BASE_SEPOLIA_USDC, SANDBOX_FACILITATOR_KEY, startLocalChain } from '../../src/adapters/chain/local-chain.ts';
+import { EvmSettlement } from '../../src/adapters/chain/settlement.ts';
+import { generateSigningKey } from '../../src/audit/note.ts';
+import type { X402Deps } from '../../src/http/x402.ts';
 import { defaultWebhookConfig, WebhookDispatcher, type WebhookConfig } from '../../src/reactors/webhooks.ts';
 import type { RateLimitConfig } from '../../src/http/ratelimit.ts';
 import { testLedger, type TestLedger } from './ledger.ts';
@@ -12,9 +16,9 @@ import { testLedger, type TestLedger } from './ledger.ts';
 
 export const SERVICE_SECRET = 'svc_test_secret_0123456789abcdefghijklmnop';
 
-export type TestApp = { app: FastifyInstance; ledger: TestLedger; vault: Vault; webhooks: WebhookDispatcher };
+export type TestApp = { app: FastifyInstance; ledger: TestLedger; vault: Vault; webhooks: WebhookDispatcher; x402: X402Deps | undefined };
 
-export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: RateLimitConfig; now?: () => Date; webhooks?: Partial<WebhookConfig>; webhookWorker?: boolean; banks?: Map<string, Bank> } = {}): Promise<TestApp> {
+export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: RateLimitConfig; now?: () => Date; webhooks?: Partial<WebhookConfig>; webhookWorker?: boolean; banks?: Map<string, Bank>; x402?: boolean } = {}): Promise<TestApp> {
   const ledger = await testLedger(t, opts.now ? { now: opts.now } : {});
   const vault = await Vault.open(ledger.db, randomBytes(32));
   // Tests reach their receivers on loopback; deliveries retry on a compressed schedule.
@@ -28,9 +32,23 @@ export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: 
   }, opts.now);
   await webhooks.start({ worker: opts.webhookWorker ?? false });
   t.teardown(() => webhooks.stop());
+  let x402: X402Deps | undefined;
+  if (opts.x402) {
+    const chain = await startLocalChain();
+    t.teardown(() => chain.stop());
+    const settlement = new EvmSettlement({ rpcUrl: chain.rpcUrl, chainId: BASE_SEPOLIA_CHAIN_ID, token: BASE_SEPOLIA_USDC, facilitatorKey: SANDBOX_FACILITATOR_KEY, receiptTimeoutMs: 10_000 });
+    x402 = {
+      test: { name: 'base-sepolia', chainId: BASE_SEPOLIA_CHAIN_ID, token: BASE_SEPOLIA_USDC, domainName: 'USDC', domainVersion: '2', settlement, adapter: 'local-evm' },
+      live: undefined,
+      mainnetCeilingMinor: 10_000n,
+      receiptKey: generateSigningKey('receipts'),
+      receiptKid: 'receipts-test-1',
+    };
+  }
   const app = await buildApp({
     vault,
     webhooks,
+    ...(x402 ? { x402 } : {}),
     webhookTargets,
     ...(opts.banks ? { banks: opts.banks } : {}),
     db: ledger.db,
@@ -44,7 +62,7 @@ export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: 
     ...(opts.now ? { now: opts.now } : {}),
   });
   t.teardown(() => app.close());
-  return { app, ledger, vault, webhooks };
+  return { app, ledger, vault, webhooks, x402 };
 }
 
 export type Org = { orgId: string; ownerId: string; projectId: string; testKey: string; liveKey: string; owner: Record<string, string>; key: Record<string, string> };

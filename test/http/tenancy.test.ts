@@ -1,6 +1,7 @@
 import t from 'tap';
 import { incidentDecider, incidentStream } from '../../commands/audit.ts';
 import { consentDecider, consentStream } from '../../commands/bank-consent.ts';
+import { fauthDecider, fauthStream } from '../../commands/x402.ts';
 import { handleCommand } from '../../src/eventstore/handler.ts';
 import { bootstrapOrg, testApp } from '../helpers/app.ts';
 
@@ -50,6 +51,23 @@ await handleCommand(
   },
   ledger.ctx(a.orgId),
 );
+// A's foreign authorization row, written straight to the log.
+const aFauth = 'fauth_tenancyFauth0000';
+await handleCommand(
+  ledger.store,
+  fauthDecider,
+  fauthStream(aFauth),
+  {
+    type: 'record',
+    events: [
+      {
+        type: 'x402.authorization_verified',
+        data: { foreign_authorization_id: aFauth, org_id: a.orgId, project_id: a.projectId, signer: '0x0000000000000000000000000000000000000001', payee: '0x0000000000000000000000000000000000000002', nonce: `0x${'0'.repeat(64)}`, value_atomic: '1', amount_minor: '1', asset: '0x036CbD53842c5426634e7929541eC2318f3dCF7e', chain_id: 84532, network: 'base-sepolia', mandate_id: 'x402mdt_x', valid_after: '0', valid_before: '1', signature: '0x', intent: {}, at: new Date().toISOString() },
+      },
+    ],
+  },
+  ledger.ctx(a.orgId),
+);
 const aIncident = '7d3c1c7e-2b1a-4c5d-8e9f-0a1b2c3d4e5f';
 await handleCommand(ledger.store, incidentDecider, incidentStream(aIncident), { type: 'open', incidentId: aIncident, orgId: a.orgId, kind: 'hash_mismatch', sequence: 1, detail: 'test' }, ledger.ctx(a.orgId));
 await ledger.settle();
@@ -62,6 +80,7 @@ function realIds(url: string): Record<string, string> {
   if (url.startsWith('/v1/webhook-endpoints')) return { id: aTrigger.id, delivery_id: aDelivery.id };
   if (url.startsWith('/v1/events')) return { event_id: aDelivery.event_id };
   if (url.startsWith('/v1/bank-consents') || url.startsWith('/v1/ofb/consents')) return { id: aConsent };
+  if (url.startsWith('/v1/facilitator/x402/executions')) return { id: aFauth };
   if (url.startsWith('/v1/orgs/:orgId/audit')) return { orgId: a.orgId };
   if (url.startsWith('/v1/audit-events/incidents')) return { id: aIncident };
   if (url.startsWith('/v1/orgs/:orgId/agents')) return { orgId: a.orgId, agentId: 'buyer', kid: aAgent.kid };

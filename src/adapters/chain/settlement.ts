@@ -23,6 +23,8 @@ export class EvmSettlement {
   private readonly wallet;
   private readonly reader;
   readonly facilitator: Address;
+  /** One facilitator account sends one transaction at a time: account nonces stay in order. */
+  private sending: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly cfg: SettlementConfig) {
     this.account = privateKeyToAccount(cfg.facilitatorKey);
@@ -38,14 +40,16 @@ export class EvmSettlement {
     const vv = Number(v ?? BigInt(27 + (yParity ?? 0)));
     let txHash: Hex;
     try {
-      txHash = await this.wallet.writeContract({
-        address: this.cfg.token,
-        abi,
-        functionName: 'transferWithAuthorization',
-        args: [a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce, vv, r, s],
-        chain: this.wallet.chain,
-        account: this.account,
-      });
+      txHash = await this.send(() =>
+        this.wallet.writeContract({
+          address: this.cfg.token,
+          abi,
+          functionName: 'transferWithAuthorization',
+          args: [a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce, vv, r, s],
+          chain: this.wallet.chain,
+          account: this.account,
+        }),
+      );
     } catch (err) {
       // Simulation or submission refused: nothing was broadcast.
       return { outcome: 'not_sent', reason: (err as { shortMessage?: string }).shortMessage ?? (err as Error).message };
@@ -59,6 +63,12 @@ export class EvmSettlement {
     }
   }
 
+  private send<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.sending.then(fn);
+    this.sending = run.catch(() => {});
+    return run;
+  }
+
   async balanceOf(address: Address): Promise<bigint> {
     return (await this.reader.readContract({ address: this.cfg.token, abi, functionName: 'balanceOf', args: [address] })) as bigint;
   }
@@ -69,7 +79,7 @@ export class EvmSettlement {
 
   /** Test networks only: mints test USDC (the facilitator is the token's minter on the local chain). */
   async mint(to: Address, value: bigint): Promise<Hex> {
-    const hash = await this.wallet.writeContract({ address: this.cfg.token, abi, functionName: 'mint', args: [to, value], chain: this.wallet.chain, account: this.account });
+    const hash = await this.send(() => this.wallet.writeContract({ address: this.cfg.token, abi, functionName: 'mint', args: [to, value], chain: this.wallet.chain, account: this.account }));
     await this.reader.waitForTransactionReceipt({ hash, timeout: this.cfg.receiptTimeoutMs ?? 30_000 });
     return hash;
   }
