@@ -339,7 +339,7 @@ export async function webhookRoutes(app: FastifyInstance, deps: AppDeps): Promis
     auth: 'api_key',
     scope: 'webhooks:write',
     responses: { 200: z.object({ scanned: z.number().int(), redispatched: z.number().int(), delivered: z.number().int(), failed: z.number().int(), dead: z.number().int() }) },
-    errors: [[401, 'unauthorized'], [403, 'forbidden']],
+    errors: [[401, 'unauthorized'], [403, 'forbidden'], [503, 'webhooks_unavailable']],
     async handler({ auth, deps }) {
       const c = await dispatcher(deps).drain({ orgId: auth.orgId, projectId: auth.projectId, all: true });
       return { status: 200, body: { ...c, redispatched: c.scanned } };

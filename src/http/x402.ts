@@ -140,6 +140,7 @@ export async function x402Routes(app: FastifyInstance, deps: AppDeps): Promise<v
       [501, 'mainnet_not_enabled'],
       [502, 'settlement_failed'],
       [502, 'settlement_outcome_unknown'],
+      [503, 'facilitator_unavailable'],
     ],
     async handler(ctx) {
       const { auth, deps, run } = ctx;
@@ -318,7 +319,7 @@ export async function x402Routes(app: FastifyInstance, deps: AppDeps): Promise<v
     scope: 'facilitator:write',
     body: z.object({ address: z.string(), value_atomic: z.string().regex(/^[1-9]\d{0,15}$/) }),
     responses: { 200: z.object({ address: z.string(), value_atomic: z.string(), tx_hash: z.string(), balance_atomic: z.string() }) },
-    errors: [[400, 'invalid_body'], [400, 'malformed_authorization'], [401, 'unauthorized'], [403, 'sandbox_funding_not_permitted']],
+    errors: [[400, 'invalid_body'], [400, 'malformed_authorization'], [401, 'unauthorized'], [403, 'sandbox_funding_not_permitted'], [503, 'facilitator_unavailable']],
     async handler({ auth, body, deps }) {
       if (auth.environment !== 'test') throw new ApiError(403, 'sandbox_funding_not_permitted', 'the faucet takes test keys only');
       const net = deps.x402?.test;

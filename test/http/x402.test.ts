@@ -123,3 +123,21 @@ t.test('a live credential without mainnet enabled: 501 before any work', async (
   t.same([r.statusCode, r.json().error.code], [501, 'mainnet_not_enabled']);
   t.equal((await app.inject({ method: 'GET', url: '/v1/facilitator/x402/executions/fauth_nope', headers: org.key })).statusCode, 404);
 });
+
+t.test('an independent client: a payload made by the x402 reference packages is accepted and settles', async (t) => {
+  const { ExactEvmScheme } = await import('@x402/evm/exact/client');
+  const scheme = new ExactEvmScheme(payer as never);
+  const requirements = { scheme: 'exact', network: `eip155:${BASE_SEPOLIA_CHAIN_ID}`, asset: BASE_SEPOLIA_USDC, amount: '250000', payTo: payee, maxTimeoutSeconds: 300, extra: { name: 'USDC', version: '2' } };
+  const created = (await scheme.createPaymentPayload(2, requirements as never)) as unknown as { payload: { authorization: Record<string, string>; signature: string } };
+  const { authorization, signature } = created.payload;
+  const before = { payer: await balance(payer.address), payee: await balance(payee) };
+  const r = await post('/v1/facilitator/x402/executions', {
+    authorization,
+    domain: { name: 'USDC', version: '2', chainId: BASE_SEPOLIA_CHAIN_ID, verifyingContract: BASE_SEPOLIA_USDC },
+    signature,
+    intent: { payee, resource: 'https://api.example.com/client', max_amount_minor: '100', total_cap_minor: '1000' },
+  });
+  t.equal(r.statusCode, 200, r.body);
+  t.equal(before.payer - (await balance(payer.address)), 250_000n, "the payer's balance fell by exactly value");
+  t.equal((await balance(payee)) - before.payee, 250_000n, "the payee's rose by exactly value");
+});
