@@ -34,6 +34,8 @@ export const X402AuthorizationVerified = z.object({
   chain_id: z.number().int(),
   network: z.enum(['base-sepolia', 'base']),
   mandate_id: z.string(),
+  /** The key of the internal mandate's stream (`x402_mandate-<key>`). */
+  mandate_key: z.string(),
   valid_after: IntString,
   valid_before: IntString,
   signature: z.string(),

@@ -21,6 +21,7 @@ export const x402Projection: Projection = {
       network text,
       status text NOT NULL,
       mandate_id text NOT NULL,
+      mandate_key text NOT NULL,
       execution_id text,
       receipt_id text,
       settlement_tx text,
@@ -37,9 +38,9 @@ export const x402Projection: Projection = {
       case 'x402.authorization_verified': {
         const d = e.data;
         await tx.query(
-          `INSERT INTO ${t.foreign_authorizations} (id, org_id, project_id, signer, payee, nonce, value_atomic, amount_minor, asset, chain_id, network, status, mandate_id, created_at, position)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'verified', $12, $13, $14) ON CONFLICT (id) DO NOTHING`,
-          [d.foreign_authorization_id, d.org_id, d.project_id, d.signer, d.payee, d.nonce, d.value_atomic, d.amount_minor, d.asset, d.chain_id, d.network, d.mandate_id, d.at, pos],
+          `INSERT INTO ${t.foreign_authorizations} (id, org_id, project_id, signer, payee, nonce, value_atomic, amount_minor, asset, chain_id, network, status, mandate_id, mandate_key, created_at, position)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'verified', $12, $13, $14, $15) ON CONFLICT (id) DO NOTHING`,
+          [d.foreign_authorization_id, d.org_id, d.project_id, d.signer, d.payee, d.nonce, d.value_atomic, d.amount_minor, d.asset, d.chain_id, d.network, d.mandate_id, d.mandate_key, d.at, pos],
         );
         return;
       }

@@ -17,6 +17,7 @@ import { SandboxBank } from './adapters/bank/sandbox-bank.ts';
 import { BASE_SEPOLIA_CHAIN_ID, BASE_SEPOLIA_USDC, SANDBOX_FACILITATOR_KEY, startLocalChain, type LocalChain } from './adapters/chain/local-chain.ts';
 import { EvmSettlement } from './adapters/chain/settlement.ts';
 import type { Network, X402Deps } from './http/x402.ts';
+import { X402SettlementReactor } from './reactors/x402-settlement.ts';
 
 /** USDC on Base mainnet. */
 const BASE_USDC = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
@@ -112,6 +113,8 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
     }
     for (const [bankId, cfg] of Object.entries(config.banks)) banks.set(bankId, new HttpBank(bankId, cfg));
     const x = opts.followers === false ? { deps: undefined, stop: async () => {} } : await openX402(config);
+    const settlementReactor = x.deps ? new X402SettlementReactor(db, store, x.deps) : undefined;
+    settlementReactor?.start();
     return {
       config,
       db,
@@ -126,6 +129,7 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
       serviceSecretFile: secret.file,
       readSide,
       async close() {
+        await settlementReactor?.stop().catch(() => {});
         await x.stop().catch(() => {});
         await sandbox?.stop().catch(() => {});
         await webhooks?.stop().catch(() => {});

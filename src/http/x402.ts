@@ -57,7 +57,7 @@ const uint = (v: string | number, field: string): bigint => {
   return BigInt(s);
 };
 
-function signReceipt(x: X402Deps, body: Record<string, unknown>): Record<string, unknown> {
+export function signReceipt(x: X402Deps, body: Record<string, unknown>): Record<string, unknown> {
   const signature = Buffer.from(ed.sign(Buffer.from(canonicalize(body), 'utf8'), x.receiptKey.secretKey)).toString('base64url');
   return { ...body, alg: 'EdDSA', kid: x.receiptKid, signature };
 }
@@ -232,6 +232,7 @@ export async function x402Routes(app: FastifyInstance, deps: AppDeps): Promise<v
                 chain_id: network.chainId,
                 network: network.name,
                 mandate_id: mandateId,
+                mandate_key: key,
                 valid_after: validAfter.toString(),
                 valid_before: validBefore.toString(),
                 signature,

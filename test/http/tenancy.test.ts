@@ -62,7 +62,7 @@ await handleCommand(
     events: [
       {
         type: 'x402.authorization_verified',
-        data: { foreign_authorization_id: aFauth, org_id: a.orgId, project_id: a.projectId, signer: '0x0000000000000000000000000000000000000001', payee: '0x0000000000000000000000000000000000000002', nonce: `0x${'0'.repeat(64)}`, value_atomic: '1', amount_minor: '1', asset: '0x036CbD53842c5426634e7929541eC2318f3dCF7e', chain_id: 84532, network: 'base-sepolia', mandate_id: 'x402mdt_x', valid_after: '0', valid_before: '1', signature: '0x', intent: {}, at: new Date().toISOString() },
+        data: { foreign_authorization_id: aFauth, org_id: a.orgId, project_id: a.projectId, signer: '0x0000000000000000000000000000000000000001', payee: '0x0000000000000000000000000000000000000002', nonce: `0x${'0'.repeat(64)}`, value_atomic: '1', amount_minor: '1', asset: '0x036CbD53842c5426634e7929541eC2318f3dCF7e', chain_id: 84532, network: 'base-sepolia', mandate_id: 'x402mdt_x', mandate_key: 'x', valid_after: '0', valid_before: '1', signature: '0x', intent: {}, at: new Date().toISOString() },
       },
     ],
   },

@@ -141,3 +141,59 @@ t.test('an independent client: a payload made by the x402 reference packages is 
   t.equal(before.payer - (await balance(payer.address)), 250_000n, "the payer's balance fell by exactly value");
   t.equal((await balance(payee)) - before.payee, 250_000n, "the payee's rose by exactly value");
 });
+
+t.test('settlement failures tell the truth: nothing moved is rejected; an unknown outcome is settled later from the receipt', async (t) => {
+  const { EvmSettlement } = await import('../../src/adapters/chain/settlement.ts');
+  const { X402SettlementReactor } = await import('../../src/reactors/x402-settlement.ts');
+  const net = x402!.test!;
+  const row = async (id: string) => (await app.inject({ method: 'GET', url: `/v1/facilitator/x402/executions/${id}`, headers: org.key })).json();
+
+  // A payer without funds: the transfer cannot be sent.
+  const poor = privateKeyToAccount(generatePrivateKey());
+  const now = BigInt(Math.floor(Date.now() / 1000));
+  const message = { from: poor.address, to: payee, value: 5n, validAfter: now - 60n, validBefore: now + 600n, nonce: `0x${randomBytes(32).toString('hex')}` as Hex };
+  const domain = { name: 'USDC', version: '2', chainId: BASE_SEPOLIA_CHAIN_ID, verifyingContract: BASE_SEPOLIA_USDC as Hex };
+  const sig = await poor.signTypedData({ domain, types, primaryType: 'TransferWithAuthorization', message });
+  const broke = await post('/v1/facilitator/x402/executions', {
+    authorization: { ...message, value: '5', validAfter: message.validAfter.toString(), validBefore: message.validBefore.toString() },
+    domain,
+    signature: sig,
+    intent: { payee, resource: 'https://api.example.com/broke', max_amount_minor: '1', total_cap_minor: '1' },
+  });
+  t.same([broke.statusCode, broke.json().error.code, broke.json().error.details.money_moved], [502, 'settlement_failed', false]);
+  t.match(await row(broke.json().error.details.foreign_authorization_id), { status: 'rejected', reject_code: 'settlement_failed' });
+
+  // An authorization already used on chain (settled behind our back): the token refuses it.
+  const body = await execution({ value: 7n, resource: 'https://api.example.com/reused' });
+  const au = body.authorization;
+  await net.settlement.settle({ from: au.from, to: au.to, nonce: au.nonce, value: 7n, validAfter: BigInt(au.validAfter), validBefore: BigInt(au.validBefore) }, body.signature as Hex);
+  const reused = await post('/v1/facilitator/x402/executions', body);
+  t.same([reused.statusCode, reused.json().error.code], [502, 'settlement_failed']);
+
+  // A chain that is down.
+  const original = net.settlement;
+  net.settlement = new EvmSettlement({ rpcUrl: 'http://127.0.0.1:9', chainId: BASE_SEPOLIA_CHAIN_ID, token: BASE_SEPOLIA_USDC, facilitatorKey: '0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80', receiptTimeoutMs: 500 });
+  const down = await post('/v1/facilitator/x402/executions', await execution({ value: 3n, resource: 'https://api.example.com/down' }));
+  t.same([down.statusCode, down.json().error.code], [502, 'settlement_failed']);
+
+  // A broadcast whose receipt does not arrive in time: 502 with the tx hash, the row stays open,
+  // and the reactor settles it from the receipt; money that moved is recorded as moved.
+  const chainUrl = (original as unknown as { cfg: { rpcUrl: string } }).cfg.rpcUrl;
+  net.settlement = new EvmSettlement({ rpcUrl: chainUrl, chainId: BASE_SEPOLIA_CHAIN_ID, token: BASE_SEPOLIA_USDC, facilitatorKey: '0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80', receiptTimeoutMs: 1 });
+  const before = await original.balanceOf(payee);
+  const pending = await post('/v1/facilitator/x402/executions', await execution({ value: 11n, resource: 'https://api.example.com/unknown' }));
+  net.settlement = original;
+  if (pending.statusCode === 502) {
+    t.match(pending.json().error, { code: 'settlement_outcome_unknown', details: { tx_hash: /^0x/, outcome: 'unknown' } });
+    const id = pending.json().error.details.foreign_authorization_id;
+    t.equal((await row(id)).status, 'verified', 'not final while unknown');
+    const reactor = new X402SettlementReactor(ledger.db, ledger.store, x402!);
+    await ledger.settle();
+    t.equal(await reactor.tick(), 1);
+    await ledger.settle();
+    t.match(await row(id), { status: 'executed', execution_id: /^x402exec_/ });
+  } else {
+    t.equal(pending.statusCode, 200, 'the receipt arrived within even 1 ms: executed');
+  }
+  t.equal((await original.balanceOf(payee)) - before, 11n, 'the money moved, and is recorded as moved');
+});

@@ -69,6 +69,16 @@ export class EvmSettlement {
     return run;
   }
 
+  /** Where a broadcast transaction stands now. */
+  async receiptOf(txHash: Hex): Promise<'success' | 'reverted' | 'pending'> {
+    try {
+      const r = await this.reader.getTransactionReceipt({ hash: txHash });
+      return r.status === 'success' ? 'success' : 'reverted';
+    } catch {
+      return 'pending';
+    }
+  }
+
   async balanceOf(address: Address): Promise<bigint> {
     return (await this.reader.readContract({ address: this.cfg.token, abi, functionName: 'balanceOf', args: [address] })) as bigint;
   }
