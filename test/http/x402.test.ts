@@ -197,3 +197,28 @@ t.test('settlement failures tell the truth: nothing moved is rejected; an unknow
   }
   t.equal((await original.balanceOf(payee)) - before, 11n, 'the money moved, and is recorded as moved');
 });
+
+t.test('mainnet, when enabled, holds each execution to the operator ceiling', async (t) => {
+  const BASE_USDC = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
+  x402!.live = { ...x402!.test!, name: 'base', chainId: 8453, token: BASE_USDC, domainName: 'USD Coin', domainVersion: '2' };
+  t.teardown(() => {
+    x402!.live = undefined;
+  });
+  const now = BigInt(Math.floor(Date.now() / 1000));
+  const message = { from: payer.address, to: payee, value: 150_000_000n, validAfter: now - 60n, validBefore: now + 600n, nonce: `0x${randomBytes(32).toString('hex')}` as Hex };
+  const domain = { name: 'USD Coin', version: '2', chainId: 8453, verifyingContract: BASE_USDC as Hex };
+  const signature = await payer.signTypedData({ domain, types, primaryType: 'TransferWithAuthorization', message });
+  const r = await post(
+    '/v1/facilitator/x402/executions',
+    {
+      authorization: { ...message, value: message.value.toString(), validAfter: message.validAfter.toString(), validBefore: message.validBefore.toString() },
+      domain,
+      signature,
+      intent: { payee, resource: 'https://api.example.com/mainnet', max_amount_minor: '100000', total_cap_minor: '1000000' },
+    },
+    { authorization: `Bearer ${org.liveKey}` },
+  );
+  t.same([r.statusCode, r.json().error.code], [422, 'x402_mainnet_cap_exceeded'], '$150 over a $100 ceiling');
+  const test = await post('/v1/facilitator/x402/executions', { authorization: { ...message, value: message.value.toString(), validAfter: message.validAfter.toString(), validBefore: message.validBefore.toString() }, domain, signature, intent: { payee, resource: 'x', max_amount_minor: '1', total_cap_minor: '1' } });
+  t.same([test.statusCode, test.json().error.code], [400, 'network_mismatch'], 'a test key cannot settle on base');
+});
