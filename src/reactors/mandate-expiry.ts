@@ -3,6 +3,7 @@ import { consentDecider, consentStream, slotDecider, slotStream } from '../../co
 import { handleCommand } from '../eventstore/handler.ts';
 import type { EventStore } from '../eventstore/port.ts';
 import type { Db } from '../postgres/db.ts';
+import { Periodic } from './periodic.ts';
 
 // Moves mandates and bank consents past expires_at to `expired`. Decisions do not wait for it
 // (a spend after expires_at is refused as expired and records the expiry
@@ -13,30 +14,28 @@ import type { Db } from '../postgres/db.ts';
 const BATCH = 200;
 
 export class MandateExpiryReactor {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<number> | undefined;
+  private readonly periodic: Periodic;
 
   constructor(
     private readonly db: Db,
     private readonly store: EventStore,
     private readonly now: () => Date,
-    private readonly intervalMs = 1_000,
-  ) {}
+    intervalMs = 1_000,
+  ) {
+    this.periodic = new Periodic(() => this.pass(), intervalMs);
+  }
 
   start(): void {
-    this.timer = setInterval(() => void this.tick().catch(() => {}), this.intervalMs);
-    this.timer.unref();
+    this.periodic.start();
   }
 
-  async stop(): Promise<void> {
-    clearInterval(this.timer);
-    await this.running?.catch(() => {});
+  stop(): Promise<void> {
+    return this.periodic.stop();
   }
 
-  /** One pass: expires what is due now; answers how many mandates it moved. */
+  /** One pass now: answers how many it moved. */
   tick(): Promise<number> {
-    this.running ??= this.pass().finally(() => (this.running = undefined));
-    return this.running;
+    return this.periodic.tick();
   }
 
   private async pass(): Promise<number> {

@@ -4,6 +4,7 @@ import type { EventStore } from '../eventstore/port.ts';
 import { newId } from '../http/ids.ts';
 import { signReceipt, type X402Deps } from '../http/x402.ts';
 import type { Db } from '../postgres/db.ts';
+import { Periodic } from './periodic.ts';
 
 // Settles x402 rows whose outcome was unknown when the request answered: a
 // transaction was broadcast but its receipt had not arrived. The receipt
@@ -11,30 +12,29 @@ import type { Db } from '../postgres/db.ts';
 // the reserved amount released. Money that moved is never recorded as not moved.
 
 export class X402SettlementReactor {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<number> | undefined;
+  private readonly periodic: Periodic;
 
   constructor(
     private readonly db: Db,
     private readonly store: EventStore,
     private readonly x402: X402Deps,
     private readonly now: () => Date = () => new Date(),
-    private readonly intervalMs = 2_000,
-  ) {}
+    intervalMs = 2_000,
+  ) {
+    this.periodic = new Periodic(() => this.pass(), intervalMs);
+  }
 
   start(): void {
-    this.timer = setInterval(() => void this.tick().catch(() => {}), this.intervalMs);
-    this.timer.unref();
+    this.periodic.start();
   }
 
-  async stop(): Promise<void> {
-    clearInterval(this.timer);
-    await this.running?.catch(() => {});
+  stop(): Promise<void> {
+    return this.periodic.stop();
   }
 
+  /** One pass now: answers how many it moved. */
   tick(): Promise<number> {
-    this.running ??= this.pass().finally(() => (this.running = undefined));
-    return this.running;
+    return this.periodic.tick();
   }
 
   private async pass(): Promise<number> {

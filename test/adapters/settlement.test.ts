@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import t from 'tap';
 import { type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../../src/adapters/chain/signature.ts';
 import { BASE_SEPOLIA_CHAIN_ID, BASE_SEPOLIA_USDC, SANDBOX_FACILITATOR_KEY, startLocalChain } from '../../src/adapters/chain/local-chain.ts';
 import { EvmSettlement } from '../../src/adapters/chain/settlement.ts';
 
@@ -14,16 +15,7 @@ const settlement = new EvmSettlement({ rpcUrl: chain.rpcUrl, chainId: BASE_SEPOL
 const payer = privateKeyToAccount(generatePrivateKey());
 const payee = privateKeyToAccount(generatePrivateKey()).address;
 
-const types = {
-  TransferWithAuthorization: [
-    { name: 'from', type: 'address' },
-    { name: 'to', type: 'address' },
-    { name: 'value', type: 'uint256' },
-    { name: 'validAfter', type: 'uint256' },
-    { name: 'validBefore', type: 'uint256' },
-    { name: 'nonce', type: 'bytes32' },
-  ],
-} as const;
+const types = TRANSFER_WITH_AUTHORIZATION_TYPES;
 
 async function authorize(value: bigint, domainName = 'USDC') {
   const now = BigInt(Math.floor(Date.now() / 1000));

@@ -4,6 +4,7 @@ import canonicalize from 'canonicalize';
 import t from 'tap';
 import type { Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../../src/adapters/chain/signature.ts';
 import { BASE_SEPOLIA_CHAIN_ID, BASE_SEPOLIA_USDC } from '../../src/adapters/chain/local-chain.ts';
 import '../../src/audit/note.ts';
 import { bootstrapOrg, testApp } from '../helpers/app.ts';
@@ -18,16 +19,7 @@ const payee = privateKeyToAccount(generatePrivateKey()).address;
 const post = (url: string, payload: Record<string, unknown>, headers: Record<string, string> = org.key) => app.inject({ method: 'POST', url, headers, payload });
 
 const faucet = await post('/v1/test/x402/faucet', { address: payer.address, value_atomic: '50000000' });
-const types = {
-  TransferWithAuthorization: [
-    { name: 'from', type: 'address' },
-    { name: 'to', type: 'address' },
-    { name: 'value', type: 'uint256' },
-    { name: 'validAfter', type: 'uint256' },
-    { name: 'validBefore', type: 'uint256' },
-    { name: 'nonce', type: 'bytes32' },
-  ],
-} as const;
+const types = TRANSFER_WITH_AUTHORIZATION_TYPES;
 
 async function execution(o: { value?: bigint; domainName?: string; to?: `0x${string}`; validAfter?: bigint; validBefore?: bigint; resource?: string; max?: string; total?: string } = {}) {
   const now = BigInt(Math.floor(Date.now() / 1000));

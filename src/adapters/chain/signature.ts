@@ -4,6 +4,18 @@ import { getAddress, type Hex, isAddress, recoverTypedDataAddress } from 'viem';
 
 const SECP256K1_HALF_N = 0x7fffffffffffffffffffffffffffffff5d576e7357a4501ddfe92f46681b20a0n;
 
+/** EIP-3009's typed data (the same for every USDC deployment). */
+export const TRANSFER_WITH_AUTHORIZATION_TYPES = {
+  TransferWithAuthorization: [
+    { name: 'from', type: 'address' },
+    { name: 'to', type: 'address' },
+    { name: 'value', type: 'uint256' },
+    { name: 'validAfter', type: 'uint256' },
+    { name: 'validBefore', type: 'uint256' },
+    { name: 'nonce', type: 'bytes32' },
+  ],
+} as const;
+
 export const isChecksummed = (a: string) => isAddress(a, { strict: false }) && getAddress(a) === a;
 
 export type TypedAuthorization = {
@@ -21,16 +33,7 @@ export async function recoverAuthorizationSigner(a: TypedAuthorization): Promise
   try {
     return await recoverTypedDataAddress({
       domain: { ...a.domain, verifyingContract: a.domain.verifyingContract as Hex },
-      types: {
-        TransferWithAuthorization: [
-          { name: 'from', type: 'address' },
-          { name: 'to', type: 'address' },
-          { name: 'value', type: 'uint256' },
-          { name: 'validAfter', type: 'uint256' },
-          { name: 'validBefore', type: 'uint256' },
-          { name: 'nonce', type: 'bytes32' },
-        ],
-      },
+      types: TRANSFER_WITH_AUTHORIZATION_TYPES,
       primaryType: 'TransferWithAuthorization',
       message: { ...a.message, from: a.message.from as Hex, to: a.message.to as Hex, nonce: a.message.nonce as Hex },
       signature: a.signature as Hex,
