@@ -2,6 +2,7 @@ import { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { type Acknowledgement, auditConfigDecider, auditConfigStream, DEFAULT_THRESHOLDS, incidentDecider, incidentStream, type Thresholds } from '../../commands/audit.ts';
+import { AuditThresholds } from '../../events/audit.ts';
 import { bundleLines } from '../audit/export.ts';
 import type { VerificationRow } from '../audit/health.ts';
 import { inclusionProof, leafHash, rootOf } from '../audit/merkle.ts';
@@ -20,20 +21,12 @@ const DAY_MS = 86_400_000;
 const AuditEvent = z
   .object({ sequence_number: z.number().int(), event_type: z.string(), happened_at: Timestamp, payload: z.record(z.string(), z.unknown()).nullable(), prev_hash: z.string(), entry_hash: z.string() })
   .meta({ id: 'AuditEvent' });
-const AuditConfig = z
-  .object({
-    org_id: z.string(),
-    verification_window_days: z.number().int(),
-    hot_window_days: z.number().int(),
-    hot_max_staleness_seconds: z.number().int(),
-    warm_window_days: z.number().int(),
-    warm_max_staleness_seconds: z.number().int(),
-    cold_max_staleness_seconds: z.number().int(),
-    initial_walk_completed_at: Timestamp.nullable(),
-    created_at: Timestamp,
-    updated_at: Timestamp,
-  })
-  .meta({ id: 'AuditConfig' });
+const AuditConfig = AuditThresholds.extend({
+  org_id: z.string(),
+  initial_walk_completed_at: Timestamp.nullable(),
+  created_at: Timestamp,
+  updated_at: Timestamp,
+}).meta({ id: 'AuditConfig' });
 const Incident = z
   .object({ id: z.string(), org_id: z.string(), kind: z.string(), detail: z.string(), detected_at: Timestamp, detected_at_sequence: z.number().int(), status: z.enum(['open', 'acknowledged']), anpd_notification_status: z.enum(['not_required', 'notified', 'pending_assessment']), created_at: Timestamp })
   .meta({ id: 'AuditIncident' });
