@@ -1,0 +1,36 @@
+import fs from 'node:fs';
+import { chromium, type Browser } from 'playwright-core';
+
+// One way to start a headless Chromium for every feature that drives a browser
+// (OAuth consent tests, the API reference page test, the browser worker).
+// Order: CHROMIUM_PATH, Debian's /usr/bin/chromium, then the Chromium that
+// ships inside the @sparticuz/chromium npm package (no download at install).
+
+const DEBIAN_CHROMIUM = '/usr/bin/chromium';
+const BASE_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'];
+
+let resolved: Promise<{ executablePath: string; args: string[] } | null> | undefined;
+
+/** Where a usable Chromium is, or null with no throw when there is none. */
+export function findChromium(): Promise<{ executablePath: string; args: string[] } | null> {
+  resolved ??= (async () => {
+    const fromEnv = process.env.CHROMIUM_PATH;
+    if (fromEnv && fs.existsSync(fromEnv)) return { executablePath: fromEnv, args: BASE_ARGS };
+    if (fs.existsSync(DEBIAN_CHROMIUM)) return { executablePath: DEBIAN_CHROMIUM, args: BASE_ARGS };
+    try {
+      const mod = (await import('@sparticuz/chromium')).default;
+      const executablePath = await mod.executablePath();
+      return { executablePath, args: [...mod.args.filter((a: string) => !a.startsWith('--headless')), ...BASE_ARGS] };
+    } catch {
+      return null;
+    }
+  })();
+  return resolved;
+}
+
+/** Launches headless Chromium; throws `Error('chromium_unavailable')` when none is found. */
+export async function launchChromium(): Promise<Browser> {
+  const found = await findChromium();
+  if (!found) throw new Error('chromium_unavailable');
+  return chromium.launch({ executablePath: found.executablePath, args: [...new Set(found.args)], headless: true });
+}
