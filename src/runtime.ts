@@ -16,7 +16,7 @@ import { HttpBank } from './adapters/bank/http-bank.ts';
 import { SandboxBank } from './adapters/bank/sandbox-bank.ts';
 import { BASE_SEPOLIA_CHAIN_ID, BASE_SEPOLIA_USDC, SANDBOX_FACILITATOR_KEY, startLocalChain, type LocalChain } from './adapters/chain/local-chain.ts';
 import { EvmSettlement } from './adapters/chain/settlement.ts';
-import type { Network, X402Deps } from './http/x402.ts';
+import type { Network, X402Deps } from './adapters/chain/x402.ts';
 import { X402SettlementReactor } from './reactors/x402-settlement.ts';
 
 /** USDC on Base mainnet. */

@@ -7,7 +7,7 @@ import type { ReadSide } from '../readside.ts';
 import type { ReadCache } from '../projector/readcache.ts';
 import type { Vault } from '../adapters/vault.ts';
 import type { Bank } from '../adapters/bank/port.ts';
-import type { X402Deps } from './x402.ts';
+import type { X402Deps } from '../adapters/chain/x402.ts';
 import type { AllowedTargets } from '../adapters/outbound-http.ts';
 import type { WebhookDispatcher } from '../reactors/webhooks.ts';
 import type { Auth, Authenticator, AuthMode, Role } from './auth.ts';

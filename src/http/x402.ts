@@ -3,14 +3,12 @@ import * as ed from '@noble/ed25519';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { fauthDecider, fauthStream, nonceDecider, nonceStream, x402MandateDecider, x402MandateStream } from '../../commands/x402.ts';
-import type { EvmSettlement } from '../adapters/chain/settlement.ts';
 import { isChecksummed, recoverAuthorizationSigner } from '../adapters/chain/signature.ts';
-import { canonicalize } from '../audit/hash.ts';
-import type { SigningKey } from '../audit/note.ts';
 import { Rejection } from '../eventstore/handler.ts';
 import { ApiError } from './errors.ts';
 import { newId } from './ids.ts';
 import { defineRoute, type AppDeps } from './route.ts';
+import { receiptJwks, signReceipt, type Network, type X402Deps } from '../adapters/chain/x402.ts';
 import { IdParam, Timestamp, isoText as TS } from './schemas.ts';
 
 // The x402 facilitator (spec 4.15): verifies a foreign EIP-3009 authorization
@@ -18,16 +16,6 @@ import { IdParam, Timestamp, isoText as TS } from './schemas.ts';
 // means USDC moved on chain.
 
 /** A settlement network with its USDC's real EIP-712 domain (Base Sepolia: "USDC"/"2"; Base: "USD Coin"/"2"). */
-export type Network = { name: 'base-sepolia' | 'base'; chainId: number; token: string; domainName: string; domainVersion: string; settlement: EvmSettlement; adapter: string };
-export type X402Deps = {
-  /** By credential environment: test → base-sepolia, live → base (absent unless the operator enabled mainnet). */
-  test: Network | undefined;
-  live: Network | undefined;
-  /** Per-execution ceiling on mainnet, in USD cents. */
-  mainnetCeilingMinor: bigint;
-  receiptKey: SigningKey;
-  receiptKid: string;
-};
 
 /** Allowed clock skew before validAfter, and the margin kept before validBefore (seconds). */
 export const SKEW_SECONDS = 30n;
@@ -57,14 +45,7 @@ const uint = (v: string | number, field: string): bigint => {
   return BigInt(s);
 };
 
-export function signReceipt(x: X402Deps, body: Record<string, unknown>): Record<string, unknown> {
-  const signature = Buffer.from(ed.sign(Buffer.from(canonicalize(body), 'utf8'), x.receiptKey.secretKey)).toString('base64url');
-  return { ...body, alg: 'EdDSA', kid: x.receiptKid, signature };
-}
 
-export function receiptJwks(x: X402Deps) {
-  return { keys: [{ kty: 'OKP', crv: 'Ed25519', x: Buffer.from(x.receiptKey.publicKey).toString('base64url'), kid: x.receiptKid, use: 'sig', alg: 'EdDSA' }] };
-}
 
 const FauthView = z
   .object({

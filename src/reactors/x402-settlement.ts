@@ -1,8 +1,8 @@
 import { fauthDecider, fauthStream, x402MandateDecider, x402MandateStream } from '../../commands/x402.ts';
 import { handleCommand } from '../eventstore/handler.ts';
 import type { EventStore } from '../eventstore/port.ts';
-import { newId } from '../http/ids.ts';
-import { signReceipt, type X402Deps } from '../http/x402.ts';
+import { newId } from '../ids.ts';
+import { signReceipt, type X402Deps } from '../adapters/chain/x402.ts';
 import type { Db } from '../postgres/db.ts';
 import { Periodic } from './periodic.ts';
 

@@ -7,7 +7,7 @@ import type { Bank } from '../../src/adapters/bank/port.ts';
 import { BASE_SEPOLIA_CHAIN_ID, BASE_SEPOLIA_USDC, SANDBOX_FACILITATOR_KEY, startLocalChain } from '../../src/adapters/chain/local-chain.ts';
 import { EvmSettlement } from '../../src/adapters/chain/settlement.ts';
 import { generateSigningKey } from '../../src/audit/note.ts';
-import type { X402Deps } from '../../src/http/x402.ts';
+import type { X402Deps } from '../../src/adapters/chain/x402.ts';
 import { defaultWebhookConfig, WebhookDispatcher, type WebhookConfig } from '../../src/reactors/webhooks.ts';
 import type { RateLimitConfig } from '../../src/http/ratelimit.ts';
 import { testLedger, type TestLedger } from './ledger.ts';
