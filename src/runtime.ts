@@ -18,6 +18,7 @@ import { BASE_SEPOLIA_CHAIN_ID, BASE_SEPOLIA_USDC, SANDBOX_FACILITATOR_KEY, star
 import { EvmSettlement } from './adapters/chain/settlement.ts';
 import type { Network, X402Deps } from './adapters/chain/x402.ts';
 import { X402SettlementReactor } from './reactors/x402-settlement.ts';
+import { ApprovalExpiryReactor } from './reactors/approval-expiry.ts';
 
 /** USDC on Base mainnet. */
 const BASE_USDC = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
@@ -115,6 +116,8 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
     const x = opts.followers === false ? { deps: undefined, stop: async () => {} } : await openX402(config);
     const settlementReactor = x.deps ? new X402SettlementReactor(db, store, x.deps) : undefined;
     settlementReactor?.start();
+    const approvalExpiry = readSide ? new ApprovalExpiryReactor(db, store, () => new Date()) : undefined;
+    await approvalExpiry?.start();
     return {
       config,
       db,
@@ -129,6 +132,7 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
       serviceSecretFile: secret.file,
       readSide,
       async close() {
+        await approvalExpiry?.stop().catch(() => {});
         await settlementReactor?.stop().catch(() => {});
         await x.stop().catch(() => {});
         await sandbox?.stop().catch(() => {});

@@ -70,6 +70,9 @@ export const REJECTION_STATUS: Record<string, number> = {
   consent_exists: 409,
   authorization_already_used: 409,
   fauth_final: 409,
+  approval_not_pending: 409,
+  invalid_body: 400,
+  approval_expired: 409,
 };
 
 export function envelope(code: string, message: string, requestId: string, details?: Record<string, unknown>) {

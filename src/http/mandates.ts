@@ -10,6 +10,8 @@ import { newId } from './ids.ts';
 import { defineRoute, type AppDeps, type Ctx } from './route.ts';
 import { IdParam, Timestamp, isoText as TS } from './schemas.ts';
 import type { ApiKeyAuth } from './auth.ts';
+import { PolicyEngine } from '../policy/evaluator.ts';
+import { policyDenied, registerApprovalExecutor } from './approvals.ts';
 
 // Mandates (spec 4.7): creation, reads, pause/resume/revoke, spends against
 // them, and the virtual card bound to one.
@@ -122,19 +124,56 @@ const SpendBody = z.object({
 const SpendResult = z.object({ transaction_id: z.string(), mandate_id: z.string(), amount_minor: z.string(), currency: z.string(), merchant: z.string(), decision: z.literal('approved'), remaining_minor: z.string(), at: Timestamp });
 const spendErrors = Object.entries(SPEND_CODES).map(([code, status]) => [status, code] as const);
 
-async function spend(ctx: MCtx, mandateId: string, body: z.infer<typeof SpendBody>, channel: 'api' | 'card') {
-  const r = await ctx.run(
-    mandateDecider,
-    mandateStream(mandateId),
-    {
-      type: 'spend',
-      tenant: ctx.auth,
-      spend: { transactionId: newId('txn'), channel, amount: BigInt(body.amount_minor), currency: body.currency, merchant: body.merchant, description: body.description ?? null },
-    },
-    { serialize: true },
-  );
-  return spendReply(r);
+/** The mandate's agent, for policy matching; null when the mandate is not the tenant's (the decider answers that). */
+async function mandateAgent(deps: AppDeps, tenant: { orgId: string; projectId: string }, mandateId: string): Promise<string | null> {
+  const { rows } = await deps.db.query<{ agent_id: string }>('SELECT agent_id FROM mandates WHERE id = $1 AND org_id = $2 AND project_id = $3', [mandateId, tenant.orgId, tenant.projectId]);
+  return rows[0]?.agent_id ?? null;
 }
+
+type SpendRun = Pick<MCtx, 'run' | 'deps'> & { tenant: { orgId: string; projectId: string } };
+
+/**
+ * A spend: the organization's policies first (tool name `mandate.spend`, the
+ * mandate's agent), then the mandate's own rules. Policy counters consumed for
+ * a spend the mandate then declines are released.
+ */
+async function spend(c: SpendRun, mandateId: string, body: z.infer<typeof SpendBody>, channel: 'api' | 'card', approvedBy: string | null = null) {
+  const agentId = await mandateAgent(c.deps, c.tenant, mandateId);
+  let release = async () => {};
+  if (agentId) {
+    const toolInput = { mandate_id: mandateId, amount_minor: body.amount_minor, currency: body.currency, merchant: body.merchant, description: body.description ?? null, channel };
+    const outcome = await new PolicyEngine(c.deps.store, c.deps.now).evaluate(
+      { orgId: c.tenant.orgId, projectId: c.tenant.projectId, agentId, toolName: 'mandate.spend', toolInput, amountMinor: BigInt(body.amount_minor), currency: body.currency, approvedBy },
+      c.run,
+    );
+    if (outcome.decision !== 'allowed') throw policyDenied(outcome.body);
+    release = outcome.release;
+  }
+  try {
+    const r = await c.run(
+      mandateDecider,
+      mandateStream(mandateId),
+      {
+        type: 'spend',
+        tenant: c.tenant,
+        spend: { transactionId: newId('txn'), channel, amount: BigInt(body.amount_minor), currency: body.currency, merchant: body.merchant, description: body.description ?? null },
+      },
+      { serialize: true, orgId: c.tenant.orgId, projectId: c.tenant.projectId },
+    );
+    return spendReply(r);
+  } catch (err) {
+    await release();
+    throw err;
+  }
+}
+
+// An approved `mandate.spend` runs the held spend with its verbatim input.
+registerApprovalExecutor('mandate.spend', async (a, deps, run) => {
+  const input = a.tool_input as { mandate_id: string; amount_minor: string; currency: string; merchant: string; description: string | null; channel?: 'api' | 'card' };
+  if (!a.project_id) throw new ApiError(409, 'invalid_transition', 'the held spend has no project');
+  const result = await spend({ deps, run: run as MCtx['run'], tenant: { orgId: a.org_id, projectId: a.project_id } }, input.mandate_id, { amount_minor: input.amount_minor, currency: input.currency, merchant: input.merchant, description: input.description }, input.channel ?? 'api', a.decided_by ?? 'approval');
+  return result as unknown as Record<string, unknown>;
+});
 
 const Card = z.object({ card_id: z.string(), consumer_id: z.string(), status: z.string(), bound_at: Timestamp });
 const Authorization = z.object({ transaction_id: z.string(), amount_minor: z.string(), currency: z.string(), decision: z.enum(['approved', 'declined']), at: Timestamp });
@@ -292,7 +331,7 @@ export async function mandateRoutes(app: FastifyInstance, deps: AppDeps): Promis
     errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden'], ...spendErrors],
     idempotent: true,
     async handler(ctx) {
-      return { status: 201, body: await spend(ctx as unknown as MCtx, ctx.params.id, ctx.body, 'api') };
+      return { status: 201, body: await spend({ run: ctx.run, deps: ctx.deps, tenant: ctx.auth }, ctx.params.id, ctx.body, 'api') };
     },
   });
 
@@ -381,7 +420,7 @@ export async function mandateRoutes(app: FastifyInstance, deps: AppDeps): Promis
         ctx.auth.projectId,
       ]);
       if (!rows[0]) throw new ApiError(404, 'card_not_found', 'no active card with this id');
-      return { status: 201, body: await spend(ctx as unknown as MCtx, rows[0].mandate_id, ctx.body, 'card') };
+      return { status: 201, body: await spend({ run: ctx.run, deps: ctx.deps, tenant: ctx.auth }, rows[0].mandate_id, ctx.body, 'card') };
     },
   });
 }

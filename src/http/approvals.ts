@@ -1,0 +1,184 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { approvalDecider, approvalStream } from '../../commands/approval.ts';
+import { lastApprovalSweep, migrateApprovalSweeps } from '../reactors/approval-expiry.ts';
+import type { Run } from '../policy/evaluator.ts';
+import { ApiError, forbidden, RawHttpError, errorResponse } from './errors.ts';
+import { defineRoute, type AppDeps } from './route.ts';
+import { IdParam, isoText as TS, Timestamp } from './schemas.ts';
+import type { Auth } from './auth.ts';
+
+// Approvals (spec Part 2 Approval, 4.10): a call held by an approval-required
+// policy. A person decides through the human-session rules (Part 5 item 8);
+// approving executes the held call with its verbatim tool_input, once.
+
+export const Approval = z
+  .object({
+    id: z.string(),
+    org_id: z.string(),
+    project_id: z.string().nullable(),
+    session_id: z.string().nullable(),
+    agent_id: z.string(),
+    matched_rule_id: z.string(),
+    matched_rule_name: z.string(),
+    tool_name: z.string(),
+    tool_input: z.record(z.string(), z.unknown()),
+    status: z.enum(['pending', 'approved', 'denied', 'expired', 'execution_failed']),
+    decided_at: Timestamp.nullable(),
+    decided_by: z.string().nullable(),
+    decision_reason: z.string().nullable(),
+    executed_at: Timestamp.nullable(),
+    execution_result: z.record(z.string(), z.unknown()).nullable(),
+    created_at: Timestamp,
+    expires_at: Timestamp,
+  })
+  .meta({ id: 'Approval' });
+export type ApprovalView = z.infer<typeof Approval>;
+
+/** What executes a held call once a person approves it, by tool name; answers the execution result. */
+export type ApprovalExecutor = (approval: ApprovalView, deps: AppDeps, run: Run) => Promise<Record<string, unknown>>;
+const executors = new Map<string, ApprovalExecutor>();
+/** Each family whose calls policies can hold registers how to run one (`mandate.spend`, `<server>/<tool>` prefixes end in `/`). */
+export function registerApprovalExecutor(toolName: string, fn: ApprovalExecutor): void {
+  executors.set(toolName, fn);
+}
+function executorFor(toolName: string): ApprovalExecutor | undefined {
+  return executors.get(toolName) ?? [...executors].find(([k]) => k.endsWith('/') && toolName.startsWith(k))?.[1];
+}
+
+const COLUMNS = `id, org_id, project_id, session_id, agent_id, matched_rule_id, matched_rule_name, tool_name, tool_input, status,
+  ${TS('decided_at')} AS decided_at, decided_by, decision_reason, ${TS('executed_at')} AS executed_at, execution_result,
+  ${TS('created_at')} AS created_at, ${TS('expires_at')} AS expires_at`;
+
+export async function approvalRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
+  await migrateApprovalSweeps(deps.db);
+  const one = async (orgId: string, id: string) => (await deps.db.query<ApprovalView>(`SELECT ${COLUMNS} FROM approvals WHERE org_id = $1 AND id = $2`, [orgId, id])).rows[0];
+  const mustOne = async (orgId: string, id: string) => {
+    const a = await one(orgId, id);
+    if (!a) throw new ApiError(404, 'not_found', 'approval not found');
+    return a;
+  };
+  const orgPath = (auth: Auth, orgId: string) => {
+    if (!('orgId' in auth) || auth.orgId !== orgId) throw forbidden('orgId is not the authenticated organization');
+    return orgId;
+  };
+
+  defineRoute(app, deps, {
+    method: 'GET',
+    url: '/v1/approvals',
+    operationId: 'listApprovals',
+    summary: 'Approvals of the organization, newest first',
+    tags: ['approvals'],
+    auth: 'api_key',
+    scope: 'approvals:read',
+    query: z.object({ status: Approval.shape.status.optional(), limit: z.coerce.number().int().min(1).max(200).default(50) }).strict(),
+    responses: { 200: z.object({ data: z.array(Approval) }) },
+    errors: [[400, 'invalid_query'], [401, 'unauthorized'], [403, 'forbidden']],
+    async handler({ auth, query }) {
+      const { rows } = await deps.db.query<ApprovalView>(
+        `SELECT ${COLUMNS} FROM approvals WHERE org_id = $1 AND ($2::text IS NULL OR status = $2) ORDER BY created_at DESC, id DESC LIMIT $3`,
+        [auth.orgId, query.status ?? null, query.limit],
+      );
+      return { status: 200, body: { data: rows } };
+    },
+  });
+
+  defineRoute(app, deps, {
+    method: 'GET',
+    url: '/v1/approvals/:id',
+    operationId: 'getApproval',
+    summary: 'One approval',
+    tags: ['approvals'],
+    auth: 'api_key',
+    scope: 'approvals:read',
+    params: z.object({ id: IdParam }),
+    responses: { 200: Approval },
+    errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
+    async handler({ auth, params }) {
+      return { status: 200, body: await mustOne(auth.orgId, params.id) };
+    },
+  });
+
+  defineRoute(app, deps, {
+    method: 'POST',
+    url: '/v1/approvals/:id/decide',
+    operationId: 'decideApproval',
+    summary: 'A person approves or denies a held call (human session, admin); approving executes it once',
+    tags: ['approvals'],
+    auth: 'human_session',
+    minRole: 'admin',
+    params: z.object({ id: IdParam }),
+    body: z.object({ decision: z.enum(['approve', 'deny']), reason: z.string().trim().max(1000).nullable().optional() }).strict(),
+    responses: { 200: Approval },
+    errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'human_session_required'], [403, 'insufficient_role'], [404, 'not_found'], [409, 'approval_not_pending'], [409, 'approval_expired']],
+    async handler({ auth, params, body, run }) {
+      const current = await mustOne(auth.orgId, params.id);
+      // Only the append that moves pending → approved at the stream's revision
+      // wins; a concurrent second approve is refused, so the call runs once.
+      const r = await run(approvalDecider, approvalStream(params.id), { type: 'decide', orgId: auth.orgId, decision: body.decision, by: auth.userId, reason: body.reason ?? null }, { projectId: current.project_id, conflictCode: 'approval_not_pending' });
+      if (body.decision === 'approve' && r.changed) {
+        const approval = await mustOne(auth.orgId, params.id);
+        const exec = executorFor(approval.tool_name);
+        let ok = false;
+        let result: Record<string, unknown>;
+        if (!exec) result = { error: { code: 'no_executor', message: `no executor for ${approval.tool_name}` } };
+        else {
+          try {
+            result = await exec(approval, deps, run);
+            ok = true;
+          } catch (err) {
+            const e = errorResponse(err, 'approval');
+            const b = e.body as { error?: unknown; reason?: unknown };
+            result = { status: e.status, ...(typeof b.error === 'object' ? { error: b.error } : { error: b }) };
+          }
+        }
+        await run(approvalDecider, approvalStream(params.id), { type: 'record_execution', ok, result }, { projectId: current.project_id });
+      }
+      return { status: 200, body: await mustOne(auth.orgId, params.id) };
+    },
+  });
+
+  defineRoute(app, deps, {
+    method: 'GET',
+    url: '/v1/orgs/:orgId/approvals/health',
+    operationId: 'getApprovalsHealthOrgScoped',
+    summary: 'Pending approvals and the expiry sweeper (organization-scoped, deprecated)',
+    tags: ['approvals'],
+    auth: 'org_admin',
+    deprecated: true,
+    params: z.object({ orgId: IdParam }),
+    responses: { 200: z.object({ status: z.literal('ok'), pending_count: z.number().int(), oldest_pending_age_seconds: z.number().int().nullable(), last_sweep_at: Timestamp.nullable() }) },
+    errors: [[401, 'unauthorized'], [403, 'forbidden'], [403, 'insufficient_role'], [404, 'not_found']],
+    async handler({ auth, params }) {
+      const orgId = orgPath(auth, params.orgId);
+      const { rows } = await deps.db.query<{ n: string; oldest: string | null }>(
+        `SELECT count(*)::text AS n, ${TS('min(created_at)')} AS oldest FROM approvals WHERE org_id = $1 AND status = 'pending'`,
+        [orgId],
+      );
+      const oldest = rows[0]?.oldest;
+      const age = oldest ? Math.max(0, Math.floor((deps.now().getTime() - Date.parse(oldest)) / 1000)) : null;
+      return { status: 200, body: { status: 'ok' as const, pending_count: Number(rows[0]?.n ?? 0), oldest_pending_age_seconds: age, last_sweep_at: await lastApprovalSweep(deps.db) } };
+    },
+  });
+
+  defineRoute(app, deps, {
+    method: 'GET',
+    url: '/v1/orgs/:orgId/approvals/:id',
+    operationId: 'getApprovalOrgScoped',
+    summary: 'One approval (organization-scoped, deprecated)',
+    tags: ['approvals'],
+    auth: 'org_admin',
+    deprecated: true,
+    params: z.object({ orgId: IdParam, id: IdParam }),
+    responses: { 200: Approval },
+    errors: [[401, 'unauthorized'], [403, 'forbidden'], [403, 'insufficient_role'], [404, 'not_found']],
+    async handler({ auth, params }) {
+      return { status: 200, body: await mustOne(orgPath(auth, params.orgId), params.id) };
+    },
+  });
+}
+
+/** The policy denial body (Part 7): a bare 403 `{reason, ruleType, ruleId}` plus approval_id and expires_at when an approval was created. */
+export function policyDenied(body: Record<string, unknown>): RawHttpError {
+  return new RawHttpError(403, body);
+}
