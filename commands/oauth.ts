@@ -26,6 +26,12 @@ export const s256 = (verifier: string) => createHash('sha256').update(verifier, 
 /** RFC 7636 §4.1: 43 to 128 unreserved characters (the challenge has the same alphabet). */
 export const PKCE_VALUE = /^[A-Za-z0-9\-._~]{43,128}$/;
 
+/** Whether `held` covers `needed`: `*`, the exact scope, `<family>:*`, or for a read the family's write (as API keys, docs/api.md). */
+export function scopeHeld(held: readonly string[], needed: string): boolean {
+  const [family] = needed.split(':');
+  return held.includes('*') || held.includes(needed) || held.includes(`${family}:*`) || (needed.endsWith(':read') && held.includes(`${family}:write`));
+}
+
 // --- client ---
 
 export type OAuthClientState = { status: 'none' } | { status: 'registered'; clientId: string };
@@ -191,7 +197,7 @@ export const oauthGrantDecider: Decider<OAuthGrantState, OAuthGrantCommand> = {
         if (g.refreshExpiresAt && Date.parse(now) >= Date.parse(g.refreshExpiresAt)) throw invalidGrant('the refresh token has expired');
         if (!c.keyActive) return revoke(g, 'key_revoked', now);
         const scopes = c.scopes ?? g.scopes;
-        if (scopes.some((s) => !g.scopes.includes(s))) throw new Rejection('invalid_scope', 'the requested scope exceeds the scope granted');
+        if (scopes.some((s) => !scopeHeld(g.scopes, s))) throw new Rejection('invalid_scope', 'the requested scope exceeds the scope granted');
         const p = c.pair;
         return [
           {
