@@ -171,6 +171,23 @@ t.test('revoking the key revokes its grants', async (t) => {
   t.equal((events[2]!.data as { reason: string }).reason, 'key_revoked');
 });
 
+t.test('the revocation reactor records key_revoked for a grant nobody touches', async (t) => {
+  const created = (await app.inject({ method: 'POST', url: '/v1/api-keys', headers: org.owner, payload: { name: 'idle', environment: 'test' } })).json();
+  const p = await pkce();
+  const url = authorizeUrl(as, { client_id: client.client_id, redirect_uri: redirectUri, response_type: 'code', code_challenge: p.challenge, code_challenge_method: 'S256' });
+  const params = oauth.validateAuthResponse(as, client, new URL(String((await consent(app, url, created.key)).headers.location)), oauth.expectNoState);
+  const tokens = await exchange(params, p.verifier);
+  const stream = `oauth_grant-ogr_${tokens.access_token.split('_')[1]}`;
+  await app.inject({ method: 'DELETE', url: `/v1/api-keys/${created.id}`, headers: org.owner });
+  // The reactor runs on an interval: wait for the fact, bounded.
+  let types: string[] = [];
+  for (let i = 0; i < 300 && !types.includes('oauth_grant.revoked'); i++) {
+    types = (await ledger.store.readStream(stream)).map((e) => e.type);
+    if (!types.includes('oauth_grant.revoked')) await new Promise((r) => setTimeout(r, 100));
+  }
+  t.same(types, ['oauth_grant.created', 'oauth_grant.code_redeemed', 'oauth_grant.revoked']);
+});
+
 t.test('events carry only ids and hashes; grants are sealed in the organization audit chain', async (t) => {
   await ledger.settle();
   const all = await ledger.store.readAll({ maxCount: 10_000 });
