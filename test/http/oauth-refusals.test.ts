@@ -221,3 +221,25 @@ t.test('rate limits per client address, and on key paste', async (t) => {
   for (let i = 0; i < 3; i++) got.push((await consent(paste, `http://x${url}`, 'sk_test_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA')).statusCode);
   t.same(got, [400, 400, 429]);
 });
+
+t.test('the consent pages under random input: always a page, never a 5xx', async (t) => {
+  const fc = (await import('fast-check')).default;
+  const value = fc.oneof(fc.string({ maxLength: 30 }), fc.constantFrom('', 'S256', 'plain', 'code', client.client_id, 'https://app.example/cb', 'http://localhost:1/cb', p.challenge, '%00', '<script>'));
+  const params = fc.dictionary(fc.constantFrom('client_id', 'redirect_uri', 'response_type', 'code_challenge', 'code_challenge_method', 'scope', 'state', 'handle', 'api_key', 'decision', 'x'), value, { maxKeys: 8 });
+  const contentType = fc.constantFrom('application/x-www-form-urlencoded', 'application/json', 'text/plain', '');
+  await fc.assert(
+    fc.asyncProperty(params, params, contentType, fc.boolean(), async (q, b, ct, withCookie) => {
+      const get = await app.inject({ method: 'GET', url: `/oauth/authorize?${new URLSearchParams(q)}` });
+      const body = ct === 'application/json' ? JSON.stringify(b) : new URLSearchParams(b).toString();
+      const postRes = await app.inject({ method: 'POST', url: '/oauth/authorize', headers: { ...(ct ? { 'content-type': ct } : {}), ...(withCookie ? { cookie: 'oauth_consent=x' } : {}) }, payload: body });
+      for (const res of [get, postRes]) {
+        if (res.statusCode >= 500) throw new Error(`${res.statusCode}: ${res.body.slice(0, 200)}`);
+        if (res.statusCode === 302) throw new Error('a random request was redirected');
+        if (!String(res.headers['content-type']).startsWith('text/html')) throw new Error(`not a page: ${res.statusCode} ${res.headers['content-type']}`);
+        if (res.headers['x-frame-options'] !== 'DENY') throw new Error('no security headers');
+      }
+    }),
+    { numRuns: Number(process.env.FUZZ_RUNS ?? '50') },
+  );
+  t.pass('pages only');
+});
