@@ -14,6 +14,8 @@ import { bankConsentRoutes } from './http/bank-consents.ts';
 import { x402Routes } from './http/x402.ts';
 import { policyRoutes } from './http/policies.ts';
 import { approvalRoutes } from './http/approvals.ts';
+import { oauthRoutes } from './http/oauth.ts';
+import { oauthUrls, type OAuthOptions } from './http/oauth-common.ts';
 import type { X402Deps } from './adapters/chain/x402.ts';
 import type { Bank } from './adapters/bank/port.ts';
 import { migrateWebhooks, type WebhookDispatcher } from './reactors/webhooks.ts';
@@ -57,6 +59,8 @@ export type BuildOptions = {
   readWaitMs?: number;
   rateLimit?: RateLimitConfig;
   logLevel?: string;
+  /** OAuth per-address and key-paste limits; defaults from limits.ts. */
+  oauth?: OAuthOptions;
 };
 
 /** did:web domain of a base URL: the host, a port percent-encoded (did:web spec). */
@@ -102,6 +106,16 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
       done(new ApiError(400, 'invalid_json', 'the request body is not valid JSON'), undefined);
     }
   });
+  // Form bodies (the OAuth consent form and token endpoint): an object of strings, a repeated name as an array.
+  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) => {
+    const text = typeof body === 'string' ? body : body.toString('utf8');
+    const out: Record<string, string | string[]> = {};
+    for (const [k, v] of new URLSearchParams(text)) {
+      const prev = Object.hasOwn(out, k) ? out[k] : undefined;
+      Object.defineProperty(out, k, { value: prev === undefined ? v : [prev, v].flat(), enumerable: true, writable: true, configurable: true });
+    }
+    done(null, out);
+  });
   registerErrorHandling(app);
   // Every route fastify registers, so a test can hold the OpenAPI document to all of them.
   const registered: { method: string; url: string }[] = [];
@@ -116,7 +130,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     db: opts.db,
     store: opts.store,
     readSide: opts.readSide,
-    auth: new Authenticator(opts.db, opts.serviceSecret, orgCache),
+    auth: new Authenticator(opts.db, opts.serviceSecret, orgCache, { resourceMetadataUrl: oauthUrls(opts.baseUrl).resourceMetadata, ...(opts.now ? { now: opts.now } : {}) }),
     orgCache,
     idempotency: new IdempotencyStore(opts.db),
     rateLimiter: new RateLimiter(opts.rateLimit ?? defaultRateLimit),
@@ -146,6 +160,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(async (scope) => x402Routes(scope, deps));
   await app.register(async (scope) => policyRoutes(scope, deps));
   await app.register(async (scope) => approvalRoutes(scope, deps));
+  await app.register(async (scope) => oauthRoutes(scope, deps, opts.oauth));
 
   await app.ready();
   return app;
