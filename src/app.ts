@@ -14,6 +14,8 @@ import { bankConsentRoutes } from './http/bank-consents.ts';
 import { x402Routes } from './http/x402.ts';
 import type { X402Deps } from './adapters/chain/x402.ts';
 import type { Bank } from './adapters/bank/port.ts';
+import { type PixDeps, UnconfiguredPsp } from './adapters/psp/port.ts';
+import { pixRoutes } from './http/pix.ts';
 import { migrateWebhooks, type WebhookDispatcher } from './reactors/webhooks.ts';
 import type { AllowedTargets } from './adapters/outbound-http.ts';
 import type { Vault } from './adapters/vault.ts';
@@ -48,6 +50,7 @@ export type BuildOptions = {
   webhooks?: WebhookDispatcher;
   banks?: Map<string, Bank>;
   x402?: X402Deps;
+  pix?: PixDeps;
   webhookTargets?: AllowedTargets;
   /** did:web domain; derived from baseUrl when absent. */
   didDomain?: string;
@@ -126,6 +129,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     webhooks: opts.webhooks,
     banks: opts.banks ?? new Map(),
     x402: opts.x402,
+    pix: opts.pix ?? { sandbox: undefined, live: new UnconfiguredPsp() },
     webhookTargets: opts.webhookTargets ?? { loopback: false, private: false },
     didDomain: opts.didDomain ?? didDomainOf(opts.baseUrl),
   };
@@ -142,6 +146,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(async (scope) => webhookRoutes(scope, deps));
   await app.register(async (scope) => bankConsentRoutes(scope, deps));
   await app.register(async (scope) => x402Routes(scope, deps));
+  await app.register(async (scope) => pixRoutes(scope, deps));
 
   await app.ready();
   return app;

@@ -70,6 +70,13 @@ export const REJECTION_STATUS: Record<string, number> = {
   consent_exists: 409,
   authorization_already_used: 409,
   fauth_final: 409,
+  no_partner_account: 422,
+  partner_account_exists: 409,
+  funding_source_not_found: 404,
+  contact_verification_expired: 410,
+  contact_verification_code_mismatch: 422,
+  webhook_replayed: 409,
+  charge_exists: 409,
 };
 
 export function envelope(code: string, message: string, requestId: string, details?: Record<string, unknown>) {
