@@ -140,8 +140,9 @@ export async function pixKeyRoutes(app: FastifyInstance, deps: AppDeps): Promise
         if (err.reason === 'unavailable') throw providerTransient(err);
         if (err.reason === 'unreachable') throw new ApiError(502, 'pix_key_provider_unavailable', 'the PSP could not be reached; nothing was sent');
         // The PSP may have registered it: record that the outcome is unknown.
-        await c.run(pixAccountDecider, pixAccountStream(a.consumerId), { type: 'key_uncertain', tenant: auth, keyType: body.key_type, key });
+        const markUncertain = () => c.run(pixAccountDecider, pixAccountStream(a.consumerId), { type: 'key_uncertain', tenant: auth, keyType: body.key_type, key });
         if (err.reason === 'malformed') {
+          await markUncertain();
           // The spec's framework-default shape for this operation's failures.
           throw new RawHttpError(500, { statusCode: 500, error: 'Internal Server Error', message: 'the PSP answered the registration with a body that cannot be read; list keys to see whether it was registered', code: 'pix_key_provider_malformed' });
         }
@@ -153,9 +154,9 @@ export async function pixKeyRoutes(app: FastifyInstance, deps: AppDeps): Promise
         }
         if (inventory && key !== null && !inventory.some((k) => k.key === key)) {
           // Provably not registered: the inventory answered and the key is absent. Retrying is safe.
-          await reconcile(c, a, inventory);
           throw new ApiError(502, 'pix_key_provider_unavailable', 'the PSP did not answer and the key is not registered; retry', { verified_not_registered: true, inventory_count: inventory.length });
         }
+        await markUncertain();
         throw uncertain(inventory);
       }
       const r = await c.run(pixAccountDecider, pixAccountStream(a.consumerId), { type: 'key_registered', tenant: auth, key: registered.key, keyType: registered.keyType });

@@ -12,14 +12,15 @@ import { canonicalKey, documentType, KEY_TYPES, type KeyType, minorToValor, TXID
 //
 // Faults, set per operation by tests: `slow` (answer late), `5xx` (answer
 // 503 with a provider code), `refuse` (answer 4xx with a provider code),
-// `timeout_after` (act, then never answer: the uncertain case), `garbage`
+// `timeout_after` (act, then never answer: the uncertain case),
+// `timeout_before` (never answer, without acting), `garbage`
 // (act, then answer 200 with a body that is not JSON), `other_cob` (answer
 // for a different cob). A fault applies `times` times (default 1).
 
 export const SANDBOX_ISPB = '99999008';
 
 export type PspOp = 'open' | 'list' | 'register' | 'delete' | 'cob' | 'get_cob' | 'pix' | 'devolve';
-export type Fault = { kind: 'slow' | '5xx' | 'refuse' | 'timeout_after' | 'garbage' | 'other_cob'; status?: number; code?: string; ms?: number; times?: number };
+export type Fault = { kind: 'slow' | '5xx' | 'refuse' | 'timeout_before' | 'timeout_after' | 'garbage' | 'other_cob'; status?: number; code?: string; ms?: number; times?: number };
 
 type Account = { conta: string; documento: string; nome: string | null; keys: Map<string, KeyType> };
 type Cob = { txid: string; conta: string; chave: string; valor: string; status: string; criacao: string; expiracao: number; pix: string[] };
@@ -41,6 +42,8 @@ export class SandboxPsp {
   readonly clientId = 'sandbox-psp-client';
   readonly clientSecret = `sbx_${randomBytes(16).toString('hex')}`;
   readonly webhookSecret = `whsec_${randomBytes(32).toString('base64')}`;
+  /** Every authenticated call: `METHOD /path`. */
+  readonly calls: string[] = [];
   /** Every notification attempt the sandbox made: status of our answer. */
   readonly deliveries: { id: string; status: number }[] = [];
   private server: http.Server | undefined;
@@ -119,12 +122,17 @@ export class SandboxPsp {
     const basic = `Basic ${Buffer.from(`${this.clientId}:${this.clientSecret}`).toString('base64')}`;
     if (req.headers.authorization !== basic) return this.send(res, 401, { codigo: 'NAO_AUTORIZADO' });
 
+    this.calls.push(`${m} ${p}`);
     const route = this.route(m, p);
     if (!route) return this.send(res, 404, { codigo: 'NAO_ENCONTRADO' });
     const fault = route.op ? this.take(route.op) : undefined;
     if (fault?.kind === 'slow') await new Promise((r) => setTimeout(r, fault.ms ?? 1_000));
     if (fault?.kind === '5xx') return this.send(res, fault.status ?? 503, { codigo: fault.code ?? 'SERVICO_INDISPONIVEL' });
     if (fault?.kind === 'refuse') return this.send(res, fault.status ?? 400, { codigo: fault.code ?? 'REQUISICAO_RECUSADA' });
+    if (fault?.kind === 'timeout_before') {
+      this.hanging.add(res);
+      return;
+    }
     const [status, answer] = route.run(body);
     if (fault?.kind === 'timeout_after' && status < 300) {
       this.hanging.add(res); // acted; the answer never comes
