@@ -72,6 +72,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   const app = Fastify({
     logger: { level: opts.logLevel ?? 'info' },
     bodyLimit: HTTP_BODY_MAX_BYTES,
+    // Path parameters up to 256 characters reach their schemas (a Pix charge reference is up to 128).
+    maxParamLength: 256,
     // Echo a well-formed incoming X-Request-Id, else mint one.
     genReqId: (req) => {
       const h = req.headers['x-request-id'];

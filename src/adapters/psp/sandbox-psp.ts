@@ -282,7 +282,8 @@ export class SandboxPsp {
     }
     const deliveries: number[] = [];
     const times = Math.min(Number(b.entregas ?? 1), 10);
-    for (let i = 0; i < times; i++) deliveries.push(await this.notify({ pix: [{ endToEndId: e, txid, valor, horario: pix.horario, chave, infoPagador: pix.infoPagador }] }));
+    // No webhook configured: the Pix is recorded and nobody is told (a lookup finds it).
+    for (let i = 0; i < times && this.webhookUrl; i++) deliveries.push(await this.notify({ pix: [{ endToEndId: e, txid, valor, horario: pix.horario, chave, infoPagador: pix.infoPagador }] }));
     return { endToEndId: e, deliveries };
   }
 
