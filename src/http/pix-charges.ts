@@ -173,3 +173,39 @@ export async function pixChargeRoutes(app: FastifyInstance, deps: AppDeps): Prom
     },
   });
 }
+
+/** A simulated payer pays a charge (or a key) at the sandbox PSP, which notifies us (test keys only). */
+export async function pixTestPaymentRoute(app: FastifyInstance, deps: AppDeps): Promise<void> {
+  defineRoute(app, deps, {
+    method: 'POST',
+    url: '/v1/test/pix/payments',
+    operationId: 'pixTestPayment',
+    summary: "A simulated payer pays a charge or a key of the consumer's account at the sandbox PSP, which then notifies the service (test keys only)",
+    tags: ['pix', 'sandbox'],
+    auth: 'api_key',
+    scope: 'pix:write',
+    body: z
+      .strictObject({ consumer_id: z.string().min(1).max(200), charge_reference: Reference.optional(), key: z.string().max(200).optional(), txid: z.string().regex(TXID).optional(), amount_minor: z.number().int().min(1).max(100_000_000_000).optional(), deliveries: z.number().int().min(0).max(3).optional() })
+      .refine((b) => (b.charge_reference === undefined) !== (b.key === undefined), 'give charge_reference or key'),
+    responses: { 201: z.object({ end_to_end_id: z.string(), deliveries: z.array(z.number().int()) }) },
+    errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'sandbox_funding_not_permitted'], [404, 'not_found'], [409, 'charge_reference_ambiguous'], [422, 'no_partner_account'], [422, 'payment_refused']],
+    async handler({ deps, auth, body }) {
+      if (auth.environment !== 'test') throw new ApiError(403, 'sandbox_funding_not_permitted', 'simulated payments take test keys only');
+      const a = await loadAccount(deps, auth, body.consumer_id);
+      let input: { txid?: string; chave?: string; valor?: string; entregas?: number } = { entregas: body.deliveries ?? 1 };
+      if (body.charge_reference !== undefined) {
+        const rows = await readCharges(deps, auth, body.consumer_id, body.charge_reference);
+        if (rows.length === 0) throw new ApiError(404, 'not_found', 'charge not found');
+        if (rows.length > 1) throw new ApiError(409, 'charge_reference_ambiguous', 'the reference matches several charges');
+        const c = rows[0]!;
+        input = c.kind === 'dynamic' ? { ...input, txid: c.txid } : { ...input, txid: c.txid, chave: Object.keys(a.keys)[0] ?? '', valor: minorToValor(BigInt(body.amount_minor ?? c.amount_minor)) };
+      } else input = { ...input, chave: body.key!, valor: minorToValor(BigInt(body.amount_minor ?? 100)), ...(body.txid ? { txid: body.txid } : {}) };
+      try {
+        const r = await pspOf(deps, 'sandbox').simulatePayment(input);
+        return { status: 201, body: { end_to_end_id: r.endToEndId, deliveries: r.deliveries } };
+      } catch (err) {
+        throw new ApiError(422, 'payment_refused', 'the sandbox PSP refused the payment', { provider_code: err instanceof PspError ? err.code : null });
+      }
+    },
+  });
+}

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { pixAccountRoutes } from './pix-accounts.ts';
-import { pixChargeRoutes } from './pix-charges.ts';
+import { pixChargeRoutes, pixTestPaymentRoute } from './pix-charges.ts';
 import { pixKeyRoutes } from './pix-keys.ts';
 import { pixNotificationRoutes, pixReceivementRoutes } from './pix-receivements.ts';
 import type { AppDeps } from './route.ts';
@@ -12,6 +12,7 @@ export async function pixRoutes(app: FastifyInstance, deps: AppDeps): Promise<vo
   await pixAccountRoutes(app, deps);
   await pixKeyRoutes(app, deps);
   await pixChargeRoutes(app, deps);
+  await pixTestPaymentRoute(app, deps);
   await pixReceivementRoutes(app, deps);
   await app.register(async (scope) => pixNotificationRoutes(scope, deps));
 }

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { CNPJ, CPF, pixApp } from '../helpers/pix.ts';
 
-const { sandbox, call, consumer, head, other, pay, ledger, clock } = await pixApp(t);
+const { sandbox, call, consumer, head, org, other, pay, ledger, clock } = await pixApp(t);
 const ana = await consumer();
 await call('POST', `/v1/consumers/${ana}/pix/partner-account`, { document: CPF });
 const key = (await call('POST', `/v1/consumers/${ana}/pix-keys`, { key_type: 'EVP' })).json().key as string;
@@ -81,6 +81,18 @@ t.test('each correlation outcome', async (t) => {
   t.match((await wallet()).currencies, [{ currency: 'BRL', pix_balance_minor: 1234 + 800 }], 'only matched receivements credit the wallet');
 });
 
+t.test('the test-only payer route', async (t) => {
+  const c = (await call('POST', charges, { amount_minor: 990, client_request_id: 'via-route' })).json();
+  const live = await call('POST', '/v1/test/pix/payments', { consumer_id: ana, charge_reference: 'via-route' }, { authorization: `Bearer ${org.liveKey}` });
+  t.equal(live.statusCode, 403);
+  t.equal(live.json().error.code, 'sandbox_funding_not_permitted');
+  const r = await call('POST', '/v1/test/pix/payments', { consumer_id: ana, charge_reference: 'via-route', deliveries: 3 });
+  t.equal(r.statusCode, 201, r.body);
+  t.same(r.json().deliveries, [200, 200, 200]);
+  t.match((await call('GET', `${charges}/${c.charge_id}`)).json(), { status: 'settled', end_to_end_id: r.json().end_to_end_id });
+  t.match((await wallet()).currencies, [{ currency: 'BRL', pix_balance_minor: 1234 + 800 + 990 }]);
+});
+
 t.test('a devolution', async (t) => {
   const d = await call('POST', `${receivement(e2e)}/devolutions`, { amount_minor: 234 });
   t.equal(d.statusCode, 201, d.body);
@@ -92,7 +104,7 @@ t.test('a devolution', async (t) => {
   t.equal(over.statusCode, 422);
   t.match(over.json().error, { code: 'devolution_refused', details: { provider_code: 'VALOR_DEVOLUCAO_EXCEDIDO' } });
   t.equal(await head(), before);
-  t.match((await wallet()).currencies, [{ currency: 'BRL', pix_balance_minor: 1234 + 800 - 234 }]);
+  t.match((await wallet()).currencies, [{ currency: 'BRL', pix_balance_minor: 1234 + 800 + 990 - 234 }]);
 });
 
 t.test('charge lookups: several matches, the PSP silent or answering for another cob', async (t) => {

@@ -104,4 +104,11 @@ export class HttpPsp implements Psp {
   async configureWebhook(url: string): Promise<void> {
     await this.call('PUT', '/webhook', { webhookUrl: url });
   }
+
+  async simulatePayment(input: { txid?: string; chave?: string; valor?: string; entregas?: number }): Promise<{ endToEndId: string; deliveries: number[] }> {
+    const { json } = await this.call('POST', '/sandbox/pagamentos', input);
+    const j = json as { endToEndId?: string; deliveries?: number[]; codigo?: string };
+    if (!j?.endToEndId) throw new PspError('refused', `PSP ${this.name} refused the payment`, 422, j?.codigo ?? null);
+    return { endToEndId: j.endToEndId, deliveries: j.deliveries ?? [] };
+  }
 }

@@ -62,6 +62,8 @@ export interface Psp {
   devolve(e2eid: string, id: string, valor: string): Promise<PspDevolution>;
   /** PUT /webhook: where the PSP notifies received Pix. */
   configureWebhook(url: string): Promise<void>;
+  /** Sandbox only: a simulated payer pays a cob (txid) or a key; the PSP then notifies. */
+  simulatePayment(input: { txid?: string; chave?: string; valor?: string; entregas?: number }): Promise<{ endToEndId: string; deliveries: number[] }>;
 }
 
 /** The stand-in for a live PSP that is not configured: every call says so. */
@@ -80,6 +82,7 @@ export class UnconfiguredPsp implements Psp {
   getPix = async () => this.fail();
   devolve = async () => this.fail();
   configureWebhook = async () => this.fail();
+  simulatePayment = async () => this.fail();
 }
 
 /** The PSPs this process talks to: the sandbox (test keys) and the live one (live keys). */

@@ -110,7 +110,10 @@ export class SandboxPsp {
     const p = url.pathname;
 
     // The simulated world (a payer, an outbound Pix): no client credentials.
-    if (m === 'POST' && p === '/sandbox/pagamentos') return this.send(res, 201, await this.simulatePayment(body));
+    if (m === 'POST' && p === '/sandbox/pagamentos') {
+      const r = await this.simulatePayment(body);
+      return this.send(res, 'codigo' in r ? 422 : 201, r);
+    }
     if (m === 'POST' && p === '/sandbox/pix-enviados') {
       const conta = String(body.conta ?? '');
       if (!this.accounts.has(conta)) return this.send(res, 404, { codigo: 'CONTA_INEXISTENTE' });
