@@ -17,8 +17,12 @@ import { type AppDeps, defineRoute } from './route.ts';
 // lookup of one receivement by end-to-end id with its devolutions, and a
 // devolution.
 
-/** Spec Part 8: 16 to 64 alphanumerics. */
-const EndToEndId = z.string().regex(/^[A-Za-z0-9]{16,64}$/, '16 to 64 letters and digits');
+/** Spec Part 8: 16 to 64 alphanumerics; checked once the consumer is known, so another tenant's consumer answers 404 first. */
+const END_TO_END_ID = /^[A-Za-z0-9]{16,64}$/;
+const EndToEndId = z.string().min(1).max(200);
+function checkEndToEndId(id: string): void {
+  if (!END_TO_END_ID.test(id)) throw new ApiError(400, 'invalid_params', 'the path is invalid', { issues: [{ path: ['endToEndId'], code: 'invalid_format', message: '16 to 64 letters and digits' }] });
+}
 export const NOTIFICATION_TOLERANCE_S = 300;
 
 const Devolution = z.object({ devolution_id: z.string(), status: z.string(), amount_minor: z.number().int() });
@@ -147,6 +151,7 @@ export async function pixReceivementRoutes(app: FastifyInstance, deps: AppDeps):
     errors: [[400, 'invalid_params'], [401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found'], [409, 'no_active_funding_source'], [422, 'no_partner_account'], [501, 'not_wired'], [502, 'provider_error']],
     async handler({ deps, auth, params, run }) {
       const a = await loadAccount(deps, auth, params.consumerId);
+      checkEndToEndId(params.endToEndId);
       if (!Object.values(a.fundingSources).some(Boolean)) throw new ApiError(409, 'no_active_funding_source', 'the consumer has no active Pix funding source');
       let pix: PspPix | null;
       try {
@@ -205,6 +210,7 @@ export async function pixReceivementRoutes(app: FastifyInstance, deps: AppDeps):
     idempotent: true,
     async handler({ deps, auth, params, body, run }) {
       const a = await loadAccount(deps, auth, params.consumerId);
+      checkEndToEndId(params.endToEndId);
       const stream = pixReceivementStream(a.psp, params.endToEndId);
       const { state } = await loadState<PixReceivementState>(deps.store, stream, pixReceivementDecider);
       if (state.status === 'none' || state.data.account_id !== a.accountId) throw new ApiError(404, 'not_found', 'no such receivement on this account');
