@@ -17,8 +17,10 @@ export const CONTACT_VERIFICATION_WINDOW_DAYS = 30;
 export const CONTACT_VERIFICATION_WINDOW = `P${CONTACT_VERIFICATION_WINDOW_DAYS}D`;
 /** How long a one-time code may be confirmed. */
 export const CONTACT_CODE_TTL_MS = 15 * 60_000;
+/** Wrong codes before a verification is locked (a 6-digit code must not be guessable online). */
+export const CONTACT_CODE_MAX_ATTEMPTS = 5;
 
-type Verification = { channel: 'email' | 'phone'; endpoint: string; codeHash: string; expiresAt: string; verifiedAt: string | null };
+type Verification = { channel: 'email' | 'phone'; endpoint: string; codeHash: string; expiresAt: string; verifiedAt: string | null; attempts: number };
 
 export type PixAccount = {
   status: 'open';
@@ -78,7 +80,11 @@ export const pixAccountDecider: Decider<PixAccountState, PixAccountCommand> = {
       case 'pix.funding_source_deactivated':
         return { ...s, fundingSources: { ...s.fundingSources, [e.data.funding_source_id]: false } };
       case 'pix.contact_verification_started':
-        return { ...s, verifications: { ...s.verifications, [e.data.verification_id]: { channel: e.data.channel, endpoint: e.data.endpoint, codeHash: e.data.code_hash, expiresAt: e.data.expires_at, verifiedAt: null } } };
+        return { ...s, verifications: { ...s.verifications, [e.data.verification_id]: { channel: e.data.channel, endpoint: e.data.endpoint, codeHash: e.data.code_hash, expiresAt: e.data.expires_at, verifiedAt: null, attempts: 0 } } };
+      case 'pix.contact_verification_failed': {
+        const v = s.verifications[e.data.verification_id];
+        return v ? { ...s, verifications: { ...s.verifications, [e.data.verification_id]: { ...v, attempts: e.data.attempts } } } : s;
+      }
       case 'pix.contact_verified': {
         const v = s.verifications[e.data.verification_id];
         return v ? { ...s, verifications: { ...s.verifications, [e.data.verification_id]: { ...v, verifiedAt: e.data.verified_at } } } : s;
@@ -126,7 +132,9 @@ export const pixAccountDecider: Decider<PixAccountState, PixAccountCommand> = {
         if (!v) throw new Rejection('not_found', 'contact verification not found');
         if (v.verifiedAt) return [];
         if (Date.parse(v.expiresAt) <= Date.parse(now)) throw new Rejection('contact_verification_expired', 'the code has expired; start a new verification');
-        if (v.codeHash !== c.codeHash) throw new Rejection('contact_verification_code_mismatch', 'the code does not match');
+        if (v.attempts >= CONTACT_CODE_MAX_ATTEMPTS) throw new Rejection('contact_verification_locked', 'too many wrong codes; start a new verification');
+        // A wrong code is a fact (it counts toward the lock); the route answers the mismatch after recording it.
+        if (v.codeHash !== c.codeHash) return [{ type: 'pix.contact_verification_failed', data: { consumer_id: a.consumerId, verification_id: c.verificationId, attempts: v.attempts + 1, failed_at: now } }];
         return [{ type: 'pix.contact_verified', data: { consumer_id: a.consumerId, verification_id: c.verificationId, channel: v.channel, endpoint: v.endpoint, verified_at: now } }];
       }
       case 'key_registered':

@@ -46,6 +46,8 @@ export const PixContactVerificationStarted = z.object({
   expires_at: IsoTime,
   started_at: IsoTime,
 });
+/** A wrong code was presented; after CONTACT_CODE_MAX_ATTEMPTS the verification is locked. */
+export const PixContactVerificationFailed = z.object({ consumer_id: z.string(), verification_id: z.string(), attempts: z.number().int(), failed_at: IsoTime });
 export const PixContactVerified = z.object({ consumer_id: z.string(), verification_id: z.string(), channel: z.enum(['email', 'phone']), endpoint: z.string(), verified_at: IsoTime });
 
 const KeyRow = z.object({ key: z.string(), key_type: z.string() });
@@ -118,6 +120,7 @@ export const pixEvents = {
   'pix.funding_source_activated': PixFundingSourceActivated,
   'pix.funding_source_deactivated': PixFundingSourceDeactivated,
   'pix.contact_verification_started': PixContactVerificationStarted,
+  'pix.contact_verification_failed': PixContactVerificationFailed,
   'pix.contact_verified': PixContactVerified,
   'pix.key_registered': PixKeyRegistered,
   'pix.key_deleted': PixKeyDeleted,

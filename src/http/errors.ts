@@ -75,6 +75,7 @@ export const REJECTION_STATUS: Record<string, number> = {
   funding_source_not_found: 404,
   contact_verification_expired: 410,
   contact_verification_code_mismatch: 422,
+  contact_verification_locked: 409,
   webhook_replayed: 409,
   charge_exists: 409,
 };

@@ -1,7 +1,7 @@
 import { createHash, randomInt } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { CONTACT_CODE_TTL_MS, CONTACT_VERIFICATION_WINDOW, type PixAccount, pixAccountDecider, pixAccountStream } from '../../commands/pix.ts';
+import { CONTACT_CODE_MAX_ATTEMPTS, CONTACT_CODE_TTL_MS, CONTACT_VERIFICATION_WINDOW, type PixAccount, pixAccountDecider, pixAccountStream } from '../../commands/pix.ts';
 import { canonicalKey, documentDigits, documentType, maskAccount } from '../../commands/pix-format.ts';
 import { loadState } from '../eventstore/handler.ts';
 import type { ApiKeyAuth } from './auth.ts';
@@ -192,11 +192,12 @@ export async function pixAccountRoutes(app: FastifyInstance, deps: AppDeps): Pro
     params: ConsumerParams.extend({ verificationId: z.string().min(1).max(200) }),
     body: z.strictObject({ code: z.string().regex(/^\d{6}$/) }),
     responses: { 200: Verification },
-    errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found'], [410, 'contact_verification_expired'], [422, 'contact_verification_code_mismatch'], [422, 'no_partner_account']],
+    errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found'], [410, 'contact_verification_expired'], [409, 'contact_verification_locked'], [422, 'contact_verification_code_mismatch'], [422, 'no_partner_account']],
     async handler({ deps, auth, params, body, run }) {
       await loadAccount(deps, auth, params.consumerId);
       const r = await run(pixAccountDecider, pixAccountStream(params.consumerId), { type: 'confirm_contact_verification', tenant: auth, verificationId: params.verificationId, codeHash: codeHash(params.verificationId, body.code) });
       const v = (r.state as PixAccount).verifications[params.verificationId]!;
+      if (!v.verifiedAt) throw new ApiError(422, 'contact_verification_code_mismatch', 'the code does not match', { attempts_left: Math.max(0, CONTACT_CODE_MAX_ATTEMPTS - v.attempts) });
       return { status: 200, body: { verification_id: params.verificationId, channel: v.channel, endpoint: v.endpoint, expires_at: v.expiresAt, window: CONTACT_VERIFICATION_WINDOW, verified_at: v.verifiedAt } };
     },
   });

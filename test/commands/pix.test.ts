@@ -38,7 +38,14 @@ t.test('an uncertain EVP registration, reconciled, is adopted once', async (t) =
 t.test('contact verification: code, expiry, window', async (t) => {
   const started = pixAccountDecider.decide({ type: 'start_contact_verification', tenant, verificationId: 'pcv_1', channel: 'email', endpoint: 'a@b.co', codeHash: 'h', expiresAt: '2026-11-23T10:15:00.000Z' }, fold(pixAccountDecider, opened), { now });
   const s = fold(pixAccountDecider, [...opened, ...started]);
-  t.throws(() => pixAccountDecider.decide({ type: 'confirm_contact_verification', tenant, verificationId: 'pcv_1', codeHash: 'x' }, s, { now }), { code: 'contact_verification_code_mismatch' });
+  // Wrong codes are recorded; the fifth locks the verification, even for the right code.
+  let wrong: DomainEvent[] = [];
+  for (let i = 1; i <= 5; i++) {
+    const e = pixAccountDecider.decide({ type: 'confirm_contact_verification', tenant, verificationId: 'pcv_1', codeHash: 'x' }, fold(pixAccountDecider, [...opened, ...started, ...wrong]), { now });
+    t.match(e, [{ type: 'pix.contact_verification_failed', data: { attempts: i } }]);
+    wrong = [...wrong, ...e];
+  }
+  t.throws(() => pixAccountDecider.decide({ type: 'confirm_contact_verification', tenant, verificationId: 'pcv_1', codeHash: 'h' }, fold(pixAccountDecider, [...opened, ...started, ...wrong]), { now }), { code: 'contact_verification_locked' });
   t.throws(() => pixAccountDecider.decide({ type: 'confirm_contact_verification', tenant, verificationId: 'pcv_1', codeHash: 'h' }, s, { now: '2026-11-23T10:15:00.000Z' }), { code: 'contact_verification_expired' });
   const ok = pixAccountDecider.decide({ type: 'confirm_contact_verification', tenant, verificationId: 'pcv_1', codeHash: 'h' }, s, { now });
   const v = fold(pixAccountDecider, [...opened, ...started, ...ok]) as Extract<PixAccountState, { status: 'open' }>;

@@ -105,6 +105,7 @@ t.test('contact verification, then e-mail and CPF keys', async (t) => {
   const wrong = await call('POST', `/v1/consumers/${ana}/pix/contact-verifications/${v.verification_id}/confirm`, { code: v.sandbox_code === '000000' ? '111111' : '000000' });
   t.equal(wrong.statusCode, 422);
   t.equal(wrong.json().error.code, 'contact_verification_code_mismatch');
+  t.same(wrong.json().error.details, { attempts_left: 4 });
   const ok = await call('POST', `/v1/consumers/${ana}/pix/contact-verifications/${v.verification_id}/confirm`, { code: v.sandbox_code });
   t.equal(ok.statusCode, 200);
   t.ok(ok.json().verified_at);
