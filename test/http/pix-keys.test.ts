@@ -120,6 +120,9 @@ t.test('contact verification, then e-mail and CPF keys', async (t) => {
   t.equal(list.count, 2);
   t.same(list.keys.map((k: { key: string }) => k.key).sort(), [CPF_DIGITS, 'ana@example.com'].sort());
   t.match(list.account_masked, /^\*{4}\d{2}$/);
+  // A slow PSP is waited for (within the adapter's timeout).
+  sandbox.fault('list', { kind: 'slow', ms: 300 });
+  t.equal((await call('GET', keysUrl)).json().count, 2, 'a slow answer still counts');
 });
 
 t.test('the framework-default 500 shape', async (t) => {
