@@ -9,6 +9,7 @@ import { x402Events } from './x402.ts';
 import { orgEvents } from './org.ts';
 import { policyEvents } from './policy.ts';
 import { oauthEvents } from './oauth.ts';
+import { pixEvents } from './pix.ts';
 
 // The registry of every event type: one vocabulary for the log, the audit
 // chain's event_type and webhook subscriptions.
@@ -24,6 +25,7 @@ export const eventSchemas = {
   ...x402Events,
   ...policyEvents,
   ...oauthEvents,
+  ...pixEvents,
 } as const;
 
 export type EventType = keyof typeof eventSchemas;

@@ -18,6 +18,8 @@ import { oauthRoutes } from './http/oauth.ts';
 import { oauthUrls, type OAuthOptions } from './http/oauth-common.ts';
 import type { X402Deps } from './adapters/chain/x402.ts';
 import type { Bank } from './adapters/bank/port.ts';
+import { type PixDeps, UnconfiguredPsp } from './adapters/psp/port.ts';
+import { pixRoutes } from './http/pix.ts';
 import { migrateWebhooks, type WebhookDispatcher } from './reactors/webhooks.ts';
 import type { AllowedTargets } from './adapters/outbound-http.ts';
 import type { Vault } from './adapters/vault.ts';
@@ -52,6 +54,7 @@ export type BuildOptions = {
   webhooks?: WebhookDispatcher;
   banks?: Map<string, Bank>;
   x402?: X402Deps;
+  pix?: PixDeps;
   webhookTargets?: AllowedTargets;
   /** did:web domain; derived from baseUrl when absent. */
   didDomain?: string;
@@ -75,6 +78,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   const app = Fastify({
     logger: { level: opts.logLevel ?? 'info' },
     bodyLimit: HTTP_BODY_MAX_BYTES,
+    // Path parameters up to 256 characters reach their schemas (a Pix charge reference is up to 128).
+    maxParamLength: 256,
     // Echo a well-formed incoming X-Request-Id, else mint one.
     genReqId: (req) => {
       const h = req.headers['x-request-id'];
@@ -142,6 +147,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     webhooks: opts.webhooks,
     banks: opts.banks ?? new Map(),
     x402: opts.x402,
+    pix: opts.pix ?? { sandbox: undefined, live: new UnconfiguredPsp() },
     webhookTargets: opts.webhookTargets ?? { loopback: false, private: false },
     didDomain: opts.didDomain ?? didDomainOf(opts.baseUrl),
   };
@@ -161,6 +167,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(async (scope) => policyRoutes(scope, deps));
   await app.register(async (scope) => approvalRoutes(scope, deps));
   await app.register(async (scope) => oauthRoutes(scope, deps, opts.oauth));
+  await app.register(async (scope) => pixRoutes(scope, deps));
 
   await app.ready();
   return app;

@@ -19,6 +19,8 @@ import { EvmSettlement } from './adapters/chain/settlement.ts';
 import type { Network, X402Deps } from './adapters/chain/x402.ts';
 import { X402SettlementReactor } from './reactors/x402-settlement.ts';
 import { ApprovalExpiryReactor } from './reactors/approval-expiry.ts';
+import type { PixDeps } from './adapters/psp/port.ts';
+import { openPix } from './adapters/psp/config.ts';
 
 /** USDC on Base mainnet. */
 const BASE_USDC = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
@@ -38,6 +40,7 @@ export type Runtime = {
   webhookTargets: AllowedTargets;
   banks: Map<string, Bank>;
   x402: X402Deps | undefined;
+  pix: PixDeps | undefined;
   /** Where the generated platform secret lives (null when it came from the environment). */
   serviceSecretFile: string | null;
   /** Absent when opened with `followers: false` (one-shot CLI commands). */
@@ -118,6 +121,7 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
     settlementReactor?.start();
     const approvalExpiry = readSide ? new ApprovalExpiryReactor(db, store, () => new Date()) : undefined;
     await approvalExpiry?.start();
+    const pix = opts.followers === false ? undefined : await openPix(process.env, config.publicBaseUrl);
     return {
       config,
       db,
@@ -129,12 +133,14 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
       webhookTargets,
       banks,
       x402: x.deps,
+      pix: pix?.deps,
       serviceSecretFile: secret.file,
       readSide,
       async close() {
         await approvalExpiry?.stop().catch(() => {});
         await settlementReactor?.stop().catch(() => {});
         await x.stop().catch(() => {});
+        await pix?.stop().catch(() => {});
         await sandbox?.stop().catch(() => {});
         await webhooks?.stop().catch(() => {});
         await readSide?.stop().catch(() => {});

@@ -6,6 +6,7 @@ import { newId } from './ids.ts';
 import { defineRoute, type AppDeps } from './route.ts';
 import { IdParam, QueryBool, Timestamp, isoText as TS } from './schemas.ts';
 import type { ApiKeyAuth } from './auth.ts';
+import { pixWallets } from './pix-wallet.ts';
 
 // Consumers (titulars), their wallet view per currency.
 
@@ -144,7 +145,7 @@ export async function consumerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     responses: {
       200: z.object({
         consumer_id: z.string(),
-        currencies: z.array(z.object({ currency: z.string(), authorized_minor: Money, spent_minor: Money, available_minor: Money })),
+        currencies: z.array(z.object({ currency: z.string(), authorized_minor: Money, spent_minor: Money, available_minor: Money, pix_balance_minor: Money.optional() })),
         funding_source_ids: z.array(z.string()),
         mandate_ids: z.array(z.string()),
       }),
@@ -160,12 +161,20 @@ export async function consumerRoutes(app: FastifyInstance, deps: AppDeps): Promi
         [c.id, auth.orgId, now],
       );
       const ids = await deps.db.query<{ id: string }>('SELECT id FROM mandates WHERE consumer_id = $1 AND org_id = $2 ORDER BY created_at, id', [c.id, auth.orgId]);
-      const currencies = rows.map((r) => {
+      const currencies: { currency: string; authorized_minor: number; spent_minor: number; available_minor: number; pix_balance_minor?: number }[] = rows.map((r) => {
         const authorized = BigInt(r.authorized);
         const spent = BigInt(r.spent);
         return { currency: r.currency, authorized_minor: Number(authorized), spent_minor: Number(spent), available_minor: Number(authorized - spent) };
       });
-      return { status: 200, body: { consumer_id: c.id, currencies, funding_source_ids: [], mandate_ids: ids.rows.map((r) => r.id) } };
+      // Pix balances beside the mandates: a currency row gains pix_balance_minor (a row of its own when no mandate has it).
+      const pix = await pixWallets(deps, auth, c.id);
+      for (const w of pix) {
+        let row = currencies.find((r) => r.currency === w.currency);
+        if (!row) currencies.push((row = { currency: w.currency, authorized_minor: 0, spent_minor: 0, available_minor: 0 }));
+        row.pix_balance_minor = (row.pix_balance_minor ?? 0) + Number(w.balance_minor);
+      }
+      currencies.sort((a, b) => a.currency.localeCompare(b.currency));
+      return { status: 200, body: { consumer_id: c.id, currencies, funding_source_ids: pix.filter((w) => w.status === 'active').map((w) => w.funding_source_id), mandate_ids: ids.rows.map((r) => r.id) } };
     },
   });
 }

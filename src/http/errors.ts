@@ -73,6 +73,14 @@ export const REJECTION_STATUS: Record<string, number> = {
   approval_not_pending: 409,
   invalid_body: 400,
   approval_expired: 409,
+  no_partner_account: 422,
+  partner_account_exists: 409,
+  funding_source_not_found: 404,
+  contact_verification_expired: 410,
+  contact_verification_code_mismatch: 422,
+  contact_verification_locked: 409,
+  webhook_replayed: 409,
+  charge_exists: 409,
 };
 
 export function envelope(code: string, message: string, requestId: string, details?: Record<string, unknown>) {

@@ -8,6 +8,7 @@ import type { ReadCache } from '../projector/readcache.ts';
 import type { Vault } from '../adapters/vault.ts';
 import type { Bank } from '../adapters/bank/port.ts';
 import type { X402Deps } from '../adapters/chain/x402.ts';
+import type { PixDeps } from '../adapters/psp/port.ts';
 import type { AllowedTargets } from '../adapters/outbound-http.ts';
 import type { WebhookDispatcher } from '../reactors/webhooks.ts';
 import type { Auth, Authenticator, AuthMode, Role } from './auth.ts';
@@ -41,6 +42,8 @@ export type AppDeps = {
   webhooks: WebhookDispatcher | undefined;
   /** The x402 facilitator's networks and receipt key, when configured. */
   x402: X402Deps | undefined;
+  /** The sandbox and live PSPs of Pix. */
+  pix: PixDeps;
   /** Configured banks by bank_id (the sandbox bank in the embedded default and tests). */
   banks: Map<string, Bank>;
   /** Which private targets outbound HTTP (webhooks) may reach. */

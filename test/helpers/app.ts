@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { buildApp } from '../../src/app.ts';
 import { Vault } from '../../src/adapters/vault.ts';
 import type { Bank } from '../../src/adapters/bank/port.ts';
+import type { PixDeps } from '../../src/adapters/psp/port.ts';
 import { BASE_SEPOLIA_CHAIN_ID, BASE_SEPOLIA_USDC, SANDBOX_FACILITATOR_KEY, startLocalChain } from '../../src/adapters/chain/local-chain.ts';
 import { EvmSettlement } from '../../src/adapters/chain/settlement.ts';
 import { generateSigningKey } from '../../src/audit/note.ts';
@@ -19,7 +20,7 @@ export const SERVICE_SECRET = 'svc_test_secret_0123456789abcdefghijklmnop';
 
 export type TestApp = { app: FastifyInstance; ledger: TestLedger; vault: Vault; webhooks: WebhookDispatcher; x402: X402Deps | undefined };
 
-export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: RateLimitConfig; now?: () => Date; webhooks?: Partial<WebhookConfig>; webhookWorker?: boolean; banks?: Map<string, Bank>; x402?: boolean; oauth?: OAuthOptions } = {}): Promise<TestApp> {
+export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: RateLimitConfig; now?: () => Date; webhooks?: Partial<WebhookConfig>; webhookWorker?: boolean; banks?: Map<string, Bank>; x402?: boolean; oauth?: OAuthOptions; pix?: PixDeps } = {}): Promise<TestApp> {
   const ledger = await testLedger(t, opts.now ? { now: opts.now } : {});
   const vault = await Vault.open(ledger.db, randomBytes(32));
   // Tests reach their receivers on loopback; deliveries retry on a compressed schedule.
@@ -52,6 +53,7 @@ export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: 
     ...(x402 ? { x402 } : {}),
     webhookTargets,
     ...(opts.banks ? { banks: opts.banks } : {}),
+    ...(opts.pix ? { pix: opts.pix } : {}),
     db: ledger.db,
     store: ledger.store,
     readSide: ledger.readSide,

@@ -85,6 +85,7 @@ function realIds(url: string): Record<string, string> {
   if (url.startsWith('/v1/audit-events/incidents')) return { id: aIncident };
   if (url.startsWith('/v1/orgs/:orgId/agents')) return { orgId: a.orgId, agentId: 'buyer', kid: aAgent.kid };
   if (url.startsWith('/v1/consumers/mandates')) return { id: aMandate.id };
+  if (url.startsWith('/v1/consumers/:consumerId')) return { consumerId: aConsumer.id, key: 'a@example.com', reference: 'pxc_tenancyCharge000', endToEndId: 'E99999008202611230915aB3dE5fG7h9', fundingSourceId: 'fs_tenancyFunding00', verificationId: 'pcv_tenancyVerify000' };
   if (url.startsWith('/v1/consumers')) return { id: aConsumer.id };
   if (url.startsWith('/v1/mandates')) return { id: aMandate.id };
   if (url.startsWith('/v1/test/cards')) return { card_id: aCard.card_id };
@@ -114,6 +115,12 @@ const sampleBody: Record<string, unknown> = {
   updateWebhookEndpoint: { name: 'stranger' },
   bankConsentCallback: { auth_code: 'c' },
   bankConsentCallbackLegacy: { auth_code: 'c' },
+  openPixPartnerAccount: { document: '529.982.247-25' },
+  registerPixKey: { key_type: 'EVP' },
+  startPixContactVerification: { channel: 'email', endpoint: 'a@example.com' },
+  confirmPixContactVerification: { code: '123456' },
+  createPixCharge: { amount_minor: 1 },
+  createPixDevolution: { amount_minor: 1 },
 };
 
 const fill = (url: string, ids: Record<string, string>) => url.replace(/:([A-Za-z_]+)/g, (_, k: string) => encodeURIComponent(ids[k]!));
