@@ -2,6 +2,7 @@ import t from 'tap';
 import { incidentDecider, incidentStream } from '../../commands/audit.ts';
 import { consentDecider, consentStream } from '../../commands/bank-consent.ts';
 import { fauthDecider, fauthStream } from '../../commands/x402.ts';
+import { approvalDecider, approvalStream } from '../../commands/approval.ts';
 import { handleCommand } from '../../src/eventstore/handler.ts';
 import { bootstrapOrg, testApp } from '../helpers/app.ts';
 
@@ -70,6 +71,12 @@ await handleCommand(
 );
 const aIncident = '7d3c1c7e-2b1a-4c5d-8e9f-0a1b2c3d4e5f';
 await handleCommand(ledger.store, incidentDecider, incidentStream(aIncident), { type: 'open', incidentId: aIncident, orgId: a.orgId, kind: 'hash_mismatch', sequence: 1, detail: 'test' }, ledger.ctx(a.orgId));
+const aPolicy = (await app.inject({ method: 'POST', url: '/v1/policies', headers: a.key, payload: { name: 'a rule', type: 'deny', agents: ['nobody'] } })).json();
+const aApproval = 'apr_tenancyApproval00';
+await handleCommand(ledger.store, approvalDecider, approvalStream(aApproval), {
+  type: 'request',
+  event: { type: 'approval.requested', data: { approval_id: aApproval, org_id: a.orgId, project_id: a.projectId, session_id: null, agent_id: 'buyer', matched_rule_id: aPolicy.id, matched_rule_name: 'a rule', tool_name: 'mandate.spend', tool_input: {}, created_at: new Date().toISOString(), expires_at: '2030-01-01T00:00:00.000Z' } },
+}, ledger.ctx(a.orgId));
 await ledger.settle();
 
 /** A's real id for each path parameter, by the route family it appears in. */
@@ -82,6 +89,9 @@ function realIds(url: string): Record<string, string> {
   if (url.startsWith('/v1/bank-consents') || url.startsWith('/v1/ofb/consents')) return { id: aConsent };
   if (url.startsWith('/v1/facilitator/x402/executions')) return { id: aFauth };
   if (url.startsWith('/v1/orgs/:orgId/audit')) return { orgId: a.orgId };
+  if (url.startsWith('/v1/orgs/:orgId/approvals')) return { orgId: a.orgId, id: aApproval };
+  if (url.startsWith('/v1/approvals')) return { id: aApproval };
+  if (url.startsWith('/v1/policies')) return { id: aPolicy.id };
   if (url.startsWith('/v1/audit-events/incidents')) return { id: aIncident };
   if (url.startsWith('/v1/orgs/:orgId/agents')) return { orgId: a.orgId, agentId: 'buyer', kid: aAgent.kid };
   if (url.startsWith('/v1/consumers/mandates')) return { id: aMandate.id };
@@ -121,6 +131,8 @@ const sampleBody: Record<string, unknown> = {
   confirmPixContactVerification: { code: '123456' },
   createPixCharge: { amount_minor: 1 },
   createPixDevolution: { amount_minor: 1 },
+  updatePolicy: { enabled: false },
+  decideApproval: { decision: 'deny' },
 };
 
 const fill = (url: string, ids: Record<string, string>) => url.replace(/:([A-Za-z_]+)/g, (_, k: string) => encodeURIComponent(ids[k]!));
