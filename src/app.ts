@@ -17,6 +17,12 @@ import type { Bank } from './adapters/bank/port.ts';
 import { migrateWebhooks, type WebhookDispatcher } from './reactors/webhooks.ts';
 import type { AllowedTargets } from './adapters/outbound-http.ts';
 import type { Vault } from './adapters/vault.ts';
+import { Catalog } from './providers/catalog.ts';
+import { ProviderTools, type ProviderRuntime } from './providers/tools.ts';
+import { HttpProvider } from './adapters/providers/http-provider.ts';
+import { providerRoutes } from './http/providers.ts';
+import { connectionRoutes } from './http/connections.ts';
+import { providerWebhookRoutes } from './http/provider-webhooks.ts';
 import { platformRoutes } from './http/platform.ts';
 import { projectRoutes } from './http/projects.ts';
 import { defaultRateLimit, RateLimiter, type RateLimitConfig } from './http/ratelimit.ts';
@@ -49,12 +55,16 @@ export type BuildOptions = {
   banks?: Map<string, Bank>;
   x402?: X402Deps;
   webhookTargets?: AllowedTargets;
+  /** The provider catalog, its HTTP adapter and the sandbox providers' URLs; the shipped catalog without a sandbox when absent. */
+  providers?: ProviderRuntime;
   /** did:web domain; derived from baseUrl when absent. */
   didDomain?: string;
   now?: () => Date;
   readWaitMs?: number;
   rateLimit?: RateLimitConfig;
   logLevel?: string;
+  /** Where log lines go (stdout when absent); tests read them. */
+  logStream?: { write(line: string): void };
 };
 
 /** did:web domain of a base URL: the host, a port percent-encoded (did:web spec). */
@@ -67,7 +77,7 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   const app = Fastify({
-    logger: { level: opts.logLevel ?? 'info' },
+    logger: { level: opts.logLevel ?? 'info', ...(opts.logStream ? { stream: opts.logStream } : {}) },
     bodyLimit: HTTP_BODY_MAX_BYTES,
     // Echo a well-formed incoming X-Request-Id, else mint one.
     genReqId: (req) => {
@@ -128,6 +138,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     x402: opts.x402,
     webhookTargets: opts.webhookTargets ?? { loopback: false, private: false },
     didDomain: opts.didDomain ?? didDomainOf(opts.baseUrl),
+    providers: new ProviderTools(opts.db, opts.vault, opts.providers ?? { catalog: Catalog.load(), client: new HttpProvider({ allow: opts.webhookTargets ?? { loopback: false, private: false } }), sandbox: undefined }),
   };
 
   app.decorate('routeSpecs', deps.routes);
@@ -142,6 +153,9 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(async (scope) => webhookRoutes(scope, deps));
   await app.register(async (scope) => bankConsentRoutes(scope, deps));
   await app.register(async (scope) => x402Routes(scope, deps));
+  await app.register(async (scope) => providerRoutes(scope, deps));
+  await app.register(async (scope) => connectionRoutes(scope, deps));
+  await app.register(async (scope) => providerWebhookRoutes(scope, deps));
 
   await app.ready();
   return app;

@@ -37,3 +37,10 @@ export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 /** Projects list (spec Part 8). */
 export const PROJECTS_LIST_DEFAULT = 50;
 export const PROJECTS_LIST_MAX = 100;
+/** Connections (spec Part 8): display_name, and connection_metadata on create and metadata update. */
+export const DISPLAY_NAME_MAX_CHARS = 128;
+export const CONNECTION_METADATA_MAX_KEYS = 64;
+export const CONNECTION_METADATA_MAX_BYTES = 32_768;
+/** Inbound provider webhooks: largest body, and how far a delivery's timestamp may be from now. */
+export const INBOUND_WEBHOOK_MAX_BYTES = 262_144;
+export const INBOUND_WEBHOOK_TOLERANCE_SECONDS = 300;

@@ -18,6 +18,7 @@ const app = await buildApp({
   webhookTargets: runtime.webhookTargets,
   banks: runtime.banks,
   ...(runtime.x402 ? { x402: runtime.x402 } : {}),
+  providers: runtime.providers,
   ...(config.didDomain ? { didDomain: config.didDomain } : {}),
   baseUrl: config.publicBaseUrl,
   readWaitMs: config.readWaitMs,

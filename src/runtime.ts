@@ -18,6 +18,10 @@ import { BASE_SEPOLIA_CHAIN_ID, BASE_SEPOLIA_USDC, SANDBOX_FACILITATOR_KEY, star
 import { EvmSettlement } from './adapters/chain/settlement.ts';
 import type { Network, X402Deps } from './adapters/chain/x402.ts';
 import { X402SettlementReactor } from './reactors/x402-settlement.ts';
+import { Catalog } from './providers/catalog.ts';
+import type { ProviderRuntime } from './providers/tools.ts';
+import { HttpProvider } from './adapters/providers/http-provider.ts';
+import { SandboxProviders } from './adapters/providers/sandbox-providers.ts';
 
 /** USDC on Base mainnet. */
 const BASE_USDC = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
@@ -37,6 +41,8 @@ export type Runtime = {
   webhookTargets: AllowedTargets;
   banks: Map<string, Bank>;
   x402: X402Deps | undefined;
+  /** The provider catalog, its HTTP adapter and the sandbox providers (when SANDBOX_PROVIDERS is on). */
+  providers: ProviderRuntime;
   /** Where the generated platform secret lives (null when it came from the environment). */
   serviceSecretFile: string | null;
   /** Absent when opened with `followers: false` (one-shot CLI commands). */
@@ -112,6 +118,18 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
       banks.set('sandbox-bank', new HttpBank('sandbox-bank', { baseUrl: url, clientId: sandbox.clientId, clientSecret: sandbox.clientSecret }));
     }
     for (const [bankId, cfg] of Object.entries(config.banks)) banks.set(bankId, new HttpBank(bankId, cfg));
+    // Provider catalog; the sandbox providers on loopback serve its `sandbox:` test endpoints.
+    const catalog = Catalog.load();
+    let sandboxProviders: SandboxProviders | undefined;
+    if (config.sandboxProviders && opts.followers !== false) {
+      sandboxProviders = new SandboxProviders(catalog);
+      await sandboxProviders.start();
+    }
+    const providers: ProviderRuntime = {
+      catalog,
+      client: new HttpProvider({ allow: webhookTargets, ...(sandboxProviders ? { extraCa: [sandboxProviders.caPem], sandboxOrigins: [sandboxProviders.url, sandboxProviders.tlsUrl] } : {}) }),
+      sandbox: sandboxProviders ? { http: sandboxProviders.url, https: sandboxProviders.tlsUrl } : undefined,
+    };
     const x = opts.followers === false ? { deps: undefined, stop: async () => {} } : await openX402(config);
     const settlementReactor = x.deps ? new X402SettlementReactor(db, store, x.deps) : undefined;
     settlementReactor?.start();
@@ -126,12 +144,14 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
       webhookTargets,
       banks,
       x402: x.deps,
+      providers,
       serviceSecretFile: secret.file,
       readSide,
       async close() {
         await settlementReactor?.stop().catch(() => {});
         await x.stop().catch(() => {});
         await sandbox?.stop().catch(() => {});
+        await sandboxProviders?.stop().catch(() => {});
         await webhooks?.stop().catch(() => {});
         await readSide?.stop().catch(() => {});
         await store.close().catch(() => {});
