@@ -203,7 +203,7 @@ export async function providerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     method: 'POST',
     url: '/v1/providers/:slug/verify-connection',
     operationId: 'verifyProviderConnection',
-    summary: 'Probe the provider with the stored credential of this project (or of user_id)',
+    summary: 'Probe the provider with the stored credential: the project-wide connection, or the one of user_id',
     tags: ['providers'],
     auth: 'api_key',
     scope: 'connections:write',
@@ -218,7 +218,8 @@ export async function providerRoutes(app: FastifyInstance, deps: AppDeps): Promi
       const requestId = String(req.id);
       if (!p.verify) throw verifyFailure({ code: 'verify_unsupported', message: `${p.id} (${p.auth_type}) has no verification probe`, retriable: false }, requestId);
       if (!baseUrlOf(p, auth.environment, deps.providers.runtime.sandbox)) throw verifyFailure({ code: 'endpoint_missing', message: `the catalog has no ${auth.environment} endpoint for ${p.id}`, retriable: false }, requestId);
-      const cred = await deps.providers.credentialFor(p, auth, query.user_id ?? null);
+      // The connection of exactly this user_id (or the project-wide one when user_id is absent).
+      const cred = await deps.providers.credentialFor(p, auth, query.user_id ?? null, { exact: true });
       if (!cred.ok) throw verifyFailure(cred.error, requestId);
       return probeProvider(deps, p, auth.environment, cred.credential, requestId);
     },

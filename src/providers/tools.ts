@@ -12,6 +12,7 @@ import { validate, type InputIssue } from './json-schema.ts';
  *   const tools = new ProviderTools(db, vault, runtime);
  *   tools.resolveTool('acme-payments', 'create_charge')      // {provider, tool} | undefined
  *   await tools.findConnection(tenant, 'acme-payments', userId) // live ConnectionRecord | undefined
+ *     (the user's own; else the project-wide one when the provider's connection_scope is `project`; `{exact: true}` for the user's only)
  *   await tools.readCredential(connection)                   // Credential | undefined (purged / unknown)
  *   await tools.execute({ tenant, environment, serverId, toolName, input, userId })
  *     → { ok: true, output, status, latency_ms, connection_id }
@@ -88,10 +89,10 @@ export class ProviderTools {
   }
 
   /** The live connection used for a call: the user's own, else a project-wide one when the provider allows it. */
-  findConnection(t: Tenant, serverId: string, userId: string | null): Promise<ConnectionRecord | undefined> {
+  findConnection(t: Tenant, serverId: string, userId: string | null, opts: { exact?: boolean } = {}): Promise<ConnectionRecord | undefined> {
     const p = this.runtime.catalog.get(serverId);
     if (!p) return Promise.resolve(undefined);
-    return liveConnection(this.db, t, serverId, userId, p.connection_scope === 'project');
+    return liveConnection(this.db, t, serverId, userId, !opts.exact && p.connection_scope === 'project');
   }
 
   connectionById(id: string): Promise<ConnectionRecord | undefined> {
@@ -106,9 +107,9 @@ export class ProviderTools {
   }
 
   /** Resolves the connection and credential a provider call needs (none for auth_type none). */
-  async credentialFor(p: ProviderDef, t: Tenant, userId: string | null): Promise<{ ok: true; credential: Credential | undefined; connectionId: string | null } | { ok: false; error: ToolError }> {
+  async credentialFor(p: ProviderDef, t: Tenant, userId: string | null, opts: { exact?: boolean } = {}): Promise<{ ok: true; credential: Credential | undefined; connectionId: string | null } | { ok: false; error: ToolError }> {
     if (p.auth_type === 'none') return { ok: true, credential: undefined, connectionId: null };
-    const c = await this.findConnection(t, p.id, userId);
+    const c = await this.findConnection(t, p.id, userId, opts);
     const credential = c ? await this.readCredential(c) : undefined;
     if (!c || !credential) return { ok: false, error: { code: 'not_connected', message: `no live connection to ${p.id}${userId ? ` for user ${userId}` : ''}`, retriable: false } };
     return { ok: true, credential, connectionId: c.id };
