@@ -23,10 +23,12 @@ type Account = { id: string; name: string; slug: string; data: Map<string, Recor
 type Reply = { status: number; body?: unknown; headers?: Record<string, string> };
 
 const SLOW_HOLD_MS = 30_000;
+/** The most requests `seen` remembers (a long-running sandbox must not grow without bound). */
+const SEEN_MAX = 1_000;
 
 export class SandboxProviders {
   readonly faults = new Map<string, Fault>();
-  /** Every request the sandbox saw (method, provider, path without secrets): tests read it. */
+  /** The latest requests the sandbox saw (provider, method, headers): tests read it. */
   readonly seen: { slug: string; method: string; headers: http.IncomingHttpHeaders }[] = [];
   private readonly accounts = new Map<string, Account>(); // `${slug}:${credential key}` → account
   private readonly jwtKeys = new Map<string, string>(); // `${slug}:${kid}` → public key PEM
@@ -148,6 +150,7 @@ export class SandboxProviders {
     const wanted = tls ? 'sandbox-tls:' : 'sandbox:';
     if (!p || p.endpoints.test !== wanted) return this.send(res, { status: 404, body: { error: 'not_found', message: 'no such sandbox provider' } });
     this.seen.push({ slug: p.id, method: req.method ?? 'GET', headers: req.headers });
+    if (this.seen.length > SEEN_MAX) this.seen.splice(0, this.seen.length - SEEN_MAX);
     const fault = this.faults.get(p.id);
     if (fault === 'slow') {
       await new Promise<void>((resolve) => {
