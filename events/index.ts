@@ -10,6 +10,7 @@ import { orgEvents } from './org.ts';
 import { policyEvents } from './policy.ts';
 import { oauthEvents } from './oauth.ts';
 import { pixEvents } from './pix.ts';
+import { connectionEvents } from './connection.ts';
 
 // The registry of every event type: one vocabulary for the log, the audit
 // chain's event_type and webhook subscriptions.
@@ -26,6 +27,7 @@ export const eventSchemas = {
   ...policyEvents,
   ...oauthEvents,
   ...pixEvents,
+  ...connectionEvents,
 } as const;
 
 export type EventType = keyof typeof eventSchemas;

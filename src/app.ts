@@ -23,6 +23,12 @@ import { pixRoutes } from './http/pix.ts';
 import { migrateWebhooks, type WebhookDispatcher } from './reactors/webhooks.ts';
 import type { AllowedTargets } from './adapters/outbound-http.ts';
 import type { Vault } from './adapters/vault.ts';
+import { Catalog } from './providers/catalog.ts';
+import { ProviderTools, type ProviderRuntime } from './providers/tools.ts';
+import { HttpProvider } from './adapters/providers/http-provider.ts';
+import { providerRoutes } from './http/providers.ts';
+import { connectionRoutes } from './http/connections.ts';
+import { providerWebhookRoutes } from './http/provider-webhooks.ts';
 import { platformRoutes } from './http/platform.ts';
 import { projectRoutes } from './http/projects.ts';
 import { defaultRateLimit, RateLimiter, type RateLimitConfig } from './http/ratelimit.ts';
@@ -56,6 +62,8 @@ export type BuildOptions = {
   x402?: X402Deps;
   pix?: PixDeps;
   webhookTargets?: AllowedTargets;
+  /** The provider catalog, its HTTP adapter and the sandbox providers' URLs; the shipped catalog without a sandbox when absent. */
+  providers?: ProviderRuntime;
   /** did:web domain; derived from baseUrl when absent. */
   didDomain?: string;
   now?: () => Date;
@@ -64,6 +72,8 @@ export type BuildOptions = {
   logLevel?: string;
   /** OAuth per-address and key-paste limits; defaults from limits.ts. */
   oauth?: OAuthOptions;
+  /** Where log lines go (stdout when absent); tests read them. */
+  logStream?: { write(line: string): void };
 };
 
 /** did:web domain of a base URL: the host, a port percent-encoded (did:web spec). */
@@ -76,7 +86,7 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   const app = Fastify({
-    logger: { level: opts.logLevel ?? 'info' },
+    logger: { level: opts.logLevel ?? 'info', ...(opts.logStream ? { stream: opts.logStream } : {}) },
     bodyLimit: HTTP_BODY_MAX_BYTES,
     // Path parameters up to 256 characters reach their schemas (a Pix charge reference is up to 128).
     maxParamLength: 256,
@@ -150,6 +160,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     pix: opts.pix ?? { sandbox: undefined, live: new UnconfiguredPsp() },
     webhookTargets: opts.webhookTargets ?? { loopback: false, private: false },
     didDomain: opts.didDomain ?? didDomainOf(opts.baseUrl),
+    providers: new ProviderTools(opts.db, opts.vault, opts.providers ?? { catalog: Catalog.load(), client: new HttpProvider({ allow: opts.webhookTargets ?? { loopback: false, private: false } }), sandbox: undefined }),
   };
 
   app.decorate('routeSpecs', deps.routes);
@@ -168,6 +179,9 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(async (scope) => approvalRoutes(scope, deps));
   await app.register(async (scope) => oauthRoutes(scope, deps, opts.oauth));
   await app.register(async (scope) => pixRoutes(scope, deps));
+  await app.register(async (scope) => providerRoutes(scope, deps));
+  await app.register(async (scope) => connectionRoutes(scope, deps));
+  await app.register(async (scope) => providerWebhookRoutes(scope, deps));
 
   await app.ready();
   return app;

@@ -13,6 +13,7 @@ const schema = z.object({
   VAULT_MASTER_KEY: z.string().min(1).optional(),
   SVC_ALLOW_PRIVATE_TARGETS: z.string().regex(/^((loopback|private)(,(loopback|private))*)?$/).optional(),
   SANDBOX_BANK: z.enum(['on', 'off']).default('on'),
+  SANDBOX_PROVIDERS: z.enum(['on', 'off']).default('on'),
   BANKS: z.string().optional(),
   SANDBOX_CHAIN: z.enum(['on', 'off']).default('on'),
   X402_TEST_RPC_URL: z.string().url().optional(),
@@ -44,6 +45,8 @@ export type Config = {
   allowPrivateTargets: string | undefined;
   /** Whether the sandbox bank runs on loopback (bank_id `sandbox-bank`). */
   sandboxBank: boolean;
+  /** Whether the sandbox providers run on loopback (the catalog's `sandbox:` test endpoints). */
+  sandboxProviders: boolean;
   /** Live banks by bank_id: BANKS is JSON {"<bank_id>": {"baseUrl", "clientId", "clientSecret"}}. */
   banks: Record<string, { baseUrl: string; clientId: string; clientSecret: string }>;
   x402: {
@@ -103,6 +106,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     didDomain: e.DID_DOMAIN,
     allowPrivateTargets: e.SVC_ALLOW_PRIVATE_TARGETS,
     sandboxBank: e.SANDBOX_BANK === 'on',
+    sandboxProviders: e.SANDBOX_PROVIDERS === 'on',
     x402: {
       sandboxChain: e.SANDBOX_CHAIN === 'on',
       testRpcUrl: e.X402_TEST_RPC_URL,

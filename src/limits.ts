@@ -58,3 +58,10 @@ export const OAUTH_RATE_PER_SECOND = 1;
 /** OAuth: API key pastes on the consent page per client address (brute-force limit). */
 export const OAUTH_KEY_PASTE_BURST = 10;
 export const OAUTH_KEY_PASTE_PER_SECOND = 1 / 60;
+/** Connections (spec Part 8): display_name, and connection_metadata on create and metadata update. */
+export const DISPLAY_NAME_MAX_CHARS = 128;
+export const CONNECTION_METADATA_MAX_KEYS = 64;
+export const CONNECTION_METADATA_MAX_BYTES = 32_768;
+/** Inbound provider webhooks: largest body, and how far a delivery's timestamp may be from now. */
+export const INBOUND_WEBHOOK_MAX_BYTES = 262_144;
+export const INBOUND_WEBHOOK_TOLERANCE_SECONDS = 300;

@@ -19,6 +19,7 @@ const app = await buildApp({
   banks: runtime.banks,
   ...(runtime.x402 ? { x402: runtime.x402 } : {}),
   ...(runtime.pix ? { pix: runtime.pix } : {}),
+  providers: runtime.providers,
   ...(config.didDomain ? { didDomain: config.didDomain } : {}),
   baseUrl: config.publicBaseUrl,
   readWaitMs: config.readWaitMs,

@@ -38,8 +38,10 @@ export type Auth = ApiKeyAuth | ServiceAuth | PlatformAuth | OpenAuth;
  * org_admin: the organization-scoped deprecated family: an organization-wide API
  * key, or the platform secret with an admin or owner in `x-svc-user`; a
  * project-bound key answers 403.
+ * key_or_service: an API key, or the platform secret with an acting user in
+ * `x-svc-user` (absent: 403 insufficient_role; below minRole: 403).
  */
-export type AuthMode = 'open' | 'api_key' | 'platform' | 'service' | 'human_session' | 'org_admin';
+export type AuthMode = 'open' | 'api_key' | 'platform' | 'service' | 'human_session' | 'org_admin' | 'key_or_service';
 
 export const API_KEY_PATTERN = /^sk_(test|live)_[A-Za-z0-9]{32}$/;
 export const hashKey = (key: string) => createHash('sha256').update(key).digest('hex');
@@ -134,6 +136,11 @@ export class Authenticator {
       if (mode === 'org_admin' && auth.projectBound) throw forbidden('a project API key cannot act for the whole organization');
       return auth;
     }
+    if (mode === 'key_or_service' && !isService) {
+      if (!token || !API_KEY_PATTERN.test(token)) throw unauthorized();
+      return this.apiKey(req, token, scope);
+    }
+    if (mode === 'key_or_service' && typeof req.headers['x-svc-user'] !== 'string') throw insufficientRole(minRole ?? 'admin');
     if (mode === 'org_admin') minRole ??= 'admin';
     // The service-auth subtree never reads API keys.
     if (mode === 'human_session' && token && !isService && (API_KEY_PATTERN.test(token) || ACCESS_TOKEN_PATTERN.test(token))) {

@@ -81,6 +81,17 @@ export const REJECTION_STATUS: Record<string, number> = {
   contact_verification_locked: 409,
   webhook_replayed: 409,
   charge_exists: 409,
+  // connections and providers
+  keys_mismatch: 400,
+  path_secret_keys_mismatch: 400,
+  invalid_secret_shape: 400,
+  not_api_key_server: 400,
+  user_id_required: 400,
+  credential_invalid: 400,
+  catalog_row_invalid: 500,
+  metadata_update_failed: 409,
+  connection_not_active: 409,
+  connection_exists: 409,
 };
 
 export function envelope(code: string, message: string, requestId: string, details?: Record<string, unknown>) {

@@ -11,6 +11,7 @@ import type { X402Deps } from '../adapters/chain/x402.ts';
 import type { PixDeps } from '../adapters/psp/port.ts';
 import type { AllowedTargets } from '../adapters/outbound-http.ts';
 import type { WebhookDispatcher } from '../reactors/webhooks.ts';
+import type { ProviderTools } from '../providers/tools.ts';
 import type { Auth, Authenticator, AuthMode, Role } from './auth.ts';
 import { ApiError, errorResponse, sendResponse, toIssues } from './errors.ts';
 import { checkKey, type IdempotencyStore, requestHash } from './idempotency.ts';
@@ -48,6 +49,8 @@ export type AppDeps = {
   banks: Map<string, Bank>;
   /** Which private targets outbound HTTP (webhooks) may reach. */
   webhookTargets: AllowedTargets;
+  /** The provider catalog, its HTTP adapter and the tool executor over connections. */
+  providers: ProviderTools;
 };
 
 export type Reply = { status: number; body?: unknown; headers?: Record<string, string> };
@@ -64,7 +67,7 @@ export type Ctx<P, Q, B, A extends Auth> = {
   run<S, C>(decider: Decider<S, C>, stream: string, command: C, opts?: HandleOptions<S> & { orgId?: string; projectId?: string | null }): Promise<CommandResult<S>>;
 };
 
-type AuthFor<M extends AuthMode> = M extends 'org_admin'
+type AuthFor<M extends AuthMode> = M extends 'org_admin' | 'key_or_service'
   ? Extract<Auth, { kind: 'api_key' | 'service' }>
   : M extends 'api_key'
   ? Extract<Auth, { kind: 'api_key' }>

@@ -13,14 +13,17 @@ import { defaultWebhookConfig, WebhookDispatcher, type WebhookConfig } from '../
 import type { RateLimitConfig } from '../../src/http/ratelimit.ts';
 import type { OAuthOptions } from '../../src/http/oauth-common.ts';
 import { testLedger, type TestLedger } from './ledger.ts';
+import { Catalog } from '../../src/providers/catalog.ts';
+import { HttpProvider } from '../../src/adapters/providers/http-provider.ts';
+import { SandboxProviders } from '../../src/adapters/providers/sandbox-providers.ts';
 
 // The HTTP app over a whole test ledger, and a bootstrapped organization.
 
 export const SERVICE_SECRET = 'svc_test_secret_0123456789abcdefghijklmnop';
 
-export type TestApp = { app: FastifyInstance; ledger: TestLedger; vault: Vault; webhooks: WebhookDispatcher; x402: X402Deps | undefined };
+export type TestApp = { app: FastifyInstance; ledger: TestLedger; vault: Vault; webhooks: WebhookDispatcher; x402: X402Deps | undefined; sandboxProviders: SandboxProviders | undefined };
 
-export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: RateLimitConfig; now?: () => Date; webhooks?: Partial<WebhookConfig>; webhookWorker?: boolean; banks?: Map<string, Bank>; x402?: boolean; oauth?: OAuthOptions; pix?: PixDeps } = {}): Promise<TestApp> {
+export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: RateLimitConfig; now?: () => Date; webhooks?: Partial<WebhookConfig>; webhookWorker?: boolean; banks?: Map<string, Bank>; x402?: boolean; oauth?: OAuthOptions; pix?: PixDeps; providers?: boolean; providerTimeoutMs?: number; logStream?: { write(line: string): void } } = {}): Promise<TestApp> {
   const ledger = await testLedger(t, opts.now ? { now: opts.now } : {});
   const vault = await Vault.open(ledger.db, randomBytes(32));
   // Tests reach their receivers on loopback; deliveries retry on a compressed schedule.
@@ -47,8 +50,23 @@ export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: 
       receiptKid: 'receipts-test-1',
     };
   }
+  // The sandbox providers on loopback, reached through the provider HTTP adapter.
+  let sandboxProviders: SandboxProviders | undefined;
+  const catalog = Catalog.load();
+  if (opts.providers) {
+    sandboxProviders = new SandboxProviders(catalog);
+    await sandboxProviders.start();
+    t.teardown(() => sandboxProviders!.stop());
+  }
+  const providers = {
+    catalog,
+    client: new HttpProvider({ allow: webhookTargets, timeoutMs: opts.providerTimeoutMs ?? 2_000, ...(sandboxProviders ? { extraCa: [sandboxProviders.caPem] } : {}) }),
+    sandbox: sandboxProviders ? { http: sandboxProviders.url, https: sandboxProviders.tlsUrl } : undefined,
+  };
   const app = await buildApp({
     vault,
+    providers,
+    ...(opts.logStream ? { logStream: opts.logStream } : {}),
     webhooks,
     ...(x402 ? { x402 } : {}),
     webhookTargets,
@@ -59,14 +77,14 @@ export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: 
     readSide: ledger.readSide,
     serviceSecret: SERVICE_SECRET,
     baseUrl: 'http://127.0.0.1:8080',
-    logLevel: 'silent',
+    logLevel: opts.logStream ? 'trace' : 'silent',
     readWaitMs: opts.readWaitMs ?? 10_000,
     rateLimit: opts.rateLimit ?? { burst: 100_000, perSecond: 100_000 },
     ...(opts.now ? { now: opts.now } : {}),
     ...(opts.oauth ? { oauth: opts.oauth } : {}),
   });
   t.teardown(() => app.close());
-  return { app, ledger, vault, webhooks, x402 };
+  return { app, ledger, vault, webhooks, x402, sandboxProviders };
 }
 
 export type Org = { orgId: string; ownerId: string; projectId: string; testKey: string; liveKey: string; owner: Record<string, string>; key: Record<string, string> };

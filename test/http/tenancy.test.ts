@@ -69,6 +69,8 @@ await handleCommand(
   },
   ledger.ctx(a.orgId),
 );
+// A's provider connection (registering a key does not call the provider).
+const aConnection = (await app.inject({ method: 'POST', url: '/v1/connections', headers: a.key, payload: { server_id: 'acme-payments', secret: 'acme_sk_tenancy' } })).json();
 const aIncident = '7d3c1c7e-2b1a-4c5d-8e9f-0a1b2c3d4e5f';
 await handleCommand(ledger.store, incidentDecider, incidentStream(aIncident), { type: 'open', incidentId: aIncident, orgId: a.orgId, kind: 'hash_mismatch', sequence: 1, detail: 'test' }, ledger.ctx(a.orgId));
 const aPolicy = (await app.inject({ method: 'POST', url: '/v1/policies', headers: a.key, payload: { name: 'a rule', type: 'deny', agents: ['nobody'] } })).json();
@@ -99,6 +101,7 @@ function realIds(url: string): Record<string, string> {
   if (url.startsWith('/v1/consumers')) return { id: aConsumer.id };
   if (url.startsWith('/v1/mandates')) return { id: aMandate.id };
   if (url.startsWith('/v1/test/cards')) return { card_id: aCard.card_id };
+  if (url.startsWith('/v1/connections')) return { id: aConnection.id };
   if (url.startsWith('/v1/agents')) return { agentId: url.endsWith('/revoke') && !url.includes('keys') ? aAgent.agent_did : 'buyer', kid: aAgent.kid };
   throw new Error(`no tenancy fixture for ${url}: add one`);
 }
@@ -133,6 +136,7 @@ const sampleBody: Record<string, unknown> = {
   createPixDevolution: { amount_minor: 1 },
   updatePolicy: { enabled: false },
   decideApproval: { decision: 'deny' },
+  updateConnectionMetadata: { connection_metadata: { a: 1 } },
 };
 
 const fill = (url: string, ids: Record<string, string>) => url.replace(/:([A-Za-z_]+)/g, (_, k: string) => encodeURIComponent(ids[k]!));
@@ -146,7 +150,8 @@ const strip = (body: unknown) => {
 
 // Open routes (DID documents) are public by design; audit sequence numbers are
 // numbered per organization, so a number names the caller's own entry.
-const withIds = app.routeSpecs.filter((r) => r.url.includes(':') && r.auth !== 'open' && !r.url.includes(':sequence_number'));
+// The provider catalog is global (its slugs name no tenant's resource).
+const withIds = app.routeSpecs.filter((r) => r.url.includes(':') && r.auth !== 'open' && !r.url.includes(':sequence_number') && !r.url.startsWith('/v1/providers/'));
 t.ok(withIds.length >= 8, 'the routes with ids are all covered');
 
 for (const route of withIds) {
