@@ -12,6 +12,8 @@ import { auditRoutes } from './http/audit.ts';
 import { webhookRoutes } from './http/webhooks.ts';
 import { bankConsentRoutes } from './http/bank-consents.ts';
 import { x402Routes } from './http/x402.ts';
+import { commerceMemoryRoutes } from './http/commerce-memory.ts';
+import { commerceMemoryInsightRoutes } from './http/commerce-memory-insights.ts';
 import type { X402Deps } from './adapters/chain/x402.ts';
 import type { Bank } from './adapters/bank/port.ts';
 import { migrateWebhooks, type WebhookDispatcher } from './reactors/webhooks.ts';
@@ -142,6 +144,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(async (scope) => webhookRoutes(scope, deps));
   await app.register(async (scope) => bankConsentRoutes(scope, deps));
   await app.register(async (scope) => x402Routes(scope, deps));
+  await app.register(async (scope) => commerceMemoryRoutes(scope, deps));
+  await app.register(async (scope) => commerceMemoryInsightRoutes(scope, deps));
 
   await app.ready();
   return app;

@@ -68,6 +68,8 @@ await handleCommand(
   },
   ledger.ctx(a.orgId),
 );
+const aCounterparty = (await app.inject({ method: 'POST', url: '/v1/counterparties', headers: a.key, payload: { kind: 'supplier', name: 'Alpha supplier' } })).json();
+const aNegotiation = (await app.inject({ method: 'POST', url: '/v1/commerce-memory/negotiations', headers: a.key, payload: { counterparty_id: aCounterparty.id, item_ref: 'sku-1', outcome: 'accepted' } })).json();
 const aIncident = '7d3c1c7e-2b1a-4c5d-8e9f-0a1b2c3d4e5f';
 await handleCommand(ledger.store, incidentDecider, incidentStream(aIncident), { type: 'open', incidentId: aIncident, orgId: a.orgId, kind: 'hash_mismatch', sequence: 1, detail: 'test' }, ledger.ctx(a.orgId));
 await ledger.settle();
@@ -88,6 +90,8 @@ function realIds(url: string): Record<string, string> {
   if (url.startsWith('/v1/consumers')) return { id: aConsumer.id };
   if (url.startsWith('/v1/mandates')) return { id: aMandate.id };
   if (url.startsWith('/v1/test/cards')) return { card_id: aCard.card_id };
+  if (url.startsWith('/v1/counterparties') || url.startsWith('/v1/commerce-memory/counterparties')) return { id: aCounterparty.id };
+  if (url.startsWith('/v1/commerce-memory/negotiations')) return { id: aNegotiation.id };
   if (url.startsWith('/v1/agents')) return { agentId: url.endsWith('/revoke') && !url.includes('keys') ? aAgent.agent_did : 'buyer', kid: aAgent.kid };
   throw new Error(`no tenancy fixture for ${url}: add one`);
 }
@@ -114,6 +118,7 @@ const sampleBody: Record<string, unknown> = {
   updateWebhookEndpoint: { name: 'stranger' },
   bankConsentCallback: { auth_code: 'c' },
   bankConsentCallbackLegacy: { auth_code: 'c' },
+  setCounterpartyPreferences: { preferences: { stranger: true } },
 };
 
 const fill = (url: string, ids: Record<string, string>) => url.replace(/:([A-Za-z_]+)/g, (_, k: string) => encodeURIComponent(ids[k]!));
