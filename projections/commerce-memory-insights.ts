@@ -115,11 +115,11 @@ export async function counterpartySummary(db: Queryable, s: Scope, w: Window): P
     `WITH agg AS (
        SELECT counterparty_id, sum(n) AS n, sum(p) AS p, sum(s) AS s, array_agg(DISTINCT currency) FILTER (WHERE currency <> '') AS currencies
        FROM (${union}) AS pieces GROUP BY counterparty_id
-     ), top AS (SELECT * FROM agg ORDER BY n DESC, counterparty_id LIMIT $${params.length})
+     ), top AS (SELECT * FROM agg ORDER BY n DESC, counterparty_id COLLATE "C" LIMIT $${params.length})
      SELECT c.id AS counterparty_id, c.name, c.kind, c.identifier_kind, ${ISO('c.last_seen_at')} AS last_seen_at,
        top.n::text AS interaction_count, top.p::text AS payment_count, top.s::text AS total_payment_minor, coalesce(top.currencies, '{}') AS currencies
      FROM top JOIN counterparties c ON c.id = top.counterparty_id
-     ORDER BY top.n DESC, c.id`,
+     ORDER BY top.n DESC, c.id COLLATE "C"`,
     params,
   );
   return rows.map((r) => ({ ...r, interaction_count: Number(r.interaction_count), payment_count: Number(r.payment_count), total_payment_minor: Number(r.total_payment_minor), currencies: [...r.currencies].sort() }));
@@ -134,10 +134,10 @@ export async function topCounterparties(db: Queryable, s: Scope, w: Window): Pro
   const { rows } = await db.query<TopRow & { payment_count: string; total_payment_minor: string }>(
     `WITH agg AS (
        SELECT counterparty_id, sum(p) AS p, sum(s) AS s FROM (${union}) AS pieces GROUP BY counterparty_id HAVING sum(p) > 0
-     ), top AS (SELECT * FROM agg ORDER BY p DESC, s DESC, counterparty_id LIMIT $${params.length})
+     ), top AS (SELECT * FROM agg ORDER BY p DESC, s DESC, counterparty_id COLLATE "C" LIMIT $${params.length})
      SELECT c.id AS counterparty_id, c.name, c.kind, top.p::text AS payment_count, top.s::text AS total_payment_minor
      FROM top JOIN counterparties c ON c.id = top.counterparty_id
-     ORDER BY top.p DESC, top.s DESC, c.id`,
+     ORDER BY top.p DESC, top.s DESC, c.id COLLATE "C"`,
     params,
   );
   return rows.map((r) => ({ ...r, payment_count: Number(r.payment_count), total_payment_minor: Number(r.total_payment_minor) }));
