@@ -47,8 +47,8 @@ export function splitWindow({ since, until }: Window): WindowParts {
 
 /**
  * The UNION ALL of bucket and raw pieces of a window, each piece with the
- * given columns. `bucketCols` reads a bucket row, `rawCols` a raw row;
- * `where` filters both (on columns they share).
+ * given columns. `where` filters both (on columns they share); `only` adds a
+ * filter for bucket rows and one for raw rows.
  */
 function pieces(
   params: unknown[],
@@ -56,6 +56,7 @@ function pieces(
   tables: { daily: string; monthly: string; raw: string; rawTime: string },
   cols: { bucket: string; raw: string },
   where: string,
+  only: { bucket: string; raw: string } = { bucket: 'true', raw: 'true' },
 ): string {
   const p = (v: unknown) => {
     params.push(v);
@@ -63,20 +64,21 @@ function pieces(
   };
   const parts = splitWindow(w);
   const sql: string[] = [];
-  if (parts.months) sql.push(`SELECT ${cols.bucket} FROM ${tables.monthly} WHERE ${where} AND month >= ${p(parts.months[0])}::date AND month < ${p(parts.months[1])}::date`);
-  for (const [a, b] of parts.days) sql.push(`SELECT ${cols.bucket} FROM ${tables.daily} WHERE ${where} AND day >= ${p(a)}::date AND day < ${p(b)}::date`);
-  for (const [a, b] of parts.raw) sql.push(`SELECT ${cols.raw} FROM ${tables.raw} WHERE ${where} AND ${tables.rawTime} >= ${p(a.toISOString())} AND ${tables.rawTime} < ${p(b.toISOString())}`);
+  if (parts.months) sql.push(`SELECT ${cols.bucket} FROM ${tables.monthly} WHERE ${where} AND ${only.bucket} AND month >= ${p(parts.months[0])}::date AND month < ${p(parts.months[1])}::date`);
+  for (const [a, b] of parts.days) sql.push(`SELECT ${cols.bucket} FROM ${tables.daily} WHERE ${where} AND ${only.bucket} AND day >= ${p(a)}::date AND day < ${p(b)}::date`);
+  for (const [a, b] of parts.raw) sql.push(`SELECT ${cols.raw} FROM ${tables.raw} WHERE ${where} AND ${only.raw} AND ${tables.rawTime} >= ${p(a.toISOString())} AND ${tables.rawTime} < ${p(b.toISOString())}`);
   // An empty window still yields a well-typed, empty relation.
   if (sql.length === 0) sql.push(`SELECT ${cols.bucket} FROM ${tables.daily} WHERE false`);
   return sql.join('\n UNION ALL\n ');
 }
 
 const ISO = (c: string) => `to_char(${c} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+const ONE_CURRENCY = `CASE WHEN currency IS NULL THEN '{}'::text[] ELSE ARRAY[currency] END`;
 
 const INTERACTION_TABLES = { daily: 'counterparty_daily', monthly: 'counterparty_monthly', raw: 'interactions', rawTime: 'occurred_at' };
 const INTERACTION_COLS = {
-  bucket: `counterparty_id, currency, interaction_count AS n, payment_count AS p, payment_minor AS s`,
-  raw: `counterparty_id, coalesce(currency, '') AS currency, 1::bigint AS n, (kind = 'payment')::int::bigint AS p, CASE WHEN kind = 'payment' THEN coalesce(amount_minor, 0) ELSE 0 END AS s`,
+  bucket: `counterparty_id, currencies, interaction_count AS n, payment_count AS p, payment_minor AS s`,
+  raw: `counterparty_id, ${ONE_CURRENCY} AS currencies, 1::bigint AS n, (kind = 'payment')::int::bigint AS p, CASE WHEN kind = 'payment' THEN coalesce(amount_minor, 0) ELSE 0 END AS s`,
 };
 
 export type SummaryRow = {
@@ -112,13 +114,18 @@ export async function counterpartySummary(db: Queryable, s: Scope, w: Window): P
   const union = pieces(params, w, INTERACTION_TABLES, INTERACTION_COLS, where);
   params.push(s.limit);
   const { rows } = await db.query<SummaryRow & { interaction_count: string; payment_count: string; total_payment_minor: string }>(
-    `WITH agg AS (
-       SELECT counterparty_id, sum(n) AS n, sum(p) AS p, sum(s) AS s, array_agg(DISTINCT currency) FILTER (WHERE currency <> '') AS currencies
-       FROM (${union}) AS pieces GROUP BY counterparty_id
-     ), top AS (SELECT * FROM agg ORDER BY n DESC, counterparty_id COLLATE "C" LIMIT $${params.length})
+    `WITH pieces AS MATERIALIZED (${union}),
+     top AS (
+       SELECT counterparty_id, sum(n) AS n, sum(p) AS p, sum(s) AS s FROM pieces GROUP BY counterparty_id
+       ORDER BY sum(n) DESC, counterparty_id COLLATE "C" LIMIT $${params.length}
+     ),
+     cur AS (
+       SELECT pieces.counterparty_id, array_agg(DISTINCT c) AS currencies
+       FROM pieces JOIN top USING (counterparty_id) CROSS JOIN LATERAL unnest(pieces.currencies) AS c GROUP BY pieces.counterparty_id
+     )
      SELECT c.id AS counterparty_id, c.name, c.kind, c.identifier_kind, ${ISO('c.last_seen_at')} AS last_seen_at,
-       top.n::text AS interaction_count, top.p::text AS payment_count, top.s::text AS total_payment_minor, coalesce(top.currencies, '{}') AS currencies
-     FROM top JOIN counterparties c ON c.id = top.counterparty_id
+       top.n::text AS interaction_count, top.p::text AS payment_count, top.s::text AS total_payment_minor, coalesce(cur.currencies, '{}') AS currencies
+     FROM top JOIN counterparties c ON c.id = top.counterparty_id LEFT JOIN cur ON cur.counterparty_id = top.counterparty_id
      ORDER BY top.n DESC, c.id COLLATE "C"`,
     params,
   );
@@ -129,7 +136,7 @@ export async function counterpartySummary(db: Queryable, s: Scope, w: Window): P
 export async function topCounterparties(db: Queryable, s: Scope, w: Window): Promise<TopRow[]> {
   const params: unknown[] = [];
   const where = scopeWhere(params, s, 'counterparty_kind');
-  const union = pieces(params, w, INTERACTION_TABLES, INTERACTION_COLS, where);
+  const union = pieces(params, w, INTERACTION_TABLES, INTERACTION_COLS, where, { bucket: 'payment_count > 0', raw: `kind = 'payment'` });
   params.push(s.limit);
   const { rows } = await db.query<TopRow & { payment_count: string; total_payment_minor: string }>(
     `WITH agg AS (
@@ -154,13 +161,15 @@ export async function negotiationStats(db: Queryable, s: { orgId: string; projec
     where += ` AND item_ref = $3`;
   }
   const union = pieces(params, w, { daily: 'negotiation_daily', monthly: 'negotiation_monthly', raw: 'negotiations', rawTime: 'started_at' }, {
-    bucket: `outcome, currency, n, discount_sample_n AS dn, discount_bps_sum AS ds`,
-    raw: `outcome, coalesce(currency, '') AS currency, 1::bigint AS n, (discount_bps IS NOT NULL)::int::bigint AS dn, coalesce(discount_bps, 0)::numeric AS ds`,
+    bucket: `outcome, currencies, n, discount_sample_n AS dn, discount_bps_sum AS ds`,
+    raw: `outcome, ${ONE_CURRENCY} AS currencies, 1::bigint AS n, (discount_bps IS NOT NULL)::int::bigint AS dn, coalesce(discount_bps, 0)::numeric AS ds`,
   }, where);
   const { rows } = await db.query<{ outcome: string; n: string; dn: string; avg: string | null; currencies: string[] | null }>(
-    `SELECT outcome, sum(n)::text AS n, sum(dn)::text AS dn, CASE WHEN sum(dn) > 0 THEN round(sum(ds) / sum(dn))::text END AS avg,
-       array_agg(DISTINCT currency) FILTER (WHERE currency <> '') AS currencies
-     FROM (${union}) AS pieces GROUP BY outcome HAVING sum(n) > 0 ORDER BY outcome`,
+    `WITH pieces AS MATERIALIZED (${union}),
+     agg AS (SELECT outcome, sum(n) AS n, sum(dn) AS dn, sum(ds) AS ds FROM pieces GROUP BY outcome HAVING sum(n) > 0),
+     cur AS (SELECT outcome, array_agg(DISTINCT c) AS currencies FROM pieces CROSS JOIN LATERAL unnest(currencies) AS c GROUP BY outcome)
+     SELECT agg.outcome, agg.n::text AS n, agg.dn::text AS dn, CASE WHEN agg.dn > 0 THEN round(agg.ds / agg.dn)::text END AS avg, cur.currencies
+     FROM agg LEFT JOIN cur USING (outcome) ORDER BY agg.outcome COLLATE "C"`,
     params,
   );
   return rows.map((r) => ({ outcome: r.outcome, n: Number(r.n), currencies: [...(r.currencies ?? [])].sort(), discount_sample_n: Number(r.dn), avg_discount_bps: r.avg === null ? null : Number(r.avg) }));

@@ -15,17 +15,20 @@ import type { Projection, TableNames } from '../src/projector/projection.ts';
 // CONFLICT DO NOTHING RETURNING feeds the increments), so applying an event twice
 // changes nothing. Days and months are UTC.
 
+// A bucket is one counterparty (or item and outcome) in one day or month; the
+// currencies seen there are a small sorted array, not a key, so a counterparty
+// paying in three currencies is still one row per period.
 const bucketTable = (unit: 'day' | 'month') => (t: string) => `CREATE TABLE ${t} (
       org_id text NOT NULL,
       project_id text NOT NULL,
       ${unit} date NOT NULL,
       counterparty_id text NOT NULL,
       counterparty_kind text NOT NULL,
-      currency text NOT NULL,
+      currencies text[] NOT NULL,
       interaction_count bigint NOT NULL,
       payment_count bigint NOT NULL,
       payment_minor numeric NOT NULL,
-      PRIMARY KEY (org_id, project_id, ${unit}, counterparty_id, currency)
+      PRIMARY KEY (org_id, project_id, ${unit}, counterparty_id)
     )`;
 
 const negotiationBucketTable = (unit: 'day' | 'month') => (t: string) => `CREATE TABLE ${t} (
@@ -34,13 +37,18 @@ const negotiationBucketTable = (unit: 'day' | 'month') => (t: string) => `CREATE
       ${unit} date NOT NULL,
       item_ref text NOT NULL,
       outcome text NOT NULL,
-      currency text NOT NULL,
+      currencies text[] NOT NULL,
       n bigint NOT NULL,
       discount_sample_n bigint NOT NULL,
       discount_bps_sum numeric NOT NULL,
-      PRIMARY KEY (org_id, project_id, ${unit}, item_ref, outcome, currency)
+      PRIMARY KEY (org_id, project_id, ${unit}, item_ref, outcome)
     );
     CREATE INDEX ON ${t} (org_id, project_id, item_ref, ${unit})`;
+
+/** The sorted union of a bucket's currencies and the new ones (unchanged when nothing is new). */
+const UNION_CURRENCIES = `CASE WHEN excluded.currencies <@ b.currencies THEN b.currencies
+        ELSE ARRAY(SELECT DISTINCT x FROM unnest(b.currencies || excluded.currencies) AS x ORDER BY x) END`;
+const CURRENCIES_OF = `coalesce(array_agg(DISTINCT currency ORDER BY currency) FILTER (WHERE currency IS NOT NULL), '{}')`;
 
 export const commerceMemoryProjection: Projection = {
   name: 'commerce-memory',
@@ -175,11 +183,12 @@ async function applyInOrder(tx: Queryable, events: readonly RecordedEvent[], t: 
 
 function bucketUpsert(table: string, unit: 'day' | 'month'): string {
   const expr = unit === 'day' ? `(occurred_at AT TIME ZONE 'UTC')::date` : `date_trunc('month', occurred_at AT TIME ZONE 'UTC')::date`;
-  return `INSERT INTO ${table} AS b (org_id, project_id, ${unit}, counterparty_id, counterparty_kind, currency, interaction_count, payment_count, payment_minor)
-    SELECT org_id, project_id, ${expr}, counterparty_id, min(counterparty_kind), coalesce(currency, ''), count(*), count(*) FILTER (WHERE kind = 'payment'),
+  return `INSERT INTO ${table} AS b (org_id, project_id, ${unit}, counterparty_id, counterparty_kind, currencies, interaction_count, payment_count, payment_minor)
+    SELECT org_id, project_id, ${expr}, counterparty_id, min(counterparty_kind), ${CURRENCIES_OF}, count(*), count(*) FILTER (WHERE kind = 'payment'),
       coalesce(sum(amount_minor) FILTER (WHERE kind = 'payment'), 0)
-    FROM ins GROUP BY org_id, project_id, ${expr}, counterparty_id, coalesce(currency, '')
-    ON CONFLICT (org_id, project_id, ${unit}, counterparty_id, currency) DO UPDATE SET
+    FROM ins GROUP BY org_id, project_id, ${expr}, counterparty_id
+    ON CONFLICT (org_id, project_id, ${unit}, counterparty_id) DO UPDATE SET
+      currencies = ${UNION_CURRENCIES},
       interaction_count = b.interaction_count + excluded.interaction_count,
       payment_count = b.payment_count + excluded.payment_count,
       payment_minor = b.payment_minor + excluded.payment_minor`;
@@ -211,10 +220,11 @@ async function insertInteractions(tx: Queryable, rows: unknown[], t: TableNames)
 
 function negotiationBucketUpsert(table: string, unit: 'day' | 'month'): string {
   const expr = unit === 'day' ? `(started_at AT TIME ZONE 'UTC')::date` : `date_trunc('month', started_at AT TIME ZONE 'UTC')::date`;
-  return `INSERT INTO ${table} AS b (org_id, project_id, ${unit}, item_ref, outcome, currency, n, discount_sample_n, discount_bps_sum)
-    SELECT org_id, project_id, ${expr}, item_ref, outcome, coalesce(currency, ''), count(*), count(discount_bps), coalesce(sum(discount_bps), 0)
-    FROM ins GROUP BY org_id, project_id, ${expr}, item_ref, outcome, coalesce(currency, '')
-    ON CONFLICT (org_id, project_id, ${unit}, item_ref, outcome, currency) DO UPDATE SET
+  return `INSERT INTO ${table} AS b (org_id, project_id, ${unit}, item_ref, outcome, currencies, n, discount_sample_n, discount_bps_sum)
+    SELECT org_id, project_id, ${expr}, item_ref, outcome, ${CURRENCIES_OF}, count(*), count(discount_bps), coalesce(sum(discount_bps), 0)
+    FROM ins GROUP BY org_id, project_id, ${expr}, item_ref, outcome
+    ON CONFLICT (org_id, project_id, ${unit}, item_ref, outcome) DO UPDATE SET
+      currencies = ${UNION_CURRENCIES},
       n = b.n + excluded.n,
       discount_sample_n = b.discount_sample_n + excluded.discount_sample_n,
       discount_bps_sum = b.discount_bps_sum + excluded.discount_bps_sum`;
