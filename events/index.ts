@@ -11,6 +11,7 @@ import { policyEvents } from './policy.ts';
 import { oauthEvents } from './oauth.ts';
 import { pixEvents } from './pix.ts';
 import { connectionEvents } from './connection.ts';
+import { commerceMemoryEvents } from './commerce-memory.ts';
 
 // The registry of every event type: one vocabulary for the log, the audit
 // chain's event_type and webhook subscriptions.
@@ -28,6 +29,7 @@ export const eventSchemas = {
   ...oauthEvents,
   ...pixEvents,
   ...connectionEvents,
+  ...commerceMemoryEvents,
 } as const;
 
 export type EventType = keyof typeof eventSchemas;

@@ -16,6 +16,8 @@ import { policyRoutes } from './http/policies.ts';
 import { approvalRoutes } from './http/approvals.ts';
 import { oauthRoutes } from './http/oauth.ts';
 import { oauthUrls, type OAuthOptions } from './http/oauth-common.ts';
+import { commerceMemoryRoutes } from './http/commerce-memory.ts';
+import { commerceMemoryInsightRoutes } from './http/commerce-memory-insights.ts';
 import type { X402Deps } from './adapters/chain/x402.ts';
 import type { Bank } from './adapters/bank/port.ts';
 import { type PixDeps, UnconfiguredPsp } from './adapters/psp/port.ts';
@@ -182,6 +184,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(async (scope) => providerRoutes(scope, deps));
   await app.register(async (scope) => connectionRoutes(scope, deps));
   await app.register(async (scope) => providerWebhookRoutes(scope, deps));
+  await app.register(async (scope) => commerceMemoryRoutes(scope, deps));
+  await app.register(async (scope) => commerceMemoryInsightRoutes(scope, deps));
 
   await app.ready();
   return app;

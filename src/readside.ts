@@ -10,6 +10,7 @@ import { policyProjection } from '../projections/policy.ts';
 import { oauthProjection } from '../projections/oauth.ts';
 import { pixProjection } from '../projections/pix.ts';
 import { connectionProjection } from '../projections/connection.ts';
+import { commerceMemoryProjection } from '../projections/commerce-memory.ts';
 import { SEALER_NAME, Sealer, type SealerOptions } from './audit/sealer.ts';
 import type { EventStore, Position } from './eventstore/port.ts';
 import type { Db } from './postgres/db.ts';
@@ -23,7 +24,7 @@ import { ProjectionRunner } from './projector/runner.ts';
 // Everything that follows the log to serve reads: the projections and the
 // audit sealer, and the progress tracker behind read-your-writes.
 
-export const projections: readonly Projection[] = [orgProjection, agentProjection, consumerProjection, mandateProjection, auditProjection, webhookProjection, bankConsentProjection, x402Projection, policyProjection, oauthProjection, pixProjection, connectionProjection];
+export const projections: readonly Projection[] = [orgProjection, agentProjection, consumerProjection, mandateProjection, auditProjection, webhookProjection, bankConsentProjection, x402Projection, policyProjection, oauthProjection, pixProjection, connectionProjection, commerceMemoryProjection];
 
 export type ReadSide = {
   progress: Progress;

@@ -92,6 +92,8 @@ export const REJECTION_STATUS: Record<string, number> = {
   metadata_update_failed: 409,
   connection_not_active: 409,
   connection_exists: 409,
+  counterparty_not_found: 404,
+  negotiation_exists: 409,
 };
 
 export function envelope(code: string, message: string, requestId: string, details?: Record<string, unknown>) {

@@ -71,6 +71,8 @@ await handleCommand(
 );
 // A's provider connection (registering a key does not call the provider).
 const aConnection = (await app.inject({ method: 'POST', url: '/v1/connections', headers: a.key, payload: { server_id: 'acme-payments', secret: 'acme_sk_tenancy' } })).json();
+const aCounterparty = (await app.inject({ method: 'POST', url: '/v1/counterparties', headers: a.key, payload: { kind: 'supplier', name: 'Alpha supplier' } })).json();
+const aNegotiation = (await app.inject({ method: 'POST', url: '/v1/commerce-memory/negotiations', headers: a.key, payload: { counterparty_id: aCounterparty.id, item_ref: 'sku-1', outcome: 'accepted' } })).json();
 const aIncident = '7d3c1c7e-2b1a-4c5d-8e9f-0a1b2c3d4e5f';
 await handleCommand(ledger.store, incidentDecider, incidentStream(aIncident), { type: 'open', incidentId: aIncident, orgId: a.orgId, kind: 'hash_mismatch', sequence: 1, detail: 'test' }, ledger.ctx(a.orgId));
 const aPolicy = (await app.inject({ method: 'POST', url: '/v1/policies', headers: a.key, payload: { name: 'a rule', type: 'deny', agents: ['nobody'] } })).json();
@@ -102,6 +104,8 @@ function realIds(url: string): Record<string, string> {
   if (url.startsWith('/v1/mandates')) return { id: aMandate.id };
   if (url.startsWith('/v1/test/cards')) return { card_id: aCard.card_id };
   if (url.startsWith('/v1/connections')) return { id: aConnection.id };
+  if (url.startsWith('/v1/counterparties') || url.startsWith('/v1/commerce-memory/counterparties')) return { id: aCounterparty.id };
+  if (url.startsWith('/v1/commerce-memory/negotiations')) return { id: aNegotiation.id };
   if (url.startsWith('/v1/agents')) return { agentId: url.endsWith('/revoke') && !url.includes('keys') ? aAgent.agent_did : 'buyer', kid: aAgent.kid };
   throw new Error(`no tenancy fixture for ${url}: add one`);
 }
@@ -137,6 +141,7 @@ const sampleBody: Record<string, unknown> = {
   updatePolicy: { enabled: false },
   decideApproval: { decision: 'deny' },
   updateConnectionMetadata: { connection_metadata: { a: 1 } },
+  setCounterpartyPreferences: { preferences: { stranger: true } },
 };
 
 const fill = (url: string, ids: Record<string, string>) => url.replace(/:([A-Za-z_]+)/g, (_, k: string) => encodeURIComponent(ids[k]!));
