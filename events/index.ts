@@ -7,6 +7,7 @@ import { webhookEvents } from './webhook.ts';
 import { bankConsentEvents } from './bank-consent.ts';
 import { x402Events } from './x402.ts';
 import { orgEvents } from './org.ts';
+import { mcpEvents } from './mcp.ts';
 
 // The registry of every event type: one vocabulary for the log, the audit
 // chain's event_type and webhook subscriptions.
@@ -20,6 +21,7 @@ export const eventSchemas = {
   ...webhookEvents,
   ...bankConsentEvents,
   ...x402Events,
+  ...mcpEvents,
 } as const;
 
 export type EventType = keyof typeof eventSchemas;

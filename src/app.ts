@@ -12,6 +12,9 @@ import { auditRoutes } from './http/audit.ts';
 import { webhookRoutes } from './http/webhooks.ts';
 import { bankConsentRoutes } from './http/bank-consents.ts';
 import { x402Routes } from './http/x402.ts';
+import { mcpServerRoutes } from './http/mcp-servers.ts';
+import { mcpGatewayRoutes } from './http/mcp-gateway.ts';
+import { defaultMcpConfig, type McpConfig } from './mcp/config.ts';
 import type { X402Deps } from './adapters/chain/x402.ts';
 import type { Bank } from './adapters/bank/port.ts';
 import { migrateWebhooks, type WebhookDispatcher } from './reactors/webhooks.ts';
@@ -48,6 +51,7 @@ export type BuildOptions = {
   webhooks?: WebhookDispatcher;
   banks?: Map<string, Bank>;
   x402?: X402Deps;
+  mcp?: Partial<McpConfig>;
   webhookTargets?: AllowedTargets;
   /** did:web domain; derived from baseUrl when absent. */
   didDomain?: string;
@@ -128,6 +132,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     x402: opts.x402,
     webhookTargets: opts.webhookTargets ?? { loopback: false, private: false },
     didDomain: opts.didDomain ?? didDomainOf(opts.baseUrl),
+    mcp: { ...defaultMcpConfig(opts.baseUrl), ...opts.mcp },
   };
 
   app.decorate('routeSpecs', deps.routes);
@@ -142,6 +147,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(async (scope) => webhookRoutes(scope, deps));
   await app.register(async (scope) => bankConsentRoutes(scope, deps));
   await app.register(async (scope) => x402Routes(scope, deps));
+  await app.register(async (scope) => mcpServerRoutes(scope, deps));
+  await app.register(async (scope) => mcpGatewayRoutes(scope, deps));
 
   await app.ready();
   return app;

@@ -10,6 +10,7 @@ import type { Bank } from '../adapters/bank/port.ts';
 import type { X402Deps } from '../adapters/chain/x402.ts';
 import type { AllowedTargets } from '../adapters/outbound-http.ts';
 import type { WebhookDispatcher } from '../reactors/webhooks.ts';
+import type { McpConfig } from '../mcp/config.ts';
 import type { Auth, Authenticator, AuthMode, Role } from './auth.ts';
 import { ApiError, errorResponse, sendResponse, toIssues } from './errors.ts';
 import { checkKey, type IdempotencyStore, requestHash } from './idempotency.ts';
@@ -45,6 +46,8 @@ export type AppDeps = {
   banks: Map<string, Bank>;
   /** Which private targets outbound HTTP (webhooks) may reach. */
   webhookTargets: AllowedTargets;
+  /** Monetized MCP servers: gateway base, upstream timeouts, sweep lease (defaults from baseUrl when absent). */
+  mcp?: McpConfig;
 };
 
 export type Reply = { status: number; body?: unknown; headers?: Record<string, string> };

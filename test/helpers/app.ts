@@ -11,6 +11,7 @@ import type { X402Deps } from '../../src/adapters/chain/x402.ts';
 import { defaultWebhookConfig, WebhookDispatcher, type WebhookConfig } from '../../src/reactors/webhooks.ts';
 import type { RateLimitConfig } from '../../src/http/ratelimit.ts';
 import { testLedger, type TestLedger } from './ledger.ts';
+import type { McpConfig } from '../../src/mcp/config.ts';
 
 // The HTTP app over a whole test ledger, and a bootstrapped organization.
 
@@ -18,7 +19,7 @@ export const SERVICE_SECRET = 'svc_test_secret_0123456789abcdefghijklmnop';
 
 export type TestApp = { app: FastifyInstance; ledger: TestLedger; vault: Vault; webhooks: WebhookDispatcher; x402: X402Deps | undefined };
 
-export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: RateLimitConfig; now?: () => Date; webhooks?: Partial<WebhookConfig>; webhookWorker?: boolean; banks?: Map<string, Bank>; x402?: boolean } = {}): Promise<TestApp> {
+export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: RateLimitConfig; now?: () => Date; webhooks?: Partial<WebhookConfig>; webhookWorker?: boolean; banks?: Map<string, Bank>; x402?: boolean; mcp?: Partial<McpConfig> } = {}): Promise<TestApp> {
   const ledger = await testLedger(t, opts.now ? { now: opts.now } : {});
   const vault = await Vault.open(ledger.db, randomBytes(32));
   // Tests reach their receivers on loopback; deliveries retry on a compressed schedule.
@@ -49,6 +50,7 @@ export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: 
     vault,
     webhooks,
     ...(x402 ? { x402 } : {}),
+    ...(opts.mcp ? { mcp: opts.mcp } : {}),
     webhookTargets,
     ...(opts.banks ? { banks: opts.banks } : {}),
     db: ledger.db,
