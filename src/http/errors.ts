@@ -70,6 +70,8 @@ export const REJECTION_STATUS: Record<string, number> = {
   consent_exists: 409,
   authorization_already_used: 409,
   fauth_final: 409,
+  tool_not_found: 404,
+  sweep_in_progress: 409,
 };
 
 export function envelope(code: string, message: string, requestId: string, details?: Record<string, unknown>) {

@@ -166,8 +166,13 @@ export async function mcpGatewayRoutes(app: FastifyInstance, deps: AppDeps): Pro
         if (!paid || !priced.has(request.params.name)) return { isError: true, content: [{ type: 'text', text: `unknown or inactive tool ${request.params.name}` }] };
         try {
           const r = await callUpstreamTool(upstream, deps.webhookTargets, cfg.timeouts, request.params.name, request.params.arguments);
-          await record({ type: 'completed', callId: paid.callId, isError: r.isError === true }, paid.callId);
-          return r;
+          if (r.isError === true) {
+            // The tool itself reported failure: the payer got nothing it paid for.
+            await record({ type: 'upstream_failed', callId: paid.callId, error: 'tool_error' }, paid.callId);
+            return { ...r, _meta: { ...r._meta, 'x402/refundable': true, call_id: paid.callId } };
+          }
+          await record({ type: 'completed', callId: paid.callId, isError: false }, paid.callId);
+          return { ...r, _meta: { ...r._meta, call_id: paid.callId } };
         } catch (err) {
           const code = err instanceof UpstreamError ? err.code : 'call_failed';
           await record({ type: 'upstream_failed', callId: paid.callId, error: code }, paid.callId);
