@@ -42,7 +42,7 @@ export async function mcpGatewayRoutes(app: FastifyInstance, deps: AppDeps): Pro
     responses: { 405: null },
     errors: [[405, 'method_not_allowed']],
     async handler() {
-      return { status: 405, headers: { allow: 'POST' }, body: { jsonrpc: '2.0', error: { code: -32000, message: 'Method not allowed.' }, id: null } };
+      throw new ApiError(405, 'method_not_allowed', 'the gateway is stateless: POST JSON-RPC messages; there is no standalone SSE stream');
     },
   });
 
@@ -56,7 +56,7 @@ export async function mcpGatewayRoutes(app: FastifyInstance, deps: AppDeps): Pro
     params: z.object({ slug: z.string().min(1).max(64) }),
     body: JsonRpc,
     responses: { 200: z.unknown(), 202: null, 402: z.unknown() },
-    errors: [[400, 'invalid_payment'], [402, 'payment_required'], [404, 'not_found'], [502, 'settlement_outcome_unknown'], [503, 'facilitator_unavailable']],
+    errors: [[400, 'invalid_body'], [400, 'mcp_protocol_error'], [402, 'payment_required'], [404, 'not_found'], [406, 'mcp_protocol_error'], [415, 'mcp_protocol_error'], [502, 'settlement_outcome_unknown'], [503, 'facilitator_unavailable']],
     async handler({ params, body, req }): Promise<Reply> {
       const { rows } = await deps.db.query<ServerRow>(
         `SELECT id, org_id, project_id, slug, name, upstream_url, upstream_auth_header, upstream_auth_ref, environment, payto_address, platform_fee_bps, active FROM mcp_servers WHERE slug = $1`,
@@ -78,7 +78,7 @@ export async function mcpGatewayRoutes(app: FastifyInstance, deps: AppDeps): Pro
       const calls = messages.filter((m) => m.method === 'tools/call');
       const callParams = calls[0]?.params as { name?: unknown } | undefined;
       const paidTool = calls.length > 0 && typeof callParams?.name === 'string' ? priced.get(callParams.name) : undefined;
-      if (calls.length > 1) return { status: 400, body: { jsonrpc: '2.0', error: { code: -32600, message: 'one tools/call per request' }, id: null } };
+      if (calls.length > 1) throw new ApiError(400, 'invalid_body', 'one tools/call per request', { issues: [{ path: [], code: 'too_many_calls', message: 'one tools/call per request' }] });
 
       let paid: { callId: string; headers: Record<string, string> } | undefined;
       if (paidTool) {
@@ -187,6 +187,14 @@ export async function mcpGatewayRoutes(app: FastifyInstance, deps: AppDeps): Pro
         const webReq = new Request(`http://gateway.internal/mcp/${server.slug}`, { method: 'POST', headers, body: JSON.stringify(body) });
         const res = await transport.handleRequest(webReq, { parsedBody: body });
         const text = await res.text();
+        if (res.status >= 400) {
+          // The transport refused the request (headers, protocol version, JSON-RPC shape): the envelope, with its JSON-RPC error.
+          let rpc: unknown = null;
+          try {
+            rpc = JSON.parse(text);
+          } catch {}
+          throw new ApiError(res.status, 'mcp_protocol_error', ((rpc as { error?: { message?: string } })?.error?.message ?? 'the MCP request was refused').slice(0, 300), { jsonrpc: rpc });
+        }
         const out: Record<string, string> = { ...paid?.headers };
         res.headers.forEach((v, k) => {
           if (k !== 'content-length') out[k] = v;

@@ -115,10 +115,12 @@ const FORBIDDEN_FAMILY = [
 ] as const;
 
 /** Refuses an upstream URL the outbound guard would refuse, with the spec's details. */
-async function guardUpstream(deps: AppDeps, raw: string): Promise<URL> {
+async function guardUpstream(deps: AppDeps, raw: string, resolve: boolean): Promise<URL> {
   try {
     const url = checkUrl(raw, deps.webhookTargets);
-    await checkResolved(url.hostname, deps.webhookTargets).catch((err: unknown) => {
+    // Registration checks the URL itself; validation also what its name resolves to (and
+    // every connection is checked again at connect time by the guarded client).
+    if (resolve) await checkResolved(url.hostname, deps.webhookTargets).catch((err: unknown) => {
       if (err instanceof UnsafeTarget) throw err;
       throw new UnsafeTarget(`the host does not resolve: ${(err as Error).message}`);
     });
@@ -157,7 +159,7 @@ export async function mcpServerRoutes(app: FastifyInstance, deps: AppDeps): Prom
       await guard(req, auth, 'mcp:write');
       const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(body.upstream_url)?.[1]?.toLowerCase();
       if (scheme !== 'http' && scheme !== 'https') return { status: 200, body: { valid: false, count: 0, tools: [], error: 'invalid_url' } };
-      await guardUpstream(deps, body.upstream_url);
+      await guardUpstream(deps, body.upstream_url, true);
       const headers: Record<string, string> = {};
       const a = body.auth as { header?: unknown; value?: unknown } | undefined;
       if (a && typeof a.header === 'string' && typeof a.value === 'string' && HEADER_NAME.test(a.header)) headers[a.header] = a.value;
@@ -194,7 +196,7 @@ export async function mcpServerRoutes(app: FastifyInstance, deps: AppDeps): Prom
         if (names.has(t.tool_name)) throw new ApiError(400, 'slug_conflict', `the tool name ${t.tool_name} is repeated`, { tool_name: t.tool_name });
         names.add(t.tool_name);
       }
-      await guardUpstream(deps, body.upstream_url);
+      await guardUpstream(deps, body.upstream_url, false);
       const serverId = newId('mcs');
       const cctx: CommandContext = { orgId: auth.orgId, projectId: auth.projectId, actor: { kind: 'api_key', id: auth.keyId }, requestId: String(req.id), now: deps.now };
       // Provision first: a failure leaves nothing behind.

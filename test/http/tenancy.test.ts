@@ -68,6 +68,8 @@ await handleCommand(
   },
   ledger.ctx(a.orgId),
 );
+// A's MCP server, created through the API by A's admin.
+const aMcp = (await app.inject({ method: 'POST', url: '/v1/mcp-servers', headers: { ...a.key, 'x-svc-user': a.ownerId }, payload: { consumer_id: 'c', name: 'n', slug: 'tenancy-mcp', upstream_url: 'https://mcp.example.com/mcp', tools: [{ tool_name: 'echo', price: '0.01' }] } })).json();
 const aIncident = '7d3c1c7e-2b1a-4c5d-8e9f-0a1b2c3d4e5f';
 await handleCommand(ledger.store, incidentDecider, incidentStream(aIncident), { type: 'open', incidentId: aIncident, orgId: a.orgId, kind: 'hash_mismatch', sequence: 1, detail: 'test' }, ledger.ctx(a.orgId));
 await ledger.settle();
@@ -88,6 +90,7 @@ function realIds(url: string): Record<string, string> {
   if (url.startsWith('/v1/consumers')) return { id: aConsumer.id };
   if (url.startsWith('/v1/mandates')) return { id: aMandate.id };
   if (url.startsWith('/v1/test/cards')) return { card_id: aCard.card_id };
+  if (url.startsWith('/v1/mcp-servers')) return { id: aMcp.id, tool: 'echo' };
   if (url.startsWith('/v1/agents')) return { agentId: url.endsWith('/revoke') && !url.includes('keys') ? aAgent.agent_did : 'buyer', kid: aAgent.kid };
   throw new Error(`no tenancy fixture for ${url}: add one`);
 }
@@ -114,6 +117,8 @@ const sampleBody: Record<string, unknown> = {
   updateWebhookEndpoint: { name: 'stranger' },
   bankConsentCallback: { auth_code: 'c' },
   bankConsentCallbackLegacy: { auth_code: 'c' },
+  patchMcpServer: { active: false },
+  patchMcpTool: { active: false },
 };
 
 const fill = (url: string, ids: Record<string, string>) => url.replace(/:([A-Za-z_]+)/g, (_, k: string) => encodeURIComponent(ids[k]!));
@@ -133,7 +138,7 @@ t.ok(withIds.length >= 8, 'the routes with ids are all covered');
 for (const route of withIds) {
   t.test(`${route.method} ${route.url}`, async (t) => {
     const real = realIds(route.url);
-    const headers = route.auth === 'api_key' ? b.key : b.owner;
+    const headers = route.auth === 'api_key' ? (route.url.startsWith('/v1/mcp-servers') ? { ...b.key, 'x-svc-user': b.ownerId } : b.key) : b.owner;
     const payload = sampleBody[route.operationId];
     const send = (ids: Record<string, string>) => app.inject({ method: route.method, url: fill(route.url, ids), headers, ...(payload ? { payload } : {}) });
     const foreign = await send(real);
