@@ -192,3 +192,19 @@ t.test('tenancy: another organization’s server answers like an absent one', as
   t.equal((await call('PATCH', `/v1/mcp-servers/${s.id}/tools/echo`, other, { active: false })).statusCode, 404);
   t.notOk((await call('GET', '/v1/mcp-servers', other)).json().mcp_servers.some((x: { id: string }) => x.id === s.id));
 });
+
+t.test('a receiving address that cannot be provisioned: 503, nothing created', async (t) => {
+  // The same log and database, served with another vault master key: the organization's seed cannot be read.
+  const { buildApp } = await import('../../src/app.ts');
+  const { Vault } = await import('../../src/adapters/vault.ts');
+  const { randomBytes } = await import('node:crypto');
+  const { SERVICE_SECRET } = await import('../helpers/app.ts');
+  const wrongKey = await buildApp({ vault: await Vault.open(ledger.db, randomBytes(32)), db: ledger.db, store: ledger.store, readSide: ledger.readSide, serviceSecret: SERVICE_SECRET, baseUrl: 'http://x', logLevel: 'silent', webhookTargets: { loopback: true, private: false } });
+  t.teardown(() => wrongKey.close());
+  const head = await ledger.store.headPosition();
+  const r = await wrongKey.inject({ method: 'POST', url: '/v1/mcp-servers', headers: admin(org), payload: body('unprovisioned') });
+  t.same([r.statusCode, r.json().error.code], [503, 'payto_provisioning_failed']);
+  const written = (await ledger.store.readAll({ after: head, maxCount: 1000 })).filter((e) => e.type.startsWith('mcp_'));
+  t.same(written, [], 'nothing written');
+  t.equal((await call('POST', '/v1/mcp-servers', org, body('unprovisioned'))).statusCode, 201, 'the slug is still free');
+});
