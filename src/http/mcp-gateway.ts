@@ -183,7 +183,8 @@ export async function mcpGatewayRoutes(app: FastifyInstance, deps: AppDeps): Pro
       await mcp.connect(transport);
       try {
         const headers = new Headers();
-        for (const [k, v] of Object.entries(req.headers)) if (typeof v === 'string') headers.set(k, v);
+        // The body is handed over parsed; only the headers that say how to speak MCP pass.
+        for (const [k, v] of Object.entries(req.headers)) if (typeof v === 'string' && (k === 'accept' || k === 'content-type' || k.startsWith('mcp-') || k === 'last-event-id')) headers.set(k, v);
         const webReq = new Request(`http://gateway.internal/mcp/${server.slug}`, { method: 'POST', headers, body: JSON.stringify(body) });
         const res = await transport.handleRequest(webReq, { parsedBody: body });
         const text = await res.text();

@@ -39,7 +39,13 @@ export async function runSweep(d: SweepDeps, ctx: CommandContext): Promise<Sweep
   };
   let state = await run({ type: 'acquire', sweepId: newId('sweep'), holder, leaseMs: d.mcp.sweepLeaseMs });
   await d.mcp.faults?.afterAcquire?.();
-  const seed = await orgSeed(d.store, d.vault, ctx);
+  let seed: Buffer;
+  try {
+    seed = await orgSeed(d.store, d.vault, ctx);
+  } catch (err) {
+    await run({ type: 'release', holder, reason: 'the address seed could not be read' });
+    throw err;
+  }
   const destination = platformWallet(seed);
   const networkOf = (env: 'live' | 'test'): Network | undefined => (env === 'live' ? d.x402?.live : d.x402?.test);
   let failed = false;

@@ -125,6 +125,33 @@ t.test('a real MCP client pays for a priced tool through the gateway', async (t)
   t.match(await bare.json(), { x402Version: 1, error: 'payment_required', accepts: [{ scheme: 'exact', network: 'base-sepolia', maxAmountRequired: '12345', payTo: server.payto_address, asset: BASE_SEPOLIA_USDC }] });
 });
 
+t.test('a payment that does not match the requirements is refused before any money moves', async (t) => {
+  const server = await createServer(org, 'paid-strict', '0.3', 0);
+  const payer = await fundedPayer(org);
+  const http = new x402HTTPClient(registerExactEvmScheme(new x402Client(), { signer: payer as never }));
+  const rpc = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: { text: 'strict' } } });
+  const hdrs = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+  const first = await fetch(server.gateway_url, { method: 'POST', headers: hdrs, body: rpc });
+  const required = http.getPaymentRequiredResponse((n) => first.headers.get(n), await first.json()) as unknown as { accepts: Record<string, unknown>[] };
+  const before = await balance(payer.address);
+  for (const [change, code] of [
+    [{ amount: '1' }, 'amount_mismatch'],
+    [{ payTo: payer.address }, 'payee_authorization_mismatch'],
+  ] as const) {
+    const tampered = { ...required, accepts: [{ ...required.accepts[0], ...change }] };
+    const payload = await http.createPaymentPayload(tampered as never);
+    const r = await fetch(server.gateway_url, { method: 'POST', headers: { ...hdrs, ...http.encodePaymentSignatureHeader(payload) }, body: rpc });
+    t.equal(r.status, 402);
+    t.equal(JSON.parse(Buffer.from(r.headers.get('payment-required')!, 'base64').toString('utf8')).error, code, code);
+  }
+  const garbled = await fetch(server.gateway_url, { method: 'POST', headers: { ...hdrs, 'payment-signature': 'not base64 json!' }, body: rpc });
+  t.same([garbled.status, JSON.parse(Buffer.from(garbled.headers.get('payment-required')!, 'base64').toString('utf8')).error], [402, 'invalid_payment']);
+  t.equal(await balance(payer.address), before, 'nothing moved');
+  t.notOk(upstream.calls.includes('echo:strict'), 'the upstream was not called');
+  const unknown = await fetch(`${base}/mcp/no-such-server`, { method: 'POST', headers: hdrs, body: rpc });
+  t.same([unknown.status, ((await unknown.json()) as { error: { code: string } }).error.code], [404, 'not_found']);
+});
+
 t.test('a v1 X-PAYMENT is accepted too', async (t) => {
   const server = await createServer(org, 'paid-v1', '0.2', 100);
   const payer = await fundedPayer(org);
