@@ -277,4 +277,20 @@ t.test('fees: N paid calls accrue exactly the fee; the sweep moves exactly that 
   const more = await sweep();
   t.match(more.json(), { swept: 1, total_atomic: perCall.toString(), transfers: [{ source: a.payto_address, amount_atomic: perCall.toString(), status: 'settled' }] });
   t.equal(await balance(wallet), total + perCall);
+
+  // A chain that does not answer: 503, the intent stays open, the lock is released; the next sweep finishes it once.
+  const c2 = await mcpClient(b.gateway_url, paying.fetch);
+  await c2.callTool({ name: 'echo', arguments: { text: 'down' } });
+  await c2.close();
+  const { EvmSettlement } = await import('../../src/adapters/chain/settlement.ts');
+  const net = x402!.test!;
+  const original = net.settlement;
+  net.settlement = new EvmSettlement({ rpcUrl: 'http://127.0.0.1:9', chainId: 84532, token: BASE_SEPOLIA_USDC as Hex, facilitatorKey: generatePrivateKey(), receiptTimeoutMs: 500 });
+  const down = await sweep();
+  net.settlement = original;
+  t.same([down.statusCode, down.json().error.code], [503, 'sweep_failed']);
+  t.equal(await balance(wallet), total + perCall, 'nothing moved');
+  const after = await sweep();
+  t.match(after.json(), { swept: 1, total_atomic: perCall.toString(), transfers: [{ source: b.payto_address, amount_atomic: perCall.toString(), status: 'settled' }] });
+  t.equal(await balance(wallet), total + 2n * perCall, 'moved once');
 });
