@@ -12,6 +12,7 @@ import { oauthEvents } from './oauth.ts';
 import { pixEvents } from './pix.ts';
 import { connectionEvents } from './connection.ts';
 import { commerceMemoryEvents } from './commerce-memory.ts';
+import { mcpEvents } from './mcp.ts';
 
 // The registry of every event type: one vocabulary for the log, the audit
 // chain's event_type and webhook subscriptions.
@@ -30,6 +31,7 @@ export const eventSchemas = {
   ...pixEvents,
   ...connectionEvents,
   ...commerceMemoryEvents,
+  ...mcpEvents,
 } as const;
 
 export type EventType = keyof typeof eventSchemas;

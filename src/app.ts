@@ -18,6 +18,9 @@ import { oauthRoutes } from './http/oauth.ts';
 import { oauthUrls, type OAuthOptions } from './http/oauth-common.ts';
 import { commerceMemoryRoutes } from './http/commerce-memory.ts';
 import { commerceMemoryInsightRoutes } from './http/commerce-memory-insights.ts';
+import { mcpServerRoutes } from './http/mcp-servers.ts';
+import { mcpGatewayRoutes } from './http/mcp-gateway.ts';
+import { defaultMcpConfig, type McpConfig } from './mcp/config.ts';
 import type { X402Deps } from './adapters/chain/x402.ts';
 import type { Bank } from './adapters/bank/port.ts';
 import { type PixDeps, UnconfiguredPsp } from './adapters/psp/port.ts';
@@ -63,6 +66,7 @@ export type BuildOptions = {
   banks?: Map<string, Bank>;
   x402?: X402Deps;
   pix?: PixDeps;
+  mcp?: Partial<McpConfig>;
   webhookTargets?: AllowedTargets;
   /** The provider catalog, its HTTP adapter and the sandbox providers' URLs; the shipped catalog without a sandbox when absent. */
   providers?: ProviderRuntime;
@@ -163,6 +167,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     webhookTargets: opts.webhookTargets ?? { loopback: false, private: false },
     didDomain: opts.didDomain ?? didDomainOf(opts.baseUrl),
     providers: new ProviderTools(opts.db, opts.vault, opts.providers ?? { catalog: Catalog.load(), client: new HttpProvider({ allow: opts.webhookTargets ?? { loopback: false, private: false } }), sandbox: undefined }),
+    mcp: { ...defaultMcpConfig(opts.baseUrl), ...opts.mcp },
   };
 
   app.decorate('routeSpecs', deps.routes);
@@ -186,6 +191,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(async (scope) => providerWebhookRoutes(scope, deps));
   await app.register(async (scope) => commerceMemoryRoutes(scope, deps));
   await app.register(async (scope) => commerceMemoryInsightRoutes(scope, deps));
+  await app.register(async (scope) => mcpServerRoutes(scope, deps));
+  await app.register(async (scope) => mcpGatewayRoutes(scope, deps));
 
   await app.ready();
   return app;

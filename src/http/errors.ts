@@ -94,6 +94,8 @@ export const REJECTION_STATUS: Record<string, number> = {
   connection_exists: 409,
   counterparty_not_found: 404,
   negotiation_exists: 409,
+  tool_not_found: 404,
+  sweep_in_progress: 409,
 };
 
 export function envelope(code: string, message: string, requestId: string, details?: Record<string, unknown>) {

@@ -12,6 +12,7 @@ import type { PixDeps } from '../adapters/psp/port.ts';
 import type { AllowedTargets } from '../adapters/outbound-http.ts';
 import type { WebhookDispatcher } from '../reactors/webhooks.ts';
 import type { ProviderTools } from '../providers/tools.ts';
+import type { McpConfig } from '../mcp/config.ts';
 import type { Auth, Authenticator, AuthMode, Role } from './auth.ts';
 import { ApiError, errorResponse, sendResponse, toIssues } from './errors.ts';
 import { checkKey, type IdempotencyStore, requestHash } from './idempotency.ts';
@@ -51,6 +52,8 @@ export type AppDeps = {
   webhookTargets: AllowedTargets;
   /** The provider catalog, its HTTP adapter and the tool executor over connections. */
   providers: ProviderTools;
+  /** Monetized MCP servers: gateway base, upstream timeouts, sweep lease (defaults from baseUrl when absent). */
+  mcp?: McpConfig;
 };
 
 export type Reply = { status: number; body?: unknown; headers?: Record<string, string> };

@@ -3,7 +3,8 @@ import * as ed from '@noble/ed25519';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { fauthDecider, fauthStream, nonceDecider, nonceStream, x402MandateDecider, x402MandateStream } from '../../commands/x402.ts';
-import { isChecksummed, recoverAuthorizationSigner } from '../adapters/chain/signature.ts';
+import { isChecksummed } from '../adapters/chain/signature.ts';
+import { checkShape, checkSignature, checkTime, uint as sharedUint, X402Refusal } from '../x402/verify.ts';
 import { Rejection } from '../eventstore/handler.ts';
 import { ApiError } from './errors.ts';
 import { newId } from './ids.ts';
@@ -17,9 +18,7 @@ import { IdParam, Timestamp, isoText as TS } from './schemas.ts';
 
 /** A settlement network with its USDC's real EIP-712 domain (Base Sepolia: "USDC"/"2"; Base: "USD Coin"/"2"). */
 
-/** Allowed clock skew before validAfter, and the margin kept before validBefore (seconds). */
-export const SKEW_SECONDS = 30n;
-export const EXPIRY_MARGIN_SECONDS = 6n;
+export { SKEW_SECONDS, EXPIRY_MARGIN_SECONDS } from '../x402/verify.ts';
 const ATOMIC_PER_CENT = 10_000n; // USDC has 6 decimals; amounts in minor units are cents
 
 const Digits = z.union([z.string(), z.number()]);
@@ -38,12 +37,16 @@ const Body = z.object({
   }),
 });
 
-const DIGITS = /^(0|[1-9]\d{0,77})$/;
-const uint = (v: string | number, field: string): bigint => {
-  const s = typeof v === 'number' ? (Number.isSafeInteger(v) && v >= 0 ? String(v) : '') : v;
-  if (!DIGITS.test(s)) throw new ApiError(400, 'invalid_payload', `${field} must be plain decimal digits`, { field });
-  return BigInt(s);
+/** The shared verification steps (src/x402/verify.ts), their refusals in this route's envelope. */
+const refusal = (err: unknown): unknown => (err instanceof X402Refusal ? new ApiError(err.status, err.code, err.message, err.details) : err);
+const asApi = <T>(f: () => T): T => {
+  try {
+    return f();
+  } catch (err) {
+    throw refusal(err);
+  }
 };
+const uint = (v: string | number, field: string): bigint => asApi(() => sharedUint(v, field));
 
 
 
@@ -145,24 +148,19 @@ export async function x402Routes(app: FastifyInstance, deps: AppDeps): Promise<v
       const validBefore = uint(a.validBefore, 'authorization.validBefore');
       const maxMinor = uint(intent.max_amount_minor, 'intent.max_amount_minor');
       const totalMinor = uint(intent.total_cap_minor, 'intent.total_cap_minor');
-      for (const [field, addr] of [['authorization.from', a.from], ['authorization.to', a.to], ['domain.verifyingContract', domain.verifyingContract], ['intent.payee', intent.payee]] as const) {
-        if (!isChecksummed(addr)) throw new ApiError(400, 'malformed_authorization', `${field} is not an EIP-55 checksummed address`, { field });
-      }
+      const checked = asApi(() => checkShape(a, [['domain.verifyingContract', domain.verifyingContract], ['intent.payee', intent.payee]]));
       if (!Number.isInteger(domain.chainId) || domain.chainId <= 0 || domain.chainId > 2 ** 53 - 1) throw new ApiError(400, 'malformed_authorization', 'domain.chainId is out of range', { field: 'domain.chainId' });
-      if (!/^0x[0-9a-fA-F]{64}$/.test(a.nonce)) throw new ApiError(400, 'malformed_authorization', 'authorization.nonce must be 32 bytes of hex', { field: 'authorization.nonce' });
       if (domain.chainId !== network.chainId) throw new ApiError(400, 'network_mismatch', `a ${auth.environment} credential settles on ${network.name} (chain ${network.chainId})`, { expected_chain_id: network.chainId });
       if (domain.verifyingContract !== network.token) throw new ApiError(400, 'unsupported_asset', `only USDC (${network.token}) is settled on ${network.name}`);
 
       // Signature, recovered under the token's real domain: a wrong domain name in the
       // request does not fail to verify, it recovers another address.
-      const signer = await recoverAuthorizationSigner({ domain: { name: network.domainName, version: network.domainVersion, chainId: network.chainId, verifyingContract: network.token }, message: { from: a.from, to: a.to, value, validAfter, validBefore, nonce: a.nonce }, signature });
-      if (!signer) throw new ApiError(401, 'bad_signature', 'the signature is malformed, high-s, or has an invalid v');
-      if (signer !== a.from) throw new ApiError(401, 'signer_mismatch', 'the signature was not made by authorization.from (check the EIP-712 domain)', { recovered: signer });
+      const signer = await checkSignature(network, checked, signature).catch((err: unknown) => {
+        throw refusal(err);
+      });
 
       // Time, from the service's own clock.
-      const now = BigInt(Math.floor(deps.now().getTime() / 1000));
-      if (validAfter > now + SKEW_SECONDS) throw new ApiError(422, 'authorization_not_yet_valid', 'validAfter is in the future', { valid_after: validAfter.toString() });
-      if (now + EXPIRY_MARGIN_SECONDS >= validBefore) throw new ApiError(422, 'authorization_expired', 'validBefore has passed (or is too close to settle safely)', { valid_before: validBefore.toString() });
+      asApi(() => checkTime(checked, deps.now()));
 
       // Payee binding.
       if (intent.payee !== a.to) throw new ApiError(422, 'payee_authorization_mismatch', 'intent.payee must be authorization.to');

@@ -16,6 +16,7 @@ import { testLedger, type TestLedger } from './ledger.ts';
 import { Catalog } from '../../src/providers/catalog.ts';
 import { HttpProvider } from '../../src/adapters/providers/http-provider.ts';
 import { SandboxProviders } from '../../src/adapters/providers/sandbox-providers.ts';
+import type { McpConfig } from '../../src/mcp/config.ts';
 
 // The HTTP app over a whole test ledger, and a bootstrapped organization.
 
@@ -23,7 +24,7 @@ export const SERVICE_SECRET = 'svc_test_secret_0123456789abcdefghijklmnop';
 
 export type TestApp = { app: FastifyInstance; ledger: TestLedger; vault: Vault; webhooks: WebhookDispatcher; x402: X402Deps | undefined; sandboxProviders: SandboxProviders | undefined };
 
-export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: RateLimitConfig; now?: () => Date; webhooks?: Partial<WebhookConfig>; webhookWorker?: boolean; banks?: Map<string, Bank>; x402?: boolean; oauth?: OAuthOptions; pix?: PixDeps; providers?: boolean; providerTimeoutMs?: number; logStream?: { write(line: string): void } } = {}): Promise<TestApp> {
+export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: RateLimitConfig; now?: () => Date; webhooks?: Partial<WebhookConfig>; webhookWorker?: boolean; banks?: Map<string, Bank>; x402?: boolean; oauth?: OAuthOptions; pix?: PixDeps; providers?: boolean; providerTimeoutMs?: number; logStream?: { write(line: string): void }; mcp?: Partial<McpConfig> } = {}): Promise<TestApp> {
   const ledger = await testLedger(t, opts.now ? { now: opts.now } : {});
   const vault = await Vault.open(ledger.db, randomBytes(32));
   // Tests reach their receivers on loopback; deliveries retry on a compressed schedule.
@@ -69,6 +70,7 @@ export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: 
     ...(opts.logStream ? { logStream: opts.logStream } : {}),
     webhooks,
     ...(x402 ? { x402 } : {}),
+    ...(opts.mcp ? { mcp: opts.mcp } : {}),
     webhookTargets,
     ...(opts.banks ? { banks: opts.banks } : {}),
     ...(opts.pix ? { pix: opts.pix } : {}),

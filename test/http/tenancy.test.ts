@@ -73,6 +73,8 @@ await handleCommand(
 const aConnection = (await app.inject({ method: 'POST', url: '/v1/connections', headers: a.key, payload: { server_id: 'acme-payments', secret: 'acme_sk_tenancy' } })).json();
 const aCounterparty = (await app.inject({ method: 'POST', url: '/v1/counterparties', headers: a.key, payload: { kind: 'supplier', name: 'Alpha supplier' } })).json();
 const aNegotiation = (await app.inject({ method: 'POST', url: '/v1/commerce-memory/negotiations', headers: a.key, payload: { counterparty_id: aCounterparty.id, item_ref: 'sku-1', outcome: 'accepted' } })).json();
+// A's MCP server, created through the API by A's admin.
+const aMcp = (await app.inject({ method: 'POST', url: '/v1/mcp-servers', headers: { ...a.key, 'x-svc-user': a.ownerId }, payload: { consumer_id: 'c', name: 'n', slug: 'tenancy-mcp', upstream_url: 'https://mcp.example.com/mcp', tools: [{ tool_name: 'echo', price: '0.01' }] } })).json();
 const aIncident = '7d3c1c7e-2b1a-4c5d-8e9f-0a1b2c3d4e5f';
 await handleCommand(ledger.store, incidentDecider, incidentStream(aIncident), { type: 'open', incidentId: aIncident, orgId: a.orgId, kind: 'hash_mismatch', sequence: 1, detail: 'test' }, ledger.ctx(a.orgId));
 const aPolicy = (await app.inject({ method: 'POST', url: '/v1/policies', headers: a.key, payload: { name: 'a rule', type: 'deny', agents: ['nobody'] } })).json();
@@ -106,6 +108,7 @@ function realIds(url: string): Record<string, string> {
   if (url.startsWith('/v1/connections')) return { id: aConnection.id };
   if (url.startsWith('/v1/counterparties') || url.startsWith('/v1/commerce-memory/counterparties')) return { id: aCounterparty.id };
   if (url.startsWith('/v1/commerce-memory/negotiations')) return { id: aNegotiation.id };
+  if (url.startsWith('/v1/mcp-servers')) return { id: aMcp.id, tool: 'echo' };
   if (url.startsWith('/v1/agents')) return { agentId: url.endsWith('/revoke') && !url.includes('keys') ? aAgent.agent_did : 'buyer', kid: aAgent.kid };
   throw new Error(`no tenancy fixture for ${url}: add one`);
 }
@@ -142,6 +145,8 @@ const sampleBody: Record<string, unknown> = {
   decideApproval: { decision: 'deny' },
   updateConnectionMetadata: { connection_metadata: { a: 1 } },
   setCounterpartyPreferences: { preferences: { stranger: true } },
+  patchMcpServer: { active: false },
+  patchMcpTool: { active: false },
 };
 
 const fill = (url: string, ids: Record<string, string>) => url.replace(/:([A-Za-z_]+)/g, (_, k: string) => encodeURIComponent(ids[k]!));
@@ -162,7 +167,7 @@ t.ok(withIds.length >= 8, 'the routes with ids are all covered');
 for (const route of withIds) {
   t.test(`${route.method} ${route.url}`, async (t) => {
     const real = realIds(route.url);
-    const headers = route.auth === 'api_key' ? b.key : b.owner;
+    const headers = route.auth === 'api_key' ? (route.url.startsWith('/v1/mcp-servers') ? { ...b.key, 'x-svc-user': b.ownerId } : b.key) : b.owner;
     const payload = sampleBody[route.operationId];
     const send = (ids: Record<string, string>) => app.inject({ method: route.method, url: fill(route.url, ids), headers, ...(payload ? { payload } : {}) });
     const foreign = await send(real);
