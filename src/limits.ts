@@ -37,3 +37,8 @@ export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 /** Projects list (spec Part 8). */
 export const PROJECTS_LIST_DEFAULT = 50;
 export const PROJECTS_LIST_MAX = 100;
+
+/** EventStoreDB: attempts of one call on transport errors (unavailable, deadline, not leader), with exponential back-off. */
+export const ESDB_RETRY_ATTEMPTS = 6;
+export const ESDB_RETRY_BASE_MS = 100;
+export const ESDB_RETRY_MAX_MS = 5_000;
