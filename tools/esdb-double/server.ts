@@ -45,9 +45,9 @@ export class EsdbDouble {
   /** Fault injection: drop each new subscription after it has sent this many events (once per subscription). */
   dropSubscriptionsAfter: number | undefined;
   /** Fault injection: runs before an append is decided, so a test can write a competing event first. */
-  beforeAppend: ((stream: string) => void) | undefined;
+  beforeAppend: ((stream: string) => void | Promise<void>) | undefined;
   /** Counts of the calls served, by kind. */
-  readonly calls = { read: 0, subscribe: 0, append: 0, batchAppend: 0, features: 0 };
+  readonly calls = { read: 0, subscribe: 0, append: 0, batchAppend: 0, features: 0, appended: 0, wrongExpectedVersion: 0 };
   private constructor(
     readonly host: string,
     public port: number,
@@ -285,6 +285,7 @@ export class EsdbDouble {
 
   private appended() {
     this.appends++;
+    this.calls.appended++;
     const every = this.opts.systemEventEvery ?? 5;
     if (every > 0 && this.appends % every === 0) this.log.appendSystem('$stats-127.0.0.1:2113', '$statsCollected', { appends: this.appends });
   }
@@ -319,8 +320,8 @@ export class EsdbDouble {
         expected = EsdbDouble.expected(o, 'append');
       } else proposed.push(EsdbDouble.proposed(req.getProposedMessage()));
     });
-    call.on('end', () => {
-      this.beforeAppend?.(stream);
+    call.on('end', async () => {
+      await this.beforeAppend?.(stream);
       const res = new AppendResp();
       try {
         const r = this.log.append(stream, expected, proposed);
@@ -334,6 +335,7 @@ export class EsdbDouble {
         res.setSuccess(s);
       } catch (err) {
         if (!(err instanceof AppendRefused)) return cb({ code: grpc.status.INTERNAL, details: String(err) });
+        this.calls.wrongExpectedVersion++;
         const w = new AppendResp.WrongExpectedVersion();
         if (err.current === 'no_stream') w.setCurrentNoStream(new sharedPb.Empty());
         else w.setCurrentRevision(err.current.toString());
@@ -350,7 +352,7 @@ export class EsdbDouble {
   private batchAppend(call: grpc.ServerDuplexStream<any, any>): void {
     this.calls.batchAppend++;
     const pending = new Map<string, { stream: string; sid: any; expected: Expected; options: any; proposed: ReturnType<typeof EsdbDouble.proposed>[] }>();
-    call.on('data', (req: any) => {
+    call.on('data', async (req: any) => {
       const cid = req.getCorrelationId().getString();
       let p = pending.get(cid);
       if (!p) {
@@ -361,7 +363,7 @@ export class EsdbDouble {
       for (const m of req.getProposedMessagesList()) p.proposed.push(EsdbDouble.proposed(m));
       if (!req.getIsFinal()) return;
       pending.delete(cid);
-      this.beforeAppend?.(p.stream);
+      await this.beforeAppend?.(p.stream);
       const res = new BatchAppendResp();
       res.setCorrelationId(req.getCorrelationId());
       res.setStreamIdentifier(p.sid);
@@ -378,6 +380,7 @@ export class EsdbDouble {
       } catch (err) {
         const st = new statusPb.Status();
         if (err instanceof AppendRefused) {
+          this.calls.wrongExpectedVersion++;
           const w = new sharedPb.WrongExpectedVersion();
           if (err.current === 'no_stream') w.setCurrentNoStream(new GoogleEmpty());
           else w.setCurrentStreamRevision(err.current.toString());
