@@ -65,3 +65,7 @@ export const CONNECTION_METADATA_MAX_BYTES = 32_768;
 /** Inbound provider webhooks: largest body, and how far a delivery's timestamp may be from now. */
 export const INBOUND_WEBHOOK_MAX_BYTES = 262_144;
 export const INBOUND_WEBHOOK_TOLERANCE_SECONDS = 300;
+/** EventStoreDB: attempts of one call on transport errors (unavailable, deadline, not leader), with exponential back-off. */
+export const ESDB_RETRY_ATTEMPTS = 6;
+export const ESDB_RETRY_BASE_MS = 100;
+export const ESDB_RETRY_MAX_MS = 5_000;
