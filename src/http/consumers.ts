@@ -6,6 +6,7 @@ import { newId } from './ids.ts';
 import { defineRoute, type AppDeps } from './route.ts';
 import { IdParam, QueryBool, Timestamp, isoText as TS } from './schemas.ts';
 import type { ApiKeyAuth } from './auth.ts';
+import { walletRows, type WalletFundingSource } from '../../projections/consumer.ts';
 
 // Consumers (titulars), their wallet view per currency.
 
@@ -136,36 +137,41 @@ export async function consumerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     method: 'GET',
     url: '/v1/consumers/:id/wallet',
     operationId: 'getConsumerWallet',
-    summary: 'Per currency: authorized (caps of active and paused mandates), spent and available',
+    summary: 'Per currency: authorized (caps of active and paused mandates), spent and available, with the ids of that currency’s mandates and funding sources',
     tags: ['consumers'],
     auth: 'api_key',
     scope: 'consumers:read',
     params: z.object({ id: IdParam }),
     responses: {
-      200: z.object({
-        consumer_id: z.string(),
-        currencies: z.array(z.object({ currency: z.string(), authorized_minor: Money, spent_minor: Money, available_minor: Money })),
-        funding_source_ids: z.array(z.string()),
-        mandate_ids: z.array(z.string()),
-      }),
+      200: z
+        .object({
+          consumer_id: z.string(),
+          currencies: z.array(
+            z.object({ currency: z.string(), authorized_minor: Money, spent_minor: Money, available_minor: Money, funding_source_ids: z.array(z.string()), mandate_ids: z.array(z.string()) }),
+          ),
+        })
+        .meta({ id: 'ConsumerWallet' }),
     },
     errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
     async handler({ auth, params, deps }) {
       const c = await readConsumer(deps, auth, params.id);
       if (!c) throw notFound();
-      const now = deps.now().toISOString();
-      const { rows } = await deps.db.query<{ currency: string; authorized: string; spent: string }>(
-        `SELECT currency, sum(cap_minor)::text AS authorized, sum(spent_minor)::text AS spent FROM mandates
-         WHERE consumer_id = $1 AND org_id = $2 AND status IN ('active', 'paused') AND expires_at > $3 GROUP BY currency ORDER BY currency`,
-        [c.id, auth.orgId, now],
+      // The calling project's mandates of this consumer that still count: active or paused, not expired.
+      const { rows } = await deps.db.query<{ id: string; currency: string; cap: string; spent: string }>(
+        `SELECT id, currency, cap_minor::text AS cap, spent_minor::text AS spent FROM mandates
+         WHERE consumer_id = $1 AND org_id = $2 AND project_id = $3 AND status IN ('active', 'paused') AND expires_at > $4 ORDER BY created_at, id`,
+        [c.id, auth.orgId, auth.projectId, deps.now().toISOString()],
       );
-      const ids = await deps.db.query<{ id: string }>('SELECT id FROM mandates WHERE consumer_id = $1 AND org_id = $2 ORDER BY created_at, id', [c.id, auth.orgId]);
-      const currencies = rows.map((r) => {
-        const authorized = BigInt(r.authorized);
-        const spent = BigInt(r.spent);
-        return { currency: r.currency, authorized_minor: Number(authorized), spent_minor: Number(spent), available_minor: Number(authorized - spent) };
-      });
-      return { status: 200, body: { consumer_id: c.id, currencies, funding_source_ids: [], mandate_ids: ids.rows.map((r) => r.id) } };
+      const mandates = rows.map((r) => ({ id: r.id, currency: r.currency, cap_minor: BigInt(r.cap), spent_minor: BigInt(r.spent) }));
+      // No family records funding sources yet (the Pix partner accounts will): none to count.
+      const fundingSources: WalletFundingSource[] = [];
+      const currencies = walletRows(mandates, fundingSources).map((r) => ({
+        ...r,
+        authorized_minor: Number(r.authorized_minor),
+        spent_minor: Number(r.spent_minor),
+        available_minor: Number(r.available_minor),
+      }));
+      return { status: 200, body: { consumer_id: c.id, currencies } };
     },
   });
 }
