@@ -8,7 +8,10 @@ import { IdParam, QueryBool, Timestamp, isoText as TS } from './schemas.ts';
 import type { ApiKeyAuth } from './auth.ts';
 import { walletRows, type WalletFundingSource } from '../../projections/consumer.ts';
 
-// Consumers (titulars), their wallet view per currency.
+// Consumers (titulars), their wallet view per currency. A consumer belongs to
+// the organization: every project of it reads, lists and updates it; what hangs
+// off it (mandates, cards, consents) stays with the project that made it, so
+// the id lists and the wallet show the calling project's records only.
 
 export const Consumer = z
   .object({
@@ -33,7 +36,7 @@ const Metadata = z.record(z.string(), z.unknown()).refine((m) => JSON.stringify(
 const COLUMNS = `id, display_name, document, document_source, ${TS('document_verified_at')} AS document_verified_at, person_type, tax_type, status, metadata, ${TS('created_at')} AS created_at`;
 
 export async function readConsumer(deps: AppDeps, auth: ApiKeyAuth, id: string): Promise<ConsumerView | undefined> {
-  const { rows } = await deps.db.query<ConsumerView>(`SELECT ${COLUMNS} FROM consumers WHERE id = $1 AND org_id = $2 AND project_id = $3`, [id, auth.orgId, auth.projectId]);
+  const { rows } = await deps.db.query<ConsumerView>(`SELECT ${COLUMNS} FROM consumers WHERE id = $1 AND org_id = $2`, [id, auth.orgId]);
   return rows[0];
 }
 
@@ -68,7 +71,7 @@ export async function consumerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     method: 'GET',
     url: '/v1/consumers',
     operationId: 'listConsumers',
-    summary: 'List consumers, newest first',
+    summary: 'List the organization’s consumers (from every project), newest first',
     tags: ['consumers'],
     auth: 'api_key',
     scope: 'consumers:read',
@@ -76,13 +79,13 @@ export async function consumerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     responses: { 200: z.object({ consumers: z.array(Consumer) }) },
     errors: [[400, 'invalid_query'], [401, 'unauthorized'], [403, 'forbidden']],
     async handler({ auth, query, deps }) {
-      const params: unknown[] = [auth.orgId, auth.projectId, query.limit];
+      const params: unknown[] = [auth.orgId, query.limit];
       let filter = '';
       if (query.verified !== undefined) {
         params.push(query.verified ? 'verified' : 'unverified');
-        filter = ' AND status = $4';
+        filter = ' AND status = $3';
       }
-      const { rows } = await deps.db.query<ConsumerView>(`SELECT ${COLUMNS} FROM consumers WHERE org_id = $1 AND project_id = $2${filter} ORDER BY created_at DESC, id LIMIT $3`, params);
+      const { rows } = await deps.db.query<ConsumerView>(`SELECT ${COLUMNS} FROM consumers WHERE org_id = $1${filter} ORDER BY created_at DESC, id LIMIT $2`, params);
       return { status: 200, body: { consumers: rows } };
     },
   });
@@ -101,8 +104,12 @@ export async function consumerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     async handler({ auth, params, deps }) {
       const c = await readConsumer(deps, auth, params.id);
       if (!c) throw notFound();
-      const m = await deps.db.query<{ id: string }>('SELECT id FROM mandates WHERE consumer_id = $1 AND org_id = $2 ORDER BY created_at, id', [c.id, auth.orgId]);
-      const cards = await deps.db.query<{ card_id: string }>(`SELECT card_id FROM mandate_cards WHERE consumer_id = $1 AND org_id = $2 AND status = 'active' ORDER BY bound_at`, [c.id, auth.orgId]);
+      const m = await deps.db.query<{ id: string }>('SELECT id FROM mandates WHERE consumer_id = $1 AND org_id = $2 AND project_id = $3 ORDER BY created_at, id', [c.id, auth.orgId, auth.projectId]);
+      const cards = await deps.db.query<{ card_id: string }>(`SELECT card_id FROM mandate_cards WHERE consumer_id = $1 AND org_id = $2 AND project_id = $3 AND status = 'active' ORDER BY bound_at`, [
+        c.id,
+        auth.orgId,
+        auth.projectId,
+      ]);
       return { status: 200, body: { ...c, mandate_ids: m.rows.map((r) => r.id), card_ids: cards.rows.map((r) => r.card_id) } };
     },
   });
