@@ -10,7 +10,7 @@ const sandbox = new SandboxBank(5);
 const url = await sandbox.start();
 t.teardown(() => sandbox.stop());
 const banks = new Map<string, Bank>([
-  ['sandbox-bank', new HttpBank('sandbox-bank', { baseUrl: url, clientId: sandbox.clientId, clientSecret: sandbox.clientSecret, timeoutMs: 1_000 })],
+  ['sandbox-bank', new HttpBank('sandbox-bank', { baseUrl: url, clientId: sandbox.clientId, clientSecret: sandbox.clientSecret, timeoutMs: 5_000 })],
   ['dead-bank', new HttpBank('dead-bank', { baseUrl: 'http://127.0.0.1:9', clientId: 'x', clientSecret: 'y' })],
 ]);
 const { app, ledger } = await testApp(t, { banks });
@@ -89,7 +89,8 @@ t.test('faults: refusal at creation, a refused code, a failing page, a slow bank
   t.same([retry.imported, retry.duplicates], [75, 50], 'the retry imports only pages 3-5');
   t.ok((await ledger.store.readStream(`bank_consent-${c.id}`)).some((e) => e.type === 'bank_consent.statement_refresh_failed'));
 
-  sandbox.faults.slowMs = 1_500;
+  // Slower than the client's 5 s timeout, whose timer starts before the bank's.
+  sandbox.faults.slowMs = 6_000;
   const slow = await post(`/v1/bank-consents/${c.id}/refresh-statement`);
   sandbox.faults.slowMs = 0;
   t.same([slow.statusCode, slow.json().error.code], [502, 'bank_unavailable'], 'a bank past the timeout');

@@ -4,6 +4,7 @@ import { consentDecider, consentStream } from '../../commands/bank-consent.ts';
 import { fauthDecider, fauthStream } from '../../commands/x402.ts';
 import { handleCommand } from '../../src/eventstore/handler.ts';
 import { bootstrapOrg, testApp } from '../helpers/app.ts';
+import { until } from '../helpers/wait.ts';
 
 // Generated over every route that takes an id: another organization's id (and
 // another project's, where a resource is project-scoped) answers exactly as an
@@ -31,14 +32,10 @@ const aCard = (await app.inject({ method: 'POST', url: `/v1/consumers/mandates/$
 const aTrigger = (await app.inject({ method: 'POST', url: '/v1/webhook-endpoints', headers: a.key, payload: { event: 'consumer.created', name: 'hook', webhook_url: 'https://hooks.example.com/in' } })).json();
 await app.inject({ method: 'POST', url: '/v1/consumers', headers: a.key, payload: {} });
 await ledger.settle();
-const aDelivery = await (async () => {
-  for (let i = 0; i < 100; i++) {
-    const { rows } = await ledger.db.query<{ id: string; event_id: string }>('SELECT id::text, event_id::text FROM webhook_deliveries WHERE trigger_id = $1', [aTrigger.id]);
-    if (rows[0]) return rows[0];
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  throw new Error('no delivery dispatched');
-})();
+const aDelivery = await until(
+  async () => (await ledger.db.query<{ id: string; event_id: string }>('SELECT id::text, event_id::text FROM webhook_deliveries WHERE trigger_id = $1', [aTrigger.id])).rows[0],
+  'a dispatched delivery',
+);
 // A's bank consent, written straight to the log (the sandbox bank is not needed to own one).
 const aConsent = 'ofb_tenancyConsent000';
 await handleCommand(
