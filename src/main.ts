@@ -32,6 +32,7 @@ const app = await buildApp({
   baseUrl: config.publicBaseUrl,
   readWaitMs: config.readWaitMs,
   logLevel: config.logLevel,
+  ...(config.metricsToken ? { metricsToken: config.metricsToken } : {}),
 }).catch(async (err: unknown) => {
   await runtime.close().catch(() => {});
   return fail(err);
