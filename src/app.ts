@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import Fastify, { LogController, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { EventStore } from './eventstore/port.ts';
 import { Authenticator } from './http/auth.ts';
 import { ApiError, envelope, registerErrorHandling, sendResponse } from './http/errors.ts';
@@ -35,6 +35,8 @@ import { providerRoutes } from './http/providers.ts';
 import { connectionRoutes } from './http/connections.ts';
 import { providerWebhookRoutes } from './http/provider-webhooks.ts';
 import { platformRoutes } from './http/platform.ts';
+import { registerMetrics } from './http/metrics.ts';
+import { docsRoutes } from './http/docs.ts';
 import { projectRoutes } from './http/projects.ts';
 import { defaultRateLimit, RateLimiter, type RateLimitConfig } from './http/ratelimit.ts';
 import type { AppDeps, RouteSpec } from './http/route.ts';
@@ -78,8 +80,10 @@ export type BuildOptions = {
   logLevel?: string;
   /** OAuth per-address and key-paste limits; defaults from limits.ts. */
   oauth?: OAuthOptions;
-  /** Where log lines go (stdout when absent); tests read them. */
+  /** Where the structured log goes (stdout when absent); tests capture it. */
   logStream?: { write(line: string): void };
+  /** Bearer token for GET /metrics from other than loopback (METRICS_TOKEN). */
+  metricsToken?: string;
 };
 
 /** did:web domain of a base URL: the host, a port percent-encoded (did:web spec). */
@@ -93,6 +97,8 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   const app = Fastify({
     logger: { level: opts.logLevel ?? 'info', ...(opts.logStream ? { stream: opts.logStream } : {}) },
+    // Log lines carry the id the error envelope shows as request_id, under the same name.
+    logController: new LogController({ requestIdLogLabel: 'request_id' }),
     bodyLimit: HTTP_BODY_MAX_BYTES,
     // Path parameters up to 256 characters reach their schemas (a Pix charge reference is up to 128).
     maxParamLength: 256,
@@ -172,6 +178,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
 
   app.decorate('routeSpecs', deps.routes);
   app.decorate('registeredRoutes', registered);
+  // Before the route plugins, so its request hooks reach every route.
+  registerMetrics(app, deps, { token: opts.metricsToken });
   await app.register(async (scope) => platformRoutes(scope, deps));
   await app.register(async (scope) => orgRoutes(scope, deps));
   await app.register(async (scope) => projectRoutes(scope, deps));
@@ -193,6 +201,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(async (scope) => commerceMemoryInsightRoutes(scope, deps));
   await app.register(async (scope) => mcpServerRoutes(scope, deps));
   await app.register(async (scope) => mcpGatewayRoutes(scope, deps));
+  await app.register(async (scope) => docsRoutes(scope, deps));
 
   await app.ready();
   return app;

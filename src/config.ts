@@ -10,6 +10,7 @@ const schema = z.object({
   ESDB_URL: z.string().min(1).optional(),
   AUDIT_SIGNING_KEY: z.string().min(1).optional(),
   SVC_SERVICE_SECRET: z.string().min(32).optional(),
+  METRICS_TOKEN: z.string().min(16).optional(),
   VAULT_MASTER_KEY: z.string().min(1).optional(),
   SVC_ALLOW_PRIVATE_TARGETS: z.string().regex(/^((loopback|private)(,(loopback|private))*)?$/).optional(),
   SANDBOX_BANK: z.enum(['on', 'off']).default('on'),
@@ -39,6 +40,8 @@ export type Config = {
   auditSigningKey: string | undefined;
   /** The platform secret of the service-auth subtree; generated into dataDir when unset. */
   serviceSecret: string | undefined;
+  /** Bearer token for GET /metrics from other than loopback; unset: loopback only. */
+  metricsToken: string | undefined;
   /** base64 AES-256 key of the vault; generated into dataDir when unset. */
   vaultMasterKey: string | undefined;
   /** Private targets outbound HTTP may reach: a comma list of loopback, private. */
@@ -102,6 +105,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel: e.LOG_LEVEL,
     auditSigningKey: e.AUDIT_SIGNING_KEY,
     serviceSecret: e.SVC_SERVICE_SECRET,
+    metricsToken: e.METRICS_TOKEN,
     vaultMasterKey: e.VAULT_MASTER_KEY,
     didDomain: e.DID_DOMAIN,
     allowPrivateTargets: e.SVC_ALLOW_PRIVATE_TARGETS,

@@ -9,6 +9,7 @@ import type { Db } from '../postgres/db.ts';
 import { advanceCheckpoint, ensureCheckpoint, readCheckpoint } from '../projector/checkpoints.ts';
 import { batches } from '../projector/follow.ts';
 import type { Progress } from '../projector/progress.ts';
+import { webhookDeliveries } from '../metrics.ts';
 
 // Outbound webhooks, as a reactor with its own checkpoint (a rebuild of the
 // read models never re-sends anything):
@@ -281,6 +282,7 @@ export class WebhookDispatcher {
     const delay = this.cfg.scheduleMs[attempt - 1] ?? 0;
     const jittered = Math.round(delay * (1 + (randomInt(0, 2001) / 1000 - 1) * this.cfg.jitter));
     const outcome = delivered ? 'delivered' : dead ? 'dead' : 'failed';
+    webhookDeliveries.inc({ outcome });
     await this.db.transaction(async (tx) => {
       await tx.query(
         `INSERT INTO webhook_attempts (delivery_id, attempt, request_headers, request_body, response_status, response_headers, response_body, response_truncated, error, delivered, created_at)

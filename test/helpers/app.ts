@@ -33,7 +33,7 @@ export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: 
     ...defaultWebhookConfig(webhookTargets),
     scheduleMs: [50, 100, 150],
     workerIntervalMs: 50,
-    timeoutMs: 1_000,
+    timeoutMs: 5_000,
     ...opts.webhooks,
   }, opts.now);
   await webhooks.start({ worker: opts.webhookWorker ?? false });
@@ -80,7 +80,7 @@ export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: 
     serviceSecret: SERVICE_SECRET,
     baseUrl: 'http://127.0.0.1:8080',
     logLevel: opts.logStream ? 'trace' : 'silent',
-    readWaitMs: opts.readWaitMs ?? 10_000,
+    readWaitMs: opts.readWaitMs ?? 60_000,
     rateLimit: opts.rateLimit ?? { burst: 100_000, perSecond: 100_000 },
     ...(opts.now ? { now: opts.now } : {}),
     ...(opts.oauth ? { oauth: opts.oauth } : {}),

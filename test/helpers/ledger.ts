@@ -72,7 +72,7 @@ export async function testLedger(t: Test, opts: { checkpointEveryEntries?: numbe
     run: (decider, stream, command, ctx, o) => handleCommand(store, decider, stream, command, ctx, o),
     async settle() {
       const head = await store.headPosition();
-      if (!(await readSide.waitFor(head, 20_000))) throw new Error('read side did not catch up');
+      if (!(await readSide.waitFor(head, 60_000))) throw new Error('read side did not catch up');
     },
   };
   return ledger;

@@ -5,6 +5,7 @@ import { fauthDecider, fauthStream } from '../../commands/x402.ts';
 import { approvalDecider, approvalStream } from '../../commands/approval.ts';
 import { handleCommand } from '../../src/eventstore/handler.ts';
 import { bootstrapOrg, testApp } from '../helpers/app.ts';
+import { until } from '../helpers/wait.ts';
 
 // Generated over every route that takes an id: another organization's id (and
 // another project's, where a resource is project-scoped) answers exactly as an
@@ -32,14 +33,10 @@ const aCard = (await app.inject({ method: 'POST', url: `/v1/consumers/mandates/$
 const aTrigger = (await app.inject({ method: 'POST', url: '/v1/webhook-endpoints', headers: a.key, payload: { event: 'consumer.created', name: 'hook', webhook_url: 'https://hooks.example.com/in' } })).json();
 await app.inject({ method: 'POST', url: '/v1/consumers', headers: a.key, payload: {} });
 await ledger.settle();
-const aDelivery = await (async () => {
-  for (let i = 0; i < 100; i++) {
-    const { rows } = await ledger.db.query<{ id: string; event_id: string }>('SELECT id::text, event_id::text FROM webhook_deliveries WHERE trigger_id = $1', [aTrigger.id]);
-    if (rows[0]) return rows[0];
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  throw new Error('no delivery dispatched');
-})();
+const aDelivery = await until(
+  async () => (await ledger.db.query<{ id: string; event_id: string }>('SELECT id::text, event_id::text FROM webhook_deliveries WHERE trigger_id = $1', [aTrigger.id])).rows[0],
+  'a dispatched delivery',
+);
 // A's bank consent, written straight to the log (the sandbox bank is not needed to own one).
 const aConsent = 'ofb_tenancyConsent000';
 await handleCommand(
@@ -186,14 +183,12 @@ t.test("A's resources are untouched by B's attempts", async (t) => {
   t.equal((await app.inject({ method: 'GET', url: '/v1/whoami', headers: a.key })).statusCode, 200, "A's key still works");
 });
 
-t.test("another project's consumer, mandate and card answer as absent ones", async (t) => {
+t.test("another project's mandate and card answer as absent ones; the organization's consumer is visible", async (t) => {
   const second = (await app.inject({ method: 'POST', url: '/v1/projects', headers: a.key, payload: { name: 'Second', slug: 'second' } })).json();
   const headers = { ...a.key, 'x-svc-project': second.id };
   for (const [url, absent] of [
-    [`/v1/consumers/${aConsumer.id}`, '/v1/consumers/cns_absentAbsent0000'],
     [`/v1/mandates/${aMandate.id}`, '/v1/mandates/mdt_absentAbsent0000'],
     [`/v1/consumers/mandates/${aMandate.id}/card`, '/v1/consumers/mandates/mdt_absentAbsent0000/card'],
-    [`/v1/consumers/${aConsumer.id}/wallet`, '/v1/consumers/cns_absentAbsent0000/wallet'],
   ] as const) {
     const foreign = await app.inject({ method: 'GET', url, headers });
     const missing = await app.inject({ method: 'GET', url: absent, headers });
@@ -203,4 +198,13 @@ t.test("another project's consumer, mandate and card answer as absent ones", asy
   const spend = await app.inject({ method: 'POST', url: `/v1/consumers/mandates/${aMandate.id}/spend`, headers, payload: { amount_minor: '1', currency: 'BRL', merchant: 'm' } });
   t.equal(spend.json().error.code, 'mandate_not_found');
   t.equal((await app.inject({ method: 'GET', url: `/v1/mandates/${aMandate.id}`, headers: a.key })).statusCode, 200, 'its own project still sees it');
+  // A consumer is the organization's (docs/decisions.md, "A consumer across projects"):
+  // every project reads it; the records hanging off it stay with their project.
+  const consumer = await app.inject({ method: 'GET', url: `/v1/consumers/${aConsumer.id}`, headers });
+  t.equal(consumer.statusCode, 200, 'the second project reads the consumer');
+  t.match(consumer.json(), { id: aConsumer.id, mandate_ids: [], card_ids: [] }, "without the first project's mandate and card ids");
+  t.match((await app.inject({ method: 'GET', url: `/v1/consumers/${aConsumer.id}`, headers: a.key })).json(), { mandate_ids: [aMandate.id], card_ids: [aCard.card_id] }, 'its own project sees them');
+  t.same((await app.inject({ method: 'GET', url: `/v1/consumers/${aConsumer.id}/wallet`, headers })).json(), { consumer_id: aConsumer.id, currencies: [] }, "the wallet counts the calling project's mandates only");
+  t.ok((await app.inject({ method: 'GET', url: '/v1/consumers', headers })).json().consumers.some((c: { id: string }) => c.id === aConsumer.id), 'and lists it');
+  t.equal((await app.inject({ method: 'GET', url: `/v1/consumers/${aConsumer.id}`, headers: b.key })).statusCode, 404, 'another organization still does not');
 });
