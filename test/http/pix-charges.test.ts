@@ -37,7 +37,7 @@ t.test('a charge created, paid by a simulated payer, notified three times, settl
   t.equal((await creditedEvents()).length, 1, 'one credit event for three notifications');
   const w = await wallet();
   t.match(w.currencies, [{ currency: 'BRL', pix_balance_minor: 1234 }]);
-  t.same(w.funding_source_ids, [(charge as unknown as { wallet_id: string }).wallet_id]);
+  t.same(w.currencies[0].funding_source_ids, [(charge as unknown as { wallet_id: string }).wallet_id], 'the currency row carries its Pix funding source');
 });
 
 t.test('notifications: signature, timestamp and replay', async (t) => {
@@ -151,7 +151,7 @@ t.test('receivement lookup without an active funding source: 409 before asking t
   t.equal(r.json().error.code, 'no_active_funding_source');
   t.equal(sandbox.calls.length, calls, 'the PSP was not asked');
   t.equal((await call('POST', charges, { amount_minor: 100 })).statusCode, 409, 'no charge without an active wallet');
-  t.same((await wallet()).funding_source_ids, []);
+  t.same((await wallet()).currencies.flatMap((c: { funding_source_ids: string[] }) => c.funding_source_ids), []);
 });
 
 t.test('tenancy: another organization', async (t) => {
