@@ -296,14 +296,24 @@ export class Sealer {
     try {
       for (const [org, events] of byOrg) {
         let pending = this.chains.get(org);
-        const fresh = !pending;
         if (!pending) {
           pending = Promise.resolve(this.emptyChain(org));
           this.chains.set(org, pending);
+          await this.catchUpChain(tx, await pending, true);
         }
         const chain = await pending;
-        await this.catchUpChain(tx, chain, fresh);
-        await this.sealOrg(chain, events, append);
+        try {
+          // Optimistic: the append's expected revision checks the cached tip.
+          await this.sealOrg(chain, events, append);
+        } catch (err) {
+          if (!(err instanceof WrongExpectedRevision)) throw err;
+          // Another process sealed since: read its entries from our tip and seal on top.
+          const fresh = this.emptyChain(org);
+          Object.assign(fresh, { sequence: chain.sequence, tipHash: chain.tipHash, leaves: chain.leaves, range: chain.range, lastSourcePosition: chain.lastSourcePosition, lastCheckpoint: chain.lastCheckpoint });
+          this.chains.set(org, Promise.resolve(fresh));
+          await this.catchUpChain(tx, fresh, true);
+          await this.sealOrg(fresh, events, append);
+        }
       }
     } catch (err) {
       forget();

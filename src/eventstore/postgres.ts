@@ -174,9 +174,9 @@ export type InlineTx = Queryable & {
 
 /**
  * Runs inside every append transaction that wrote events, after them, with the
- * head position before the batch and the recorded events in log order. It runs
- * under a savepoint: if it throws, its writes are undone and the appends still
- * commit (the asynchronous followers then catch up). Answers what to do once the
+ * head position before the batch and the recorded events in log order. If it
+ * throws, the transaction is rolled back and the batch is written again without
+ * it (the asynchronous followers then catch up). Answers what to do once the
  * transaction has committed, or if it did not.
  */
 export type InlineOutcome = { committed?: () => void; rolledBack?: () => void };
@@ -402,17 +402,18 @@ export class PostgresEventStore implements EventStore {
   }
 
   /** Writes a batch in one statement (one transaction) and answers each append. */
-  private async commit(batch: Pending[]): Promise<void> {
+  private async commit(batch: Pending[], useInline = true): Promise<void> {
     let rows: AppendRow[];
     const hook: { after: InlineOutcome | void } = { after: undefined };
     const params = PostgresEventStore.encode(batch);
-    const inline = this.inline;
+    const inline = useInline ? this.inline : undefined;
     if (!inline) {
       rows = (await this.db.query<AppendRow>(PostgresEventStore.APPEND_SQL, params, { name: 'es_append_v3' })).rows;
       if (rows.length !== batch.length) throw new Error(`es_append answered ${rows.length} rows for ${batch.length} appends`);
     } else {
       // Inline followers: the read models and the audit chain advance in the
       // append transaction itself, under the log-head lock, with one commit.
+      let followersFailed = false;
       try {
         rows = await this.db.transaction(async (tx) => {
           const rs = (await tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, params, { name: 'es_append_v3' })).rows;
@@ -428,20 +429,22 @@ export class PostgresEventStore implements EventStore {
           });
           if (before !== undefined) {
             events.sort((a, b) => (a.position < b.position ? -1 : 1));
-            await tx.query('SAVEPOINT inline_followers');
             try {
               hook.after = await inline(this.inlineTx(tx), formatPosition(before), events);
-              await tx.query('RELEASE SAVEPOINT inline_followers');
             } catch (err) {
-              await tx.query('ROLLBACK TO SAVEPOINT inline_followers');
-              hook.after = undefined;
+              followersFailed = true;
               this.onInlineError?.(err);
+              throw err;
             }
           }
           return rs;
         });
       } catch (err) {
         hook.after?.rolledBack?.();
+        // A follower failed: its work and the appends were rolled back together.
+        // Write the appends alone (each checked again); the asynchronous
+        // followers catch up and record the failure where it belongs.
+        if (followersFailed) return this.commit(batch, false);
         throw err;
       }
     }

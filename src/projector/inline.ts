@@ -29,6 +29,7 @@ export function inlineFollower(projections: readonly Projection[], sealer: Seale
     const { rows } = await tx.query<{ name: string; position: string; version: number; status: string }>(
       'SELECT name, position, version, status FROM checkpoints WHERE name = ANY($1) ORDER BY name FOR UPDATE',
       [names],
+      { name: 'inline_lock_checkpoints' },
     );
     const caught = rows.filter((r) => {
       if (r.position !== before || r.status !== 'running' || !isRunning(r.name)) return false;
@@ -53,11 +54,13 @@ export function inlineFollower(projections: readonly Projection[], sealer: Seale
         await applyBatch(tx, p, all, liveTables(p));
         applied.push(p.name);
       }
+      // One statement moves every checkpoint and wakes waiters in other processes.
       await tx.query(
-        `UPDATE checkpoints SET position = $2, applied_position = CASE WHEN name = ANY($3) THEN $2 ELSE applied_position END, status = 'running', error = NULL, error_position = NULL, updated_at = now() WHERE name = ANY($1)`,
-        [caught.map((r) => r.name), head, applied],
+        `WITH moved AS (UPDATE checkpoints SET position = $2, applied_position = CASE WHEN name = ANY($3) THEN $2 ELSE applied_position END, status = 'running', error = NULL, error_position = NULL, updated_at = now() WHERE name = ANY($1) RETURNING 1)
+         SELECT pg_notify($4, 'inline') FROM (SELECT count(*) FROM moved) m`,
+        [caught.map((r) => r.name), head, applied, PROGRESS_CHANNEL],
+        { name: 'inline_checkpoints' },
       );
-      await tx.query('SELECT pg_notify($1, $2)', [PROGRESS_CHANNEL, 'inline']);
       return {
         committed: () => {
           for (const name of applied) progress.report(appliedKey(name), head);
