@@ -1,4 +1,5 @@
-import type { EventStore, NewEvent, Position, RecordedEvent } from '../eventstore/port.ts';
+import type { EventStore, ExpectedRevision, NewEvent, Position, RecordedEvent } from '../eventstore/port.ts';
+import type { InlineTx } from '../eventstore/postgres.ts';
 import { DuplicateEventId, WrongExpectedRevision } from '../eventstore/port.ts';
 import type { Db } from '../postgres/db.ts';
 import { ensureCheckpoint, PROGRESS_CHANNEL, readCheckpoint } from '../projector/checkpoints.ts';
@@ -61,6 +62,9 @@ export type CheckpointEventData = {
   signed_at: string;
 };
 
+/** Appends one stream's events: through the store, or inside an inline append transaction. */
+type Appender = (stream: string, events: NewEvent[], expectedRevision: ExpectedRevision) => Promise<Position>;
+
 export class Sealer {
   private readonly chains = new Map<string, Promise<Chain>>();
   private abort = new AbortController();
@@ -89,8 +93,14 @@ export class Sealer {
     this.now = opts.now ?? (() => new Date());
   }
 
+  /** True while started: only a running sealer seals inline, in append transactions. */
+  running = false;
+
+  private readonly storeAppend: Appender = async (stream, events, expectedRevision) => (await this.store.appendToStream(stream, events, { expectedRevision })).lastPosition;
+
   async start(): Promise<void> {
     await ensureCheckpoint(this.db, SEALER_NAME, 'sealer', 1);
+    this.running = true;
     this.abort = new AbortController();
     this.loop = this.run();
     this.timer = setInterval(() => void this.checkpointAll(false).catch(() => {}), Math.max(250, Math.floor(this.intervalMs / 2)));
@@ -100,6 +110,7 @@ export class Sealer {
   }
 
   async stop(): Promise<void> {
+    this.running = false;
     clearInterval(this.timer);
     clearInterval(this.flusher);
     this.abort.abort();
@@ -113,6 +124,9 @@ export class Sealer {
    */
   private async flush(): Promise<void> {
     const target = this.position;
+    // Inline sealing moves the checkpoint row itself.
+    const row = this.progress?.rowPosition(SEALER_NAME) ?? '';
+    if (row > this.persisted) this.persisted = row;
     if (target <= this.persisted) return;
     await this.db.transaction(async (tx) => {
       await tx.query(`UPDATE checkpoints SET position = $2, status = 'running', error = NULL, updated_at = now() WHERE name = $1 AND position < $2`, [SEALER_NAME, target]);
@@ -130,7 +144,10 @@ export class Sealer {
         this.progress?.report(SEALER_NAME, this.position);
         this.persisted = this.position;
         for await (const batch of batches(this.store, this.position, signal)) {
-          const appended = await this.seal(batch);
+          // What inline sealing (in append transactions) already covered needs nothing here.
+          const known = this.progress?.position(SEALER_NAME) ?? '';
+          const todo = known > this.position ? batch.filter((e) => e.position > known) : batch;
+          const appended = todo.length > 0 ? await this.seal(todo) : '';
           if (appended && this.afterSeal) await this.afterSeal(appended);
           const last = batch[batch.length - 1]!.position;
           this.position = last;
@@ -156,7 +173,7 @@ export class Sealer {
       if (list) list.push(e);
       else byOrg.set(org, [e]);
     }
-    const written = await Promise.all([...byOrg].map(([org, events]) => this.withChain(org, (chain) => this.sealOrg(chain, events))));
+    const written = await Promise.all([...byOrg].map(([org, events]) => this.withChain(org, (chain) => this.sealOrg(chain, events, this.storeAppend))));
     return written.reduce((a, b) => (b > a ? b : a), '');
   }
 
@@ -208,7 +225,7 @@ export class Sealer {
     return chain;
   }
 
-  private async sealOrg(chain: Chain, events: readonly RecordedEvent[]): Promise<Position> {
+  private async sealOrg(chain: Chain, events: readonly RecordedEvent[], append: Appender): Promise<Position> {
     // After a restart the checkpoint may lag the chain: skip what is already sealed.
     const fresh = events.filter((e) => e.position > chain.lastSourcePosition);
     if (fresh.length === 0) return '';
@@ -229,11 +246,7 @@ export class Sealer {
     }));
     let appended: Position;
     try {
-      appended = (
-        await this.store.appendToStream(auditStream(chain.orgId), newEvents, {
-          expectedRevision: chain.sequence === 0 ? 'no_stream' : BigInt(chain.sequence - 1),
-        })
-      ).lastPosition;
+      appended = await append(auditStream(chain.orgId), newEvents, chain.sequence === 0 ? 'no_stream' : BigInt(chain.sequence - 1));
     } catch (err) {
       if (err instanceof WrongExpectedRevision || err instanceof DuplicateEventId) {
         // The chain moved under us (another sealer, or a restart): reload and let the loop retry.
@@ -249,8 +262,95 @@ export class Sealer {
     chain.sequence = seq;
     chain.tipHash = prev;
     chain.lastSourcePosition = fresh[fresh.length - 1]!.position;
-    await this.maybeCheckpoint(chain, false);
+    await this.maybeCheckpoint(chain, false, append);
     return appended;
+  }
+
+  /**
+   * Seals a batch inside an append transaction (the log-head row is locked, so
+   * no other writer moves a chain meanwhile). Each chain cached here is first
+   * brought up to date from its stream in the transaction (entries another
+   * process sealed since), then extended; the entries are appended in the same
+   * transaction. Answers the recorded entries (and any signed checkpoints).
+   * If the transaction does not commit, `forget` drops the touched chains.
+   */
+  async sealInline(tx: InlineTx, batch: readonly RecordedEvent[]): Promise<{ written: RecordedEvent[]; forget: () => void }> {
+    const byOrg = new Map<string, RecordedEvent[]>();
+    for (const e of batch) {
+      if (isAuditStream(e.streamName)) continue;
+      const list = byOrg.get(e.metadata.org_id);
+      if (list) list.push(e);
+      else byOrg.set(e.metadata.org_id, [e]);
+    }
+    const touched = [...byOrg.keys()];
+    const forget = () => {
+      for (const org of touched) this.chains.delete(org);
+    };
+    const written: RecordedEvent[] = [];
+    const append: Appender = async (stream, events, expectedRevision) => {
+      const [r] = await tx.append([{ stream, events, expectedRevision }]);
+      if (!r!.ok) throw new WrongExpectedRevision(stream, expectedRevision, r!.actual);
+      written.push(...r!.events);
+      return r!.events[r!.events.length - 1]!.position;
+    };
+    try {
+      for (const [org, events] of byOrg) {
+        let pending = this.chains.get(org);
+        if (!pending) {
+          pending = Promise.resolve(this.emptyChain(org));
+          this.chains.set(org, pending);
+          await this.catchUpChain(tx, await pending, true);
+        }
+        const chain = await pending;
+        try {
+          // Optimistic: the append's expected revision checks the cached tip.
+          await this.sealOrg(chain, events, append);
+        } catch (err) {
+          if (!(err instanceof WrongExpectedRevision)) throw err;
+          // Another process sealed since: read its entries from our tip and seal on top.
+          const fresh = this.emptyChain(org);
+          Object.assign(fresh, { sequence: chain.sequence, tipHash: chain.tipHash, leaves: chain.leaves, range: chain.range, lastSourcePosition: chain.lastSourcePosition, lastCheckpoint: chain.lastCheckpoint });
+          this.chains.set(org, Promise.resolve(fresh));
+          await this.catchUpChain(tx, fresh, true);
+          await this.sealOrg(fresh, events, append);
+        }
+      }
+    } catch (err) {
+      forget();
+      throw err;
+    }
+    return { written, forget };
+  }
+
+  private emptyChain(orgId: string): Chain {
+    return { orgId, sequence: 0, tipHash: genesisHash(orgId), leaves: [], range: new CompactRange(), lastSourcePosition: '', lastCheckpoint: null, lastCheckpointAt: Date.now(), lock: Promise.resolve() };
+  }
+
+  /** Reads the entries appended after the cached tip (none, unless another process sealed), and the last checkpoint when they moved it. */
+  private async catchUpChain(tx: InlineTx, chain: Chain, fresh: boolean): Promise<void> {
+    let moved = false;
+    for (;;) {
+      const page = await tx.readStream(auditStream(chain.orgId), BigInt(chain.sequence), 5000);
+      for (const e of page) {
+        const entry = e.data as unknown as AuditEntry;
+        if (entry.sequence_number !== chain.sequence + 1) throw new Error(`audit chain ${chain.orgId}: entry ${entry.sequence_number} after ${chain.sequence}`);
+        const leaf = leafHash(Buffer.from(entry.entry_hash, 'hex'));
+        chain.leaves.push(leaf);
+        chain.range.append(leaf);
+        chain.sequence = entry.sequence_number;
+        chain.tipHash = entry.entry_hash;
+        chain.lastSourcePosition = entry.source.position;
+        moved = true;
+      }
+      if (page.length < 5000) break;
+    }
+    if (moved || fresh) {
+      const last = await tx.readLast(checkpointStream(chain.orgId));
+      if (last) {
+        const d = last.data as unknown as CheckpointEventData;
+        chain.lastCheckpoint = { size: d.size, root: Buffer.from(d.root_hash, 'hex') };
+      }
+    }
   }
 
   /** Signs checkpoints for every chain with unsigned entries (`force`), or those due. */
@@ -260,7 +360,7 @@ export class Sealer {
     }
   }
 
-  private async maybeCheckpoint(chain: Chain, force: boolean): Promise<void> {
+  private async maybeCheckpoint(chain: Chain, force: boolean, append: Appender = this.storeAppend): Promise<void> {
     const lastSize = chain.lastCheckpoint?.size ?? 0;
     if (chain.sequence === lastSize) return;
     const due = chain.sequence - lastSize >= this.every || Date.now() - chain.lastCheckpointAt >= this.intervalMs;
@@ -286,14 +386,18 @@ export class Sealer {
       signed_at: at,
     };
     try {
-      await this.store.appendToStream(checkpointStream(chain.orgId), [
-        {
-          id: derivedUuid('checkpoint', `${chain.orgId}/${size}`),
-          type: CHECKPOINT_EVENT_TYPE,
-          data: data as unknown as NewEvent['data'],
-          metadata: { org_id: chain.orgId, actor: { kind: 'system', id: SEALER_NAME }, occurred_at: at, schema_version: 1 },
-        },
-      ]);
+      await append(
+        checkpointStream(chain.orgId),
+        [
+          {
+            id: derivedUuid('checkpoint', `${chain.orgId}/${size}`),
+            type: CHECKPOINT_EVENT_TYPE,
+            data: data as unknown as NewEvent['data'],
+            metadata: { org_id: chain.orgId, actor: { kind: 'system', id: SEALER_NAME }, occurred_at: at, schema_version: 1 },
+          },
+        ],
+        'any',
+      );
     } catch (err) {
       if (!(err instanceof DuplicateEventId)) throw err; // already signed at this size
     }
