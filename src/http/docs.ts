@@ -26,6 +26,6 @@ export async function docsRoutes(app: FastifyInstance, deps: AppDeps): Promise<v
     routePrefix: '/docs',
     // No outside validator badge: the page makes no request beyond this service.
     validatorUrl: false,
-    uiConfig: { deepLinking: true, displayOperationId: true, docExpansion: 'list' },
+    uiConfig: { deepLinking: true, displayOperationId: true, docExpansion: 'none' },
   });
 }
