@@ -16,7 +16,8 @@ import {
   genesisHash,
   isAuditStream,
 } from './chain.ts';
-import { CompactRange, consistencyProof, leafHash, verifyConsistency } from './merkle.ts';
+import { leafHash, verifyConsistency } from './merkle.ts';
+import { appendLeaves, consistencyProofFromStore, edgeFromJson, edgeRoot, edgeToJson, migrateTree, type RightEdge, storeNodes } from './tree.ts';
 import { type SigningKey, signCheckpoint, verifierKey } from './note.ts';
 
 // The audit sealer: one writer that reads the log in order and appends one
@@ -43,8 +44,8 @@ type Chain = {
   orgId: string;
   sequence: number;
   tipHash: string;
-  leaves: Buffer[];
-  range: CompactRange;
+  /** The tree's right edge: O(log n) hashes; every complete node is in audit_tree_nodes. */
+  edge: RightEdge;
   lastSourcePosition: Position;
   lastCheckpoint: { size: number; root: Buffer } | null;
   lastCheckpointAt: number;
@@ -91,6 +92,7 @@ export class Sealer {
 
   async start(): Promise<void> {
     await ensureCheckpoint(this.db, SEALER_NAME, 'sealer', 1);
+    await migrateTree(this.db);
     this.abort = new AbortController();
     this.loop = this.run();
     this.timer = setInterval(() => void this.checkpointAll(false).catch(() => {}), Math.max(250, Math.floor(this.intervalMs / 2)));
@@ -173,29 +175,49 @@ export class Sealer {
     return run;
   }
 
+  /**
+   * A chain's state comes from its stored row (constant size: tip, right edge,
+   * last checkpoint), then the few entries appended after the row was last
+   * written (a crash between the chain append and the row update) are read
+   * from the chain and applied. A chain without a row (first start) is read
+   * once from its beginning.
+   */
   private async loadChain(orgId: string): Promise<Chain> {
     const chain: Chain = {
       orgId,
       sequence: 0,
       tipHash: genesisHash(orgId),
-      leaves: [],
-      range: new CompactRange(),
+      edge: new Map(),
       lastSourcePosition: '',
       lastCheckpoint: null,
       lastCheckpointAt: Date.now(),
       lock: Promise.resolve(),
     };
-    let from = 0n;
+    const { rows } = await this.db.query<{ sequence: string; tip_hash: string; last_source_position: string; right_edge: Record<string, string>; checkpoint_size: string | null; checkpoint_root: string | null }>(
+      'SELECT sequence::text, tip_hash, last_source_position, right_edge, checkpoint_size::text, checkpoint_root FROM audit_chain_state WHERE org_id = $1',
+      [orgId],
+    );
+    const row = rows[0];
+    if (row) {
+      chain.sequence = Number(row.sequence);
+      chain.tipHash = row.tip_hash;
+      chain.lastSourcePosition = row.last_source_position;
+      chain.edge = edgeFromJson(row.right_edge);
+      if (row.checkpoint_size !== null && row.checkpoint_root !== null) chain.lastCheckpoint = { size: Number(row.checkpoint_size), root: Buffer.from(row.checkpoint_root, 'hex') };
+    }
+    let from = BigInt(chain.sequence);
+    let caughtUp = false;
     for (;;) {
       const page = await this.store.readStream(auditStream(orgId), { fromRevision: from, maxCount: 5000 });
-      for (const e of page) {
-        const entry = e.data as unknown as AuditEntry;
-        const leaf = leafHash(Buffer.from(entry.entry_hash, 'hex'));
-        chain.leaves.push(leaf);
-        chain.range.append(leaf);
-        chain.sequence = entry.sequence_number;
-        chain.tipHash = entry.entry_hash;
-        chain.lastSourcePosition = entry.source.position;
+      if (page.length > 0) {
+        const entries = page.map((e) => e.data as unknown as AuditEntry);
+        const nodes = appendLeaves(chain.sequence, entries.map((en) => leafHash(Buffer.from(en.entry_hash, 'hex'))), chain.edge);
+        const last = entries[entries.length - 1]!;
+        chain.sequence = last.sequence_number;
+        chain.tipHash = last.entry_hash;
+        chain.lastSourcePosition = last.source.position;
+        await storeNodes(this.db, orgId, nodes);
+        caughtUp = true;
       }
       if (page.length < 5000) break;
       from = page[page.length - 1]!.revision + 1n;
@@ -205,7 +227,19 @@ export class Sealer {
       const d = last.data as unknown as CheckpointEventData;
       chain.lastCheckpoint = { size: d.size, root: Buffer.from(d.root_hash, 'hex') };
     }
+    if (caughtUp || !row) await this.saveState(this.db, chain);
     return chain;
+  }
+
+  private async saveState(q: Pick<Db, 'query'>, chain: Chain): Promise<void> {
+    await q.query(
+      `INSERT INTO audit_chain_state (org_id, sequence, tip_hash, last_source_position, right_edge, checkpoint_size, checkpoint_root, updated_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, now())
+       ON CONFLICT (org_id) DO UPDATE SET sequence = EXCLUDED.sequence, tip_hash = EXCLUDED.tip_hash, last_source_position = EXCLUDED.last_source_position,
+         right_edge = EXCLUDED.right_edge, checkpoint_size = EXCLUDED.checkpoint_size, checkpoint_root = EXCLUDED.checkpoint_root, updated_at = now()
+       WHERE audit_chain_state.sequence <= EXCLUDED.sequence`,
+      [chain.orgId, chain.sequence, chain.tipHash, chain.lastSourcePosition, JSON.stringify(edgeToJson(chain.edge)), chain.lastCheckpoint?.size ?? null, chain.lastCheckpoint?.root.toString('hex') ?? null],
+    );
   }
 
   private async sealOrg(chain: Chain, events: readonly RecordedEvent[]): Promise<Position> {
@@ -241,14 +275,18 @@ export class Sealer {
       }
       throw err;
     }
-    for (const entry of entries) {
-      const leaf = leafHash(Buffer.from(entry.entry_hash, 'hex'));
-      chain.leaves.push(leaf);
-      chain.range.append(leaf);
-    }
+    const edge = new Map(chain.edge);
+    const nodes = appendLeaves(chain.sequence, entries.map((entry) => leafHash(Buffer.from(entry.entry_hash, 'hex'))), edge);
+    chain.edge = edge;
     chain.sequence = seq;
     chain.tipHash = prev;
     chain.lastSourcePosition = fresh[fresh.length - 1]!.position;
+    // The tree's nodes and the chain's constant-size state, together: a crash
+    // before this commit is repaired at load from the chain itself.
+    await this.db.transaction(async (tx) => {
+      await storeNodes(tx, chain.orgId, nodes);
+      await this.saveState(tx, chain);
+    });
     await this.maybeCheckpoint(chain, false);
     return appended;
   }
@@ -266,9 +304,9 @@ export class Sealer {
     const due = chain.sequence - lastSize >= this.every || Date.now() - chain.lastCheckpointAt >= this.intervalMs;
     if (!force && !due) return;
     const size = chain.sequence;
-    const root = chain.range.root();
+    const root = edgeRoot(chain.edge);
     if (chain.lastCheckpoint) {
-      const proof = consistencyProof(chain.leaves, chain.lastCheckpoint.size, size);
+      const proof = await consistencyProofFromStore(this.db, chain.orgId, chain.lastCheckpoint.size, size);
       if (!verifyConsistency(chain.lastCheckpoint.size, size, chain.lastCheckpoint.root, root, proof)) {
         throw new Error(`audit chain ${chain.orgId} is not consistent with its checkpoint at size ${chain.lastCheckpoint.size}; refusing to sign`);
       }
@@ -299,5 +337,6 @@ export class Sealer {
     }
     chain.lastCheckpoint = { size, root };
     chain.lastCheckpointAt = Date.now();
+    await this.saveState(this.db, chain);
   }
 }
