@@ -92,7 +92,7 @@ export class Sealer {
 
   async start(): Promise<void> {
     await ensureCheckpoint(this.db, SEALER_NAME, 'sealer', 1);
-    await migrateTree(this.db);
+    await this.treeReady();
     this.abort = new AbortController();
     this.loop = this.run();
     this.timer = setInterval(() => void this.checkpointAll(false).catch(() => {}), Math.max(250, Math.floor(this.intervalMs / 2)));
@@ -182,7 +182,18 @@ export class Sealer {
    * from the chain and applied. A chain without a row (first start) is read
    * once from its beginning.
    */
+  private migrated: Promise<void> | undefined;
+  /** The tree tables exist (also when `seal` is driven without `start`, as the benches do). */
+  private treeReady(): Promise<void> {
+    this.migrated ??= migrateTree(this.db).catch((err) => {
+      this.migrated = undefined;
+      throw err;
+    });
+    return this.migrated;
+  }
+
   private async loadChain(orgId: string): Promise<Chain> {
+    await this.treeReady();
     const chain: Chain = {
       orgId,
       sequence: 0,
