@@ -3,6 +3,7 @@ import pg from 'pg';
 import { PostgresEventStore } from '../src/eventstore/postgres.ts';
 import { openDb } from '../src/postgres/db.ts';
 import { benchPostgres, benchSeconds, closedLoop, printTable, ratio, type LoadResult } from './harness.ts';
+import { ESDB_DISCLAIMER, esdbStoreForBench, storeArg } from './esdb.ts';
 
 // bench/append: events/s appending one event per call, against the same
 // durable embedded PostgreSQL in one run:
@@ -10,6 +11,8 @@ import { benchPostgres, benchSeconds, closedLoop, printTable, ratio, type LoadRe
 //   Emmett's PostgreSQL event store, 1 and 16 writers
 //   our Postgres adapter, 1 and 16 writers
 // Run: npm run bench:append   (BENCH_SECONDS=5 by default per scenario)
+// `-- --store esdb` adds our EventStoreDB adapter through the official client
+// (against ESDB_URL, else the protocol double on loopback).
 
 const seconds = benchSeconds();
 const pgServer = await benchPostgres();
@@ -54,6 +57,16 @@ try {
     });
   }
   const { rows } = await db.query<{ n: string; max: string }>('SELECT count(*)::text AS n, max(position)::text AS max FROM es_events');
+  if (storeArg() === 'esdb') {
+    const esdb = await esdbStoreForBench();
+    for (const n of [1, 16]) {
+      results[`esdb${n}`] = await closedLoop(`EventStoreDB adapter, ${n} writer${n > 1 ? 's' : ''}`, n, seconds, async (w) => {
+        await esdb.store.appendToStream(`bench-${n}-${w}`, [{ type: 'bench.appended', data: payload, metadata: { org_id: 'org_bench' } }]);
+        return 1;
+      });
+    }
+    await esdb.stop();
+  }
   await store.close();
   await db.close();
 
@@ -64,6 +77,11 @@ try {
   ratio('ours 16 writers / raw INSERT 16 conn', results.ours16!, results.raw16!, 2);
   ratio('ours/Emmett, 1 writer', results.ours1!, results.emmett1!);
   ratio('ours 1 writer / raw INSERT 1 conn', results.ours1!, results.raw1!);
+  if (results.esdb16) {
+    ratio('EventStoreDB adapter / ours Postgres, 16 writers', results.esdb16, results.ours16!);
+    ratio('EventStoreDB adapter / ours Postgres, 1 writer', results.esdb1!, results.ours1!);
+    console.log(ESDB_DISCLAIMER);
+  }
   console.log(`\nlog check: ${rows[0]!.n} events, max position ${rows[0]!.max} (${rows[0]!.n === rows[0]!.max ? 'gapless' : 'GAP'})`);
 } finally {
   await pgServer.stop();

@@ -6,10 +6,14 @@ import { openDb } from '../src/postgres/db.ts';
 import { migrateCheckpoints } from '../src/projector/checkpoints.ts';
 import { rebuildProjection } from '../src/projector/runner.ts';
 import { benchPostgres } from './harness.ts';
+import { ESDB_DISCLAIMER, esdbStoreForBench, storeArg } from './esdb.ts';
+import type { EventStore } from '../src/eventstore/port.ts';
 
 // bench/rebuild: replays a log of N events (default 200 000) into the read
 // models and compares events/s with a plain readAll of the same log, in the
 // same run. Target: ratio >= 0.5.   Run: npm run bench:rebuild   (EVENTS=200000)
+// `-- --store esdb` also writes the same log through our EventStoreDB adapter
+// (ESDB_URL, else the protocol double on loopback) and rebuilds from it.
 
 const total = Number(process.env.EVENTS ?? '200000');
 const pgServer = await benchPostgres();
@@ -18,54 +22,67 @@ try {
   const store = await PostgresEventStore.open(db);
   await migrateCheckpoints(db);
 
-  // A log shaped like real traffic: organizations, each creating and renaming projects.
-  process.stderr.write(`writing ${total} events...\n`);
-  const perOrg = 1000;
-  let written = 0;
-  const meta = (org: string) => ({ org_id: org, project_id: null, actor: { kind: 'api_key', id: 'key_bench' }, request_id: null, correlation_id: null, causation_id: null, occurred_at: '2026-11-21T12:00:00.000Z', schema_version: 1 });
-  const appends: Promise<unknown>[] = [];
-  for (let o = 0; written < total; o++) {
-    const org = `org_${o}`;
-    const events: NewEvent[] = [{ type: 'org.created', data: { org_id: org, name: `Org ${o}`, created_at: '2026-11-21T12:00:00.000Z' }, metadata: meta(org) as never }];
-    for (let i = 1; i < perOrg && written + events.length < total; i++) {
-      const id = `prj_${o}_${i}`;
-      events.push(
-        i % 10 === 0
-          ? { type: 'project.updated', data: { project_id: `prj_${o}_${i - 1}`, name: `Renamed ${i}` }, metadata: meta(org) as never }
-          : { type: 'project.created', data: { project_id: id, name: `Project ${i}`, slug: `p-${i}`, environment: 'test', is_default: false, settings: { n: i }, created_at: '2026-11-21T12:00:00.000Z' }, metadata: meta(org) as never },
-      );
+  async function measure(label: string, store: EventStore) {
+    await db.query('DROP TABLE IF EXISTS projects, orgs, users, project_members, api_keys CASCADE').catch(() => {});
+    await db.query(`DELETE FROM checkpoints WHERE name = $1`, [orgProjection.name]).catch(() => {});
+    // A log shaped like real traffic: organizations, each creating and renaming projects.
+    process.stderr.write(`writing ${total} events...\n`);
+    const perOrg = 1000;
+    let written = 0;
+    const meta = (org: string) => ({ org_id: org, project_id: null, actor: { kind: 'api_key', id: 'key_bench' }, request_id: null, correlation_id: null, causation_id: null, occurred_at: '2026-11-21T12:00:00.000Z', schema_version: 1 });
+    const appends: Promise<unknown>[] = [];
+    for (let o = 0; written < total; o++) {
+      const org = `org_${o}`;
+      const events: NewEvent[] = [{ type: 'org.created', data: { org_id: org, name: `Org ${o}`, created_at: '2026-11-21T12:00:00.000Z' }, metadata: meta(org) as never }];
+      for (let i = 1; i < perOrg && written + events.length < total; i++) {
+        const id = `prj_${o}_${i}`;
+        events.push(
+          i % 10 === 0
+            ? { type: 'project.updated', data: { project_id: `prj_${o}_${i - 1}`, name: `Renamed ${i}` }, metadata: meta(org) as never }
+            : { type: 'project.created', data: { project_id: id, name: `Project ${i}`, slug: `p-${i}`, environment: 'test', is_default: false, settings: { n: i }, created_at: '2026-11-21T12:00:00.000Z' }, metadata: meta(org) as never },
+        );
+      }
+      written += events.length;
+      appends.push(store.appendToStream(`org-${org}`, events, { expectedRevision: 'no_stream' }));
+      if (appends.length >= 8) await Promise.all(appends.splice(0));
     }
-    written += events.length;
-    appends.push(store.appendToStream(`org-${org}`, events, { expectedRevision: 'no_stream' }));
-    if (appends.length >= 8) await Promise.all(appends.splice(0));
+    await Promise.all(appends);
+    void randomUUID;
+
+    // Baseline: a plain readAll of the whole log, page by page.
+    let t0 = process.hrtime.bigint();
+    let after = '';
+    let read = 0;
+    for (;;) {
+      const page = await store.readAll({ after, maxCount: 2000 });
+      if (page.length === 0) break;
+      read += page.length;
+      after = page[page.length - 1]!.position;
+    }
+    const readSecs = Number(process.hrtime.bigint() - t0) / 1e9;
+
+    t0 = process.hrtime.bigint();
+    const r = await rebuildProjection(db, store, orgProjection);
+    const rebuildSecs = Number(process.hrtime.bigint() - t0) / 1e9;
+    const { rows } = await db.query<{ n: string }>('SELECT count(*)::text AS n FROM projects');
+
+    const readRate = read / readSecs;
+    const rebuildRate = r.processed / rebuildSecs;
+    console.log(`\nbench/rebuild (${label}): ${read} events, read models in durable embedded PostgreSQL\n`);
+    console.log(`plain readAll          ${readRate.toFixed(0).padStart(9)} events/s  (${readSecs.toFixed(2)} s)`);
+    console.log(`projections rebuild    ${rebuildRate.toFixed(0).padStart(9)} events/s  (${rebuildSecs.toFixed(2)} s, ${rows[0]!.n} project rows)`);
+    const ratio = rebuildRate / readRate;
+    console.log(`\nrebuild / readAll      ${ratio.toFixed(2)}x  (target >= 0.5: ${ratio >= 0.5 ? 'met' : 'NOT met'})`);
+    return { readRate, rebuildRate };
   }
-  await Promise.all(appends);
-  void randomUUID;
-
-  // Baseline: a plain readAll of the whole log, page by page.
-  let t0 = process.hrtime.bigint();
-  let after = '';
-  let read = 0;
-  for (;;) {
-    const page = await store.readAll({ after, maxCount: 2000 });
-    if (page.length === 0) break;
-    read += page.length;
-    after = page[page.length - 1]!.position;
+  const pgRates = await measure('log in PostgreSQL', store);
+  if (storeArg() === 'esdb') {
+    const esdb = await esdbStoreForBench();
+    const esRates = await measure('log in EventStoreDB', esdb.store);
+    await esdb.stop();
+    console.log(`\nEventStoreDB / PostgreSQL log: readAll ${(esRates.readRate / pgRates.readRate).toFixed(2)}x, rebuild ${(esRates.rebuildRate / pgRates.rebuildRate).toFixed(2)}x`);
+    console.log(ESDB_DISCLAIMER);
   }
-  const readSecs = Number(process.hrtime.bigint() - t0) / 1e9;
-
-  t0 = process.hrtime.bigint();
-  const r = await rebuildProjection(db, store, orgProjection);
-  const rebuildSecs = Number(process.hrtime.bigint() - t0) / 1e9;
-  const { rows } = await db.query<{ n: string }>('SELECT count(*)::text AS n FROM projects');
-
-  const readRate = read / readSecs;
-  const rebuildRate = r.processed / rebuildSecs;
-  console.log(`\nbench/rebuild: ${read} events, durable embedded PostgreSQL\n`);
-  console.log(`plain readAll          ${readRate.toFixed(0).padStart(9)} events/s  (${readSecs.toFixed(2)} s)`);
-  console.log(`projections rebuild    ${rebuildRate.toFixed(0).padStart(9)} events/s  (${rebuildSecs.toFixed(2)} s, ${rows[0]!.n} project rows)`);
-  const ratio = rebuildRate / readRate;
-  console.log(`\nrebuild / readAll      ${ratio.toFixed(2)}x  (target >= 0.5: ${ratio >= 0.5 ? 'met' : 'NOT met'})`);
   await store.close();
   await db.close();
 } finally {

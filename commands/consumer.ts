@@ -1,7 +1,9 @@
 import type { DomainEvent } from '../events/index.ts';
 import { type Decider, Rejection } from '../src/eventstore/handler.ts';
 
-// A consumer (titular) of one organization and project.
+// A consumer (titular): a person the organization knows. It is recorded under
+// the project that created it (its home project) and is visible from every
+// project of its organization (docs/decisions.md, "A consumer across projects").
 
 export const consumerStream = (id: string) => `consumer-${id}`;
 
@@ -15,9 +17,9 @@ export type ConsumerCommand =
   | { type: 'create'; consumerId: string; tenant: Tenant; displayName: string | null; metadata: Record<string, unknown> }
   | { type: 'update'; tenant: Tenant; displayName?: string | null; metadata?: Record<string, unknown>; taxType?: 'PJ' | 'MEI' | 'ME' | 'PF' };
 
-/** The consumer, if it belongs to the tenant; another tenant's consumer is simply not found. */
+/** The consumer, if it belongs to the tenant's organization (any project of it); another organization's consumer is simply not found. */
 export function ownConsumer(state: ConsumerState, t: Tenant): Extract<ConsumerState, { status: 'unverified' }> {
-  if (state.status === 'none' || state.orgId !== t.orgId || state.projectId !== t.projectId) throw new Rejection('not_found', 'consumer not found');
+  if (state.status === 'none' || state.orgId !== t.orgId) throw new Rejection('not_found', 'consumer not found');
   return state;
 }
 

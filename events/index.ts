@@ -8,6 +8,11 @@ import { bankConsentEvents } from './bank-consent.ts';
 import { x402Events } from './x402.ts';
 import { orgEvents } from './org.ts';
 import { policyEvents } from './policy.ts';
+import { oauthEvents } from './oauth.ts';
+import { pixEvents } from './pix.ts';
+import { connectionEvents } from './connection.ts';
+import { commerceMemoryEvents } from './commerce-memory.ts';
+import { mcpEvents } from './mcp.ts';
 
 // The registry of every event type: one vocabulary for the log, the audit
 // chain's event_type and webhook subscriptions.
@@ -22,6 +27,11 @@ export const eventSchemas = {
   ...bankConsentEvents,
   ...x402Events,
   ...policyEvents,
+  ...oauthEvents,
+  ...pixEvents,
+  ...connectionEvents,
+  ...commerceMemoryEvents,
+  ...mcpEvents,
 } as const;
 
 export type EventType = keyof typeof eventSchemas;

@@ -47,3 +47,33 @@ export const consumerProjection: Projection = {
     }
   },
 };
+
+/** One mandate counted in a consumer's wallet: active or paused, not past its expiry. */
+export type WalletMandate = { id: string; currency: string; cap_minor: bigint; spent_minor: bigint };
+/** One funding source of a consumer (a partner account, a linked wallet), in one currency. */
+export type WalletFundingSource = { id: string; currency: string };
+export type WalletRow = { currency: string; authorized_minor: bigint; spent_minor: bigint; available_minor: bigint; funding_source_ids: string[]; mandate_ids: string[] };
+
+/**
+ * The wallet's rows, one per currency that has a counted mandate or a funding
+ * source (a funding source without a mandate still gets its row, at zero),
+ * each carrying the ids of its own mandates and funding sources, in input order;
+ * rows sorted by currency.
+ */
+export function walletRows(mandates: WalletMandate[], fundingSources: WalletFundingSource[]): WalletRow[] {
+  const rows = new Map<string, WalletRow>();
+  const row = (currency: string) => {
+    let r = rows.get(currency);
+    if (!r) rows.set(currency, (r = { currency, authorized_minor: 0n, spent_minor: 0n, available_minor: 0n, funding_source_ids: [], mandate_ids: [] }));
+    return r;
+  };
+  for (const m of mandates) {
+    const r = row(m.currency);
+    r.authorized_minor += m.cap_minor;
+    r.spent_minor += m.spent_minor;
+    r.available_minor = r.authorized_minor - r.spent_minor;
+    r.mandate_ids.push(m.id);
+  }
+  for (const f of fundingSources) row(f.currency).funding_source_ids.push(f.id);
+  return [...rows.values()].sort((a, b) => (a.currency < b.currency ? -1 : a.currency > b.currency ? 1 : 0));
+}

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import Fastify, { LogController, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { EventStore } from './eventstore/port.ts';
 import { Authenticator } from './http/auth.ts';
 import { ApiError, envelope, registerErrorHandling, sendResponse } from './http/errors.ts';
@@ -14,12 +14,29 @@ import { bankConsentRoutes } from './http/bank-consents.ts';
 import { x402Routes } from './http/x402.ts';
 import { policyRoutes } from './http/policies.ts';
 import { approvalRoutes } from './http/approvals.ts';
+import { oauthRoutes } from './http/oauth.ts';
+import { oauthUrls, type OAuthOptions } from './http/oauth-common.ts';
+import { commerceMemoryRoutes } from './http/commerce-memory.ts';
+import { commerceMemoryInsightRoutes } from './http/commerce-memory-insights.ts';
+import { mcpServerRoutes } from './http/mcp-servers.ts';
+import { mcpGatewayRoutes } from './http/mcp-gateway.ts';
+import { defaultMcpConfig, type McpConfig } from './mcp/config.ts';
 import type { X402Deps } from './adapters/chain/x402.ts';
 import type { Bank } from './adapters/bank/port.ts';
+import { type PixDeps, UnconfiguredPsp } from './adapters/psp/port.ts';
+import { pixRoutes } from './http/pix.ts';
 import { migrateWebhooks, type WebhookDispatcher } from './reactors/webhooks.ts';
 import type { AllowedTargets } from './adapters/outbound-http.ts';
 import type { Vault } from './adapters/vault.ts';
+import { Catalog } from './providers/catalog.ts';
+import { ProviderTools, type ProviderRuntime } from './providers/tools.ts';
+import { HttpProvider } from './adapters/providers/http-provider.ts';
+import { providerRoutes } from './http/providers.ts';
+import { connectionRoutes } from './http/connections.ts';
+import { providerWebhookRoutes } from './http/provider-webhooks.ts';
 import { platformRoutes } from './http/platform.ts';
+import { registerMetrics } from './http/metrics.ts';
+import { docsRoutes } from './http/docs.ts';
 import { projectRoutes } from './http/projects.ts';
 import { defaultRateLimit, RateLimiter, type RateLimitConfig } from './http/ratelimit.ts';
 import type { AppDeps, RouteSpec } from './http/route.ts';
@@ -50,13 +67,23 @@ export type BuildOptions = {
   webhooks?: WebhookDispatcher;
   banks?: Map<string, Bank>;
   x402?: X402Deps;
+  pix?: PixDeps;
+  mcp?: Partial<McpConfig>;
   webhookTargets?: AllowedTargets;
+  /** The provider catalog, its HTTP adapter and the sandbox providers' URLs; the shipped catalog without a sandbox when absent. */
+  providers?: ProviderRuntime;
   /** did:web domain; derived from baseUrl when absent. */
   didDomain?: string;
   now?: () => Date;
   readWaitMs?: number;
   rateLimit?: RateLimitConfig;
   logLevel?: string;
+  /** OAuth per-address and key-paste limits; defaults from limits.ts. */
+  oauth?: OAuthOptions;
+  /** Where the structured log goes (stdout when absent); tests capture it. */
+  logStream?: { write(line: string): void };
+  /** Bearer token for GET /metrics from other than loopback (METRICS_TOKEN). */
+  metricsToken?: string;
 };
 
 /** did:web domain of a base URL: the host, a port percent-encoded (did:web spec). */
@@ -69,8 +96,12 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   const app = Fastify({
-    logger: { level: opts.logLevel ?? 'info' },
+    logger: { level: opts.logLevel ?? 'info', ...(opts.logStream ? { stream: opts.logStream } : {}) },
+    // Log lines carry the id the error envelope shows as request_id, under the same name.
+    logController: new LogController({ requestIdLogLabel: 'request_id' }),
     bodyLimit: HTTP_BODY_MAX_BYTES,
+    // Path parameters up to 256 characters reach their schemas (a Pix charge reference is up to 128).
+    maxParamLength: 256,
     // Echo a well-formed incoming X-Request-Id, else mint one.
     genReqId: (req) => {
       const h = req.headers['x-request-id'];
@@ -102,6 +133,16 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
       done(new ApiError(400, 'invalid_json', 'the request body is not valid JSON'), undefined);
     }
   });
+  // Form bodies (the OAuth consent form and token endpoint): an object of strings, a repeated name as an array.
+  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) => {
+    const text = typeof body === 'string' ? body : body.toString('utf8');
+    const out: Record<string, string | string[]> = {};
+    for (const [k, v] of new URLSearchParams(text)) {
+      const prev = Object.hasOwn(out, k) ? out[k] : undefined;
+      Object.defineProperty(out, k, { value: prev === undefined ? v : [prev, v].flat(), enumerable: true, writable: true, configurable: true });
+    }
+    done(null, out);
+  });
   registerErrorHandling(app);
   // Every route fastify registers, so a test can hold the OpenAPI document to all of them.
   const registered: { method: string; url: string }[] = [];
@@ -116,7 +157,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     db: opts.db,
     store: opts.store,
     readSide: opts.readSide,
-    auth: new Authenticator(opts.db, opts.serviceSecret, orgCache),
+    auth: new Authenticator(opts.db, opts.serviceSecret, orgCache, { resourceMetadataUrl: oauthUrls(opts.baseUrl).resourceMetadata, ...(opts.now ? { now: opts.now } : {}) }),
     orgCache,
     idempotency: new IdempotencyStore(opts.db),
     rateLimiter: new RateLimiter(opts.rateLimit ?? defaultRateLimit),
@@ -128,12 +169,17 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     webhooks: opts.webhooks,
     banks: opts.banks ?? new Map(),
     x402: opts.x402,
+    pix: opts.pix ?? { sandbox: undefined, live: new UnconfiguredPsp() },
     webhookTargets: opts.webhookTargets ?? { loopback: false, private: false },
     didDomain: opts.didDomain ?? didDomainOf(opts.baseUrl),
+    providers: new ProviderTools(opts.db, opts.vault, opts.providers ?? { catalog: Catalog.load(), client: new HttpProvider({ allow: opts.webhookTargets ?? { loopback: false, private: false } }), sandbox: undefined }),
+    mcp: { ...defaultMcpConfig(opts.baseUrl), ...opts.mcp },
   };
 
   app.decorate('routeSpecs', deps.routes);
   app.decorate('registeredRoutes', registered);
+  // Before the route plugins, so its request hooks reach every route.
+  registerMetrics(app, deps, { token: opts.metricsToken });
   await app.register(async (scope) => platformRoutes(scope, deps));
   await app.register(async (scope) => orgRoutes(scope, deps));
   await app.register(async (scope) => projectRoutes(scope, deps));
@@ -146,6 +192,16 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(async (scope) => x402Routes(scope, deps));
   await app.register(async (scope) => policyRoutes(scope, deps));
   await app.register(async (scope) => approvalRoutes(scope, deps));
+  await app.register(async (scope) => oauthRoutes(scope, deps, opts.oauth));
+  await app.register(async (scope) => pixRoutes(scope, deps));
+  await app.register(async (scope) => providerRoutes(scope, deps));
+  await app.register(async (scope) => connectionRoutes(scope, deps));
+  await app.register(async (scope) => providerWebhookRoutes(scope, deps));
+  await app.register(async (scope) => commerceMemoryRoutes(scope, deps));
+  await app.register(async (scope) => commerceMemoryInsightRoutes(scope, deps));
+  await app.register(async (scope) => mcpServerRoutes(scope, deps));
+  await app.register(async (scope) => mcpGatewayRoutes(scope, deps));
+  await app.register(async (scope) => docsRoutes(scope, deps));
 
   await app.ready();
   return app;

@@ -10,9 +10,11 @@ const schema = z.object({
   ESDB_URL: z.string().min(1).optional(),
   AUDIT_SIGNING_KEY: z.string().min(1).optional(),
   SVC_SERVICE_SECRET: z.string().min(32).optional(),
+  METRICS_TOKEN: z.string().min(16).optional(),
   VAULT_MASTER_KEY: z.string().min(1).optional(),
   SVC_ALLOW_PRIVATE_TARGETS: z.string().regex(/^((loopback|private)(,(loopback|private))*)?$/).optional(),
   SANDBOX_BANK: z.enum(['on', 'off']).default('on'),
+  SANDBOX_PROVIDERS: z.enum(['on', 'off']).default('on'),
   BANKS: z.string().optional(),
   SANDBOX_CHAIN: z.enum(['on', 'off']).default('on'),
   X402_TEST_RPC_URL: z.string().url().optional(),
@@ -38,12 +40,16 @@ export type Config = {
   auditSigningKey: string | undefined;
   /** The platform secret of the service-auth subtree; generated into dataDir when unset. */
   serviceSecret: string | undefined;
+  /** Bearer token for GET /metrics from other than loopback; unset: loopback only. */
+  metricsToken: string | undefined;
   /** base64 AES-256 key of the vault; generated into dataDir when unset. */
   vaultMasterKey: string | undefined;
   /** Private targets outbound HTTP may reach: a comma list of loopback, private. */
   allowPrivateTargets: string | undefined;
   /** Whether the sandbox bank runs on loopback (bank_id `sandbox-bank`). */
   sandboxBank: boolean;
+  /** Whether the sandbox providers run on loopback (the catalog's `sandbox:` test endpoints). */
+  sandboxProviders: boolean;
   /** Live banks by bank_id: BANKS is JSON {"<bank_id>": {"baseUrl", "clientId", "clientSecret"}}. */
   banks: Record<string, { baseUrl: string; clientId: string; clientSecret: string }>;
   x402: {
@@ -99,10 +105,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel: e.LOG_LEVEL,
     auditSigningKey: e.AUDIT_SIGNING_KEY,
     serviceSecret: e.SVC_SERVICE_SECRET,
+    metricsToken: e.METRICS_TOKEN,
     vaultMasterKey: e.VAULT_MASTER_KEY,
     didDomain: e.DID_DOMAIN,
     allowPrivateTargets: e.SVC_ALLOW_PRIVATE_TARGETS,
     sandboxBank: e.SANDBOX_BANK === 'on',
+    sandboxProviders: e.SANDBOX_PROVIDERS === 'on',
     x402: {
       sandboxChain: e.SANDBOX_CHAIN === 'on',
       testRpcUrl: e.X402_TEST_RPC_URL,

@@ -37,3 +37,35 @@ export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 /** Projects list (spec Part 8). */
 export const PROJECTS_LIST_DEFAULT = 50;
 export const PROJECTS_LIST_MAX = 100;
+
+/** OAuth (spec Part 4.1, Part 8): client_name is truncated to this many characters. */
+export const OAUTH_CLIENT_NAME_MAX_CHARS = 256;
+/** OAuth: redirect URIs per client, and the length of each. */
+export const OAUTH_REDIRECT_URIS_MAX = 10;
+export const OAUTH_REDIRECT_URI_MAX_CHARS = 2_000;
+/** OAuth: an authorization code lives this long and is single use. */
+export const OAUTH_CODE_TTL_MS = 60_000;
+/** OAuth: access token lifetime (expires_in) and refresh token lifetime. */
+export const OAUTH_ACCESS_TTL_SECONDS = 3_600;
+export const OAUTH_REFRESH_TTL_MS = 30 * 24 * 60 * 60 * 1000;
+/** OAuth: a consent page's handle is usable this long after the page was served. */
+export const OAUTH_CONSENT_TTL_MS = 10 * 60 * 1000;
+/** OAuth: state is echoed verbatim; cap its length. */
+export const OAUTH_STATE_MAX_CHARS = 1_000;
+/** OAuth: requests per client address on register, authorize and token (each its own bucket). */
+export const OAUTH_RATE_BURST = 60;
+export const OAUTH_RATE_PER_SECOND = 1;
+/** OAuth: API key pastes on the consent page per client address (brute-force limit). */
+export const OAUTH_KEY_PASTE_BURST = 10;
+export const OAUTH_KEY_PASTE_PER_SECOND = 1 / 60;
+/** Connections (spec Part 8): display_name, and connection_metadata on create and metadata update. */
+export const DISPLAY_NAME_MAX_CHARS = 128;
+export const CONNECTION_METADATA_MAX_KEYS = 64;
+export const CONNECTION_METADATA_MAX_BYTES = 32_768;
+/** Inbound provider webhooks: largest body, and how far a delivery's timestamp may be from now. */
+export const INBOUND_WEBHOOK_MAX_BYTES = 262_144;
+export const INBOUND_WEBHOOK_TOLERANCE_SECONDS = 300;
+/** EventStoreDB: attempts of one call on transport errors (unavailable, deadline, not leader), with exponential back-off. */
+export const ESDB_RETRY_ATTEMPTS = 6;
+export const ESDB_RETRY_BASE_MS = 100;
+export const ESDB_RETRY_MAX_MS = 5_000;

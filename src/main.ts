@@ -1,13 +1,23 @@
 import { buildApp } from './app.ts';
 import { loadConfig } from './config.ts';
 import { openRuntime } from './runtime.ts';
+import { checkDataFolder, checkPortFree, startupLine } from './startup.ts';
 
 // Server entry point: `npm start`.
 
-const config = loadConfig();
+/** A start-up failure is one line on stderr and exit code 1, never a stack trace. */
+function fail(err: unknown): never {
+  process.stderr.write(`agent-ledger: ${startupLine(err)}\n`);
+  process.exit(1);
+}
+
+const config = await Promise.resolve().then(() => loadConfig()).catch(fail);
+// A data folder that cannot work and a taken port fail before Postgres and the sandboxes start.
+await checkDataFolder(config.dataDir).catch(fail);
+await checkPortFree(config.host, config.port).catch(fail);
 const runtime = await openRuntime(config, (line) => {
   if (config.logLevel === 'debug' || config.logLevel === 'trace') process.stderr.write(line + '\n');
-});
+}).catch(fail);
 const app = await buildApp({
   db: runtime.db,
   store: runtime.store,
@@ -18,10 +28,16 @@ const app = await buildApp({
   webhookTargets: runtime.webhookTargets,
   banks: runtime.banks,
   ...(runtime.x402 ? { x402: runtime.x402 } : {}),
+  ...(runtime.pix ? { pix: runtime.pix } : {}),
+  providers: runtime.providers,
   ...(config.didDomain ? { didDomain: config.didDomain } : {}),
   baseUrl: config.publicBaseUrl,
   readWaitMs: config.readWaitMs,
   logLevel: config.logLevel,
+  ...(config.metricsToken ? { metricsToken: config.metricsToken } : {}),
+}).catch(async (err: unknown) => {
+  await runtime.close().catch(() => {});
+  return fail(err);
 });
 if (runtime.serviceSecretFile) app.log.info({ service_secret_file: runtime.serviceSecretFile }, 'platform secret for the service-auth subtree');
 
@@ -41,7 +57,6 @@ process.on('SIGTERM', () => void shutdown('SIGTERM'));
 try {
   await app.listen({ host: config.host, port: config.port });
 } catch (err) {
-  app.log.error({ err }, 'could not listen');
-  await runtime.close();
-  process.exit(1);
+  await runtime.close().catch(() => {});
+  fail(await checkPortFree(config.host, config.port).then(() => err, (taken: unknown) => taken));
 }

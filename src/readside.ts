@@ -3,10 +3,15 @@ import { auditProjection } from '../projections/audit.ts';
 import { webhookProjection } from '../projections/webhook.ts';
 import { bankConsentProjection } from '../projections/bank-consent.ts';
 import { x402Projection } from '../projections/x402.ts';
+import { mcpProjection } from '../projections/mcp.ts';
 import { consumerProjection } from '../projections/consumer.ts';
 import { mandateProjection } from '../projections/mandate.ts';
 import { orgProjection } from '../projections/org.ts';
 import { policyProjection } from '../projections/policy.ts';
+import { oauthProjection } from '../projections/oauth.ts';
+import { pixProjection } from '../projections/pix.ts';
+import { connectionProjection } from '../projections/connection.ts';
+import { commerceMemoryProjection } from '../projections/commerce-memory.ts';
 import { SEALER_NAME, Sealer, type SealerOptions } from './audit/sealer.ts';
 import type { EventStore, Position } from './eventstore/port.ts';
 import type { Db } from './postgres/db.ts';
@@ -20,7 +25,7 @@ import { ProjectionRunner } from './projector/runner.ts';
 // Everything that follows the log to serve reads: the projections and the
 // audit sealer, and the progress tracker behind read-your-writes.
 
-export const projections: readonly Projection[] = [orgProjection, agentProjection, consumerProjection, mandateProjection, auditProjection, webhookProjection, bankConsentProjection, x402Projection, policyProjection];
+export const projections: readonly Projection[] = [orgProjection, agentProjection, consumerProjection, mandateProjection, auditProjection, webhookProjection, bankConsentProjection, x402Projection, policyProjection, oauthProjection, pixProjection, connectionProjection, commerceMemoryProjection, mcpProjection];
 
 export type ReadSide = {
   progress: Progress;

@@ -19,6 +19,12 @@ import { EvmSettlement } from './adapters/chain/settlement.ts';
 import type { Network, X402Deps } from './adapters/chain/x402.ts';
 import { X402SettlementReactor } from './reactors/x402-settlement.ts';
 import { ApprovalExpiryReactor } from './reactors/approval-expiry.ts';
+import type { PixDeps } from './adapters/psp/port.ts';
+import { openPix } from './adapters/psp/config.ts';
+import { Catalog } from './providers/catalog.ts';
+import type { ProviderRuntime } from './providers/tools.ts';
+import { HttpProvider } from './adapters/providers/http-provider.ts';
+import { SandboxProviders } from './adapters/providers/sandbox-providers.ts';
 
 /** USDC on Base mainnet. */
 const BASE_USDC = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
@@ -38,6 +44,9 @@ export type Runtime = {
   webhookTargets: AllowedTargets;
   banks: Map<string, Bank>;
   x402: X402Deps | undefined;
+  pix: PixDeps | undefined;
+  /** The provider catalog, its HTTP adapter and the sandbox providers (when SANDBOX_PROVIDERS is on). */
+  providers: ProviderRuntime;
   /** Where the generated platform secret lives (null when it came from the environment). */
   serviceSecretFile: string | null;
   /** Absent when opened with `followers: false` (one-shot CLI commands). */
@@ -113,11 +122,24 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
       banks.set('sandbox-bank', new HttpBank('sandbox-bank', { baseUrl: url, clientId: sandbox.clientId, clientSecret: sandbox.clientSecret }));
     }
     for (const [bankId, cfg] of Object.entries(config.banks)) banks.set(bankId, new HttpBank(bankId, cfg));
+    // Provider catalog; the sandbox providers on loopback serve its `sandbox:` test endpoints.
+    const catalog = Catalog.load();
+    let sandboxProviders: SandboxProviders | undefined;
+    if (config.sandboxProviders && opts.followers !== false) {
+      sandboxProviders = new SandboxProviders(catalog);
+      await sandboxProviders.start();
+    }
+    const providers: ProviderRuntime = {
+      catalog,
+      client: new HttpProvider({ allow: webhookTargets, ...(sandboxProviders ? { extraCa: [sandboxProviders.caPem], sandboxOrigins: [sandboxProviders.url, sandboxProviders.tlsUrl] } : {}) }),
+      sandbox: sandboxProviders ? { http: sandboxProviders.url, https: sandboxProviders.tlsUrl } : undefined,
+    };
     const x = opts.followers === false ? { deps: undefined, stop: async () => {} } : await openX402(config);
     const settlementReactor = x.deps ? new X402SettlementReactor(db, store, x.deps) : undefined;
     settlementReactor?.start();
     const approvalExpiry = readSide ? new ApprovalExpiryReactor(db, store, () => new Date()) : undefined;
     await approvalExpiry?.start();
+    const pix = opts.followers === false ? undefined : await openPix(process.env, config.publicBaseUrl);
     return {
       config,
       db,
@@ -129,13 +151,17 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
       webhookTargets,
       banks,
       x402: x.deps,
+      pix: pix?.deps,
+      providers,
       serviceSecretFile: secret.file,
       readSide,
       async close() {
         await approvalExpiry?.stop().catch(() => {});
         await settlementReactor?.stop().catch(() => {});
         await x.stop().catch(() => {});
+        await pix?.stop().catch(() => {});
         await sandbox?.stop().catch(() => {});
+        await sandboxProviders?.stop().catch(() => {});
         await webhooks?.stop().catch(() => {});
         await readSide?.stop().catch(() => {});
         await store.close().catch(() => {});

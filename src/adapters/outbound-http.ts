@@ -99,6 +99,8 @@ export type OutboundOptions = {
   timeoutMs?: number;
   connectTimeoutMs?: number;
   maxBodyBytes?: number;
+  /** TLS client certificate and trusted CAs (https only; the system roots when `ca` is absent). */
+  tls?: { cert?: string; key?: string; ca?: string[] };
   /** The resolver (DNS by default): the port to the outside world a test may stand in for. */
   resolve?: (hostname: string) => Promise<LookupAddress[]>;
 };
@@ -116,6 +118,7 @@ export async function guardedRequest(rawUrl: string, allow: AllowedTargets, o: O
       {
         method: o.method ?? 'POST',
         headers: o.headers,
+        ...(url.protocol === 'https:' && o.tls ? o.tls : {}),
         // Checked again at connect time: a name that resolves to a refused address fails here.
         lookup: (hostname, options, cb) => {
           (o.resolve ?? systemResolve)(hostname).then(

@@ -5,6 +5,7 @@ import type { Db } from '../postgres/db.ts';
 import { derivedUuid } from './chain.ts';
 import { verifyOrgChain, type Problem, type VerifyReport } from './verifier.ts';
 import { verifyRange } from './windows.ts';
+import { auditVerificationPasses } from '../metrics.ts';
 
 // The verification worker: re-walks each organization's chain on a schedule
 // taken from its configuration (never later than hot_max_staleness_seconds
@@ -180,6 +181,7 @@ export class AuditVerifier {
     const at = this.now().toISOString();
     await this.db.query(`INSERT INTO audit_verification (org_id, in_progress) VALUES ($1, true) ON CONFLICT (org_id) DO UPDATE SET in_progress = true`, [orgId]);
     const report = await verifyOrgChain(this.store, orgId, this.key, this.origin);
+    auditVerificationPasses.inc({ result: report.ok ? 'ok' : 'broken' });
     const { rows: prev } = await this.db.query<{ gaps: Gap[] }>('SELECT gaps FROM audit_verification WHERE org_id = $1', [orgId]);
     const seen = new Map((prev[0]?.gaps ?? []).map((g) => [`${g.from_sequence}-${g.to_sequence}`, g.first_detected_at]));
     const gaps: Gap[] = report.problems

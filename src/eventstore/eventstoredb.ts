@@ -1,21 +1,26 @@
 import { randomUUID } from 'node:crypto';
+import { createRequire } from 'node:module';
 import {
   BACKWARDS,
+  CancelledError,
+  DeadlineExceededError,
   END,
   EventStoreDBClient,
-  eventTypeFilter,
-  excludeSystemEvents,
   FORWARDS,
   jsonEvent,
+  NotLeaderError,
   START as ESDB_START,
   streamNameFilter,
+  eventTypeFilter,
   StreamNotFoundError,
+  UnavailableError,
   WrongExpectedVersionError,
   type AllStreamResolvedEvent,
   type Filter,
   type ResolvedEvent,
+  type StreamingRead,
 } from '@eventstore/db-client';
-import { READ_PAGE_DEFAULT, READ_PAGE_MAX, SUBSCRIPTION_RETRY_MS } from '../limits.ts';
+import { ESDB_RETRY_ATTEMPTS, ESDB_RETRY_BASE_MS, ESDB_RETRY_MAX_MS, READ_PAGE_DEFAULT, READ_PAGE_MAX } from '../limits.ts';
 import {
   type AppendResult,
   checkAppend,
@@ -38,20 +43,34 @@ import {
   WrongExpectedRevision,
 } from './port.ts';
 
-// The EventStoreDB adapter: a thin translation onto @eventstore/db-client.
+// The EventStoreDB adapter: a thin translation onto @eventstore/db-client 6.x.
+//
 // Positions are "<commit>:<prepare>", each zero-padded to 20 digits, so string
-// order is log order. readAll from a position is inclusive on the server and
-// subscribeToAll is exclusive; the port is exclusive everywhere, so readAll
-// drops the event sitting exactly at `after`. System events ($-prefixed) never
-// leave this file.
+// order is log order. The server's $all positions are byte offsets (they grow,
+// they are not dense). A read of $all from a position is inclusive on the
+// server, a subscription from a position is exclusive; the port is exclusive
+// everywhere, so reads drop the event sitting exactly at `after`.
+//
+// Filters run on the server: a projection rebuild of one organization's streams
+// reads only those streams, and system events ($-prefixed streams) never cross
+// the wire unless asked. The 6.x client exposes filters on subscribeToAll only;
+// its readAll always sends `no_filter`. A filtered read is the same Read call
+// with the `filter` option set (what the later @kurrent/kurrentdb-client sends
+// for readAll({filter})), so `filteredReadAll` builds that request from the
+// client's own generated messages and sends it on the client's own channel
+// (its connection, discovery, credentials and reconnection).
 
 const DIGITS = 20;
+/** Server-side search window of filtered subscriptions; checkpoints every window x multiplier events searched. */
+const SEARCH_WINDOW = 32;
 
-function formatPosition(p: { commit: bigint; prepare: bigint }): Position {
+type EsdbPosition = { commit: bigint; prepare: bigint };
+
+function formatPosition(p: EsdbPosition): Position {
   return `${p.commit.toString().padStart(DIGITS, '0')}:${p.prepare.toString().padStart(DIGITS, '0')}`;
 }
 
-function parsePosition(p: Position): { commit: bigint; prepare: bigint } {
+function parsePosition(p: Position): EsdbPosition {
   const m = /^(\d{1,20}):(\d{1,20})$/.exec(p);
   if (!m) throw new EventStoreError('invalid_event', `not a position of this store: ${p}`);
   return { commit: BigInt(m[1]!), prepare: BigInt(m[2]!) };
@@ -62,25 +81,119 @@ const isSystem = (streamId: string, type: string) => streamId.startsWith('$') ||
 function toRecorded(r: ResolvedEvent | AllStreamResolvedEvent): RecordedEvent | undefined {
   const e = r.event;
   if (!e || isSystem(e.streamId, e.type) || !e.isJson) return undefined;
-  const position = 'position' in e && e.position ? formatPosition(e.position) : r.commitPosition !== undefined ? formatPosition({ commit: r.commitPosition, prepare: r.commitPosition }) : START;
+  if (!('position' in e) || !e.position) return undefined; // every event the server sends carries its $all position
   return {
     id: e.id,
     type: e.type,
     streamName: e.streamId,
     revision: e.revision,
-    position,
+    position: formatPosition(e.position),
     data: e.data as JsonObject,
     metadata: e.metadata as EventMetadata,
     recordedAt: e.created.toISOString(),
   };
 }
 
-function serverFilter(filter: ReadFilter | undefined): Filter {
-  if (!filter) return excludeSystemEvents();
-  if ('streamPrefixes' in filter) return streamNameFilter({ prefixes: [...filter.streamPrefixes] });
-  const escaped = filter.eventTypes.map((t) => t.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'));
-  return eventTypeFilter({ regex: `^(?:${escaped.join('|')})$` });
+/** The server-side filter for a port filter: stream prefixes, exact event types, or (none) every non-system stream. */
+type ServerFilter = { on: 'stream' | 'type'; prefixes?: string[]; regex?: string };
+
+const escapeRegex = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+function serverFilter(filter: ReadFilter | undefined): ServerFilter {
+  if (!filter) return { on: 'stream', regex: '^[^$]' };
+  if ('streamPrefixes' in filter) return { on: 'stream', prefixes: [...filter.streamPrefixes] };
+  return { on: 'type', regex: `^(?:${filter.eventTypes.map(escapeRegex).join('|')})$` };
 }
+
+function clientFilter(f: ServerFilter, maxSearchWindow = SEARCH_WINDOW): Filter {
+  const base = { maxSearchWindow, checkpointInterval: 1 };
+  const make = f.on === 'stream' ? streamNameFilter : eventTypeFilter;
+  return f.prefixes ? make({ ...base, prefixes: f.prefixes }) : make({ ...base, regex: f.regex! });
+}
+
+// ---------------------------------------------------------------------------
+// The filtered read: the client's generated messages on the client's channel.
+
+const requireCjs = createRequire(import.meta.url);
+/* eslint-disable @typescript-eslint/no-explicit-any */
+const streamsPb = requireCjs('@eventstore/db-client/generated/streams_pb.js');
+const sharedPb = requireCjs('@eventstore/db-client/generated/shared_pb.js');
+const { StreamsClient } = requireCjs('@eventstore/db-client/generated/streams_grpc_pb.js');
+const { ReadStream } = requireCjs('@eventstore/db-client/dist/streams/utils/ReadStream.js');
+const { convertGrpcEvent } = requireCjs('@eventstore/db-client/dist/utils/convertGrpcEvent.js');
+
+/** The protected members of the client that its own commands use. */
+type ClientInternals = {
+  GRPCStreamCreator(Client: unknown, name: string, creator: (c: any) => unknown): () => Promise<unknown>;
+  callArguments(base: object, options: object): unknown[];
+};
+
+function filteredReadAll(
+  client: EventStoreDBClient,
+  opts: { from: 'start' | 'end' | EsdbPosition; direction: 'forwards' | 'backwards'; count: number; filter: ServerFilter },
+): StreamingRead<AllStreamResolvedEvent> {
+  const { ReadReq } = streamsPb;
+  const options = new ReadReq.Options();
+  const all = new ReadReq.Options.AllOptions();
+  if (opts.from === 'start') all.setStart(new sharedPb.Empty());
+  else if (opts.from === 'end') all.setEnd(new sharedPb.Empty());
+  else {
+    const pos = new ReadReq.Options.Position();
+    pos.setCommitPosition(opts.from.commit.toString());
+    pos.setPreparePosition(opts.from.prepare.toString());
+    all.setPosition(pos);
+  }
+  options.setAll(all);
+  options.setReadDirection(opts.direction === 'forwards' ? 0 : 1);
+  options.setResolveLinks(false);
+  options.setCount(String(opts.count));
+  const uuid = new ReadReq.Options.UUIDOption();
+  uuid.setString(new sharedPb.Empty());
+  options.setUuidOption(uuid);
+  const expr = new ReadReq.Options.FilterOptions.Expression();
+  if (opts.filter.prefixes) expr.setPrefixList(opts.filter.prefixes);
+  else expr.setRegex(opts.filter.regex!);
+  const fo = new ReadReq.Options.FilterOptions();
+  if (opts.filter.on === 'stream') fo.setStreamIdentifier(expr);
+  else fo.setEventType(expr);
+  // "count" window: the server searches until `count` matching events or the end.
+  fo.setCount(new sharedPb.Empty());
+  fo.setCheckpointintervalmultiplier(1);
+  options.setFilter(fo);
+  const req = new ReadReq();
+  req.setOptions(options);
+  const internals = client as unknown as ClientInternals;
+  const create = internals.GRPCStreamCreator(StreamsClient, 'readAll', (c: any) => c.read(req, ...internals.callArguments({}, { deadline: Infinity })));
+  return new ReadStream(create, convertGrpcEvent, {}) as StreamingRead<AllStreamResolvedEvent>;
+}
+
+// ---------------------------------------------------------------------------
+// Every read is consumed to its end (the server bounds it by `count`):
+// leaving a read early leaves its gRPC call unfinished, and the client's
+// dispose() then waits for it forever.
+
+// Transport failures: named, retried with back-off, surfaced clearly.
+
+function isTransient(err: unknown): boolean {
+  if (err instanceof UnavailableError || err instanceof DeadlineExceededError || err instanceof NotLeaderError) return true;
+  if (err instanceof CancelledError) return true;
+  const code = (err as { code?: unknown })?.code;
+  return code === 14 || code === 4; // grpc UNAVAILABLE, DEADLINE_EXCEEDED
+}
+
+const sleep = (ms: number, signal?: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    if (signal?.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    }
+    signal?.addEventListener('abort', done, { once: true });
+  });
+
+export const backoffMs = (attempt: number) => Math.min(ESDB_RETRY_MAX_MS, ESDB_RETRY_BASE_MS * 2 ** attempt);
 
 /** A small unbounded queue turning event-emitter callbacks into an async iterator. */
 class Inbox<T> {
@@ -110,36 +223,85 @@ class Inbox<T> {
   }
 }
 
+export type EventStoreDbHealth = {
+  /** Transport errors seen (appends, reads and subscriptions), and the last one. */
+  transportErrors: number;
+  lastError: string | undefined;
+  /** Subscriptions re-opened after a drop. */
+  resubscriptions: number;
+};
+
 export class EventStoreDbStore implements EventStore {
   readonly kind = 'eventstoredb' as const;
-  private constructor(private readonly client: EventStoreDBClient) {}
+  readonly health: EventStoreDbHealth = { transportErrors: 0, lastError: undefined, resubscriptions: 0 };
+  private constructor(
+    private readonly client: EventStoreDBClient,
+    /** host:port list of the connection string, for error messages (never credentials). */
+    readonly address: string,
+  ) {}
 
   static async open(connectionString: string): Promise<EventStoreDbStore> {
-    const client = EventStoreDBClient.connectionString([connectionString] as unknown as TemplateStringsArray);
-    const store = new EventStoreDbStore(client);
-    await store.headPosition(); // fail fast when the server is unreachable or $all is not readable
+    const address = describeAddress(connectionString);
+    let client: EventStoreDBClient;
+    try {
+      client = EventStoreDBClient.connectionString([connectionString] as unknown as TemplateStringsArray);
+    } catch (err) {
+      throw new EventStoreError('store_unavailable', `EventStoreDB connection string for ${address} is invalid: ${(err as Error).message}`);
+    }
+    const store = new EventStoreDbStore(client, address);
+    try {
+      await store.headPosition(); // fail fast when the server is unreachable or $all is not readable
+    } catch (err) {
+      await client.dispose().catch(() => {});
+      throw err;
+    }
     return store;
+  }
+
+  private unavailable(what: string, err: unknown): EventStoreError {
+    const e = new EventStoreError('store_unavailable', `EventStoreDB at ${this.address}: ${what} failed: ${(err as Error)?.message ?? String(err)}`);
+    (e as { cause?: unknown }).cause = err;
+    return e;
+  }
+
+  private noteError(err: unknown) {
+    this.health.transportErrors++;
+    this.health.lastError = `${new Date().toISOString()} ${(err as Error)?.message ?? String(err)}`;
+  }
+
+  /** Runs `op`, retrying transport failures with exponential back-off; other errors pass through. */
+  private async withRetry<T>(what: string, op: () => Promise<T>): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await op();
+      } catch (err) {
+        if (err instanceof EventStoreError || !isTransient(err)) throw err;
+        this.noteError(err);
+        if (attempt + 1 >= ESDB_RETRY_ATTEMPTS) throw this.unavailable(what, err);
+        await sleep(backoffMs(attempt));
+      }
+    }
   }
 
   async appendToStream(stream: string, events: readonly NewEvent[], opts: { expectedRevision?: ExpectedRevision } = {}): Promise<AppendResult> {
     const expected = opts.expectedRevision ?? 'any';
     const checked = checkAppend(stream, events, expected, randomUUID);
-    try {
-      const res = await this.client.appendToStream(
-        stream,
-        checked.map((e) => jsonEvent({ id: e.id, type: e.type, data: e.dataValue, metadata: e.metadataValue })),
-        { expectedRevision: expected },
-      );
-      if (!res.position) throw new EventStoreError('store_unavailable', 'append answered without a position');
-      return { nextExpectedRevision: res.nextExpectedRevision, lastPosition: formatPosition(res.position) };
-    } catch (err) {
-      if (err instanceof WrongExpectedVersionError) {
-        const actual = err.actualVersion;
-        throw new WrongExpectedRevision(stream, expected, typeof actual === 'bigint' ? actual : 'no_stream');
+    const payload = checked.map((e) => jsonEvent({ id: e.id, type: e.type, data: e.dataValue, metadata: e.metadataValue }));
+    // Event ids are fixed before the first attempt, so a retry after a lost
+    // answer is recognised by the server as the same write (idempotent append).
+    return this.withRetry('append', async () => {
+      try {
+        const res = await this.client.appendToStream(stream, payload, { expectedRevision: expected });
+        if (!res.position) throw new EventStoreError('store_unavailable', `EventStoreDB at ${this.address}: append answered without a position`);
+        return { nextExpectedRevision: res.nextExpectedRevision, lastPosition: formatPosition(res.position) };
+      } catch (err) {
+        if (err instanceof WrongExpectedVersionError) {
+          const actual = err.actualVersion;
+          throw new WrongExpectedRevision(stream, expected, typeof actual === 'bigint' ? actual : 'no_stream');
+        }
+        throw err;
       }
-      if (err instanceof EventStoreError) throw err;
-      throw new EventStoreError('store_unavailable', `append failed: ${(err as Error).message}`);
-    }
+    });
   }
 
   async readStream(stream: string, opts: ReadStreamOptions = {}): Promise<RecordedEvent[]> {
@@ -147,96 +309,92 @@ export class EventStoreDbStore implements EventStore {
     const backwards = opts.direction === 'backwards';
     const maxCount = Math.min(opts.maxCount ?? READ_PAGE_MAX, READ_PAGE_MAX);
     if (maxCount === 0) return [];
-    const out: RecordedEvent[] = [];
-    try {
-      for await (const r of this.client.readStream(stream, {
-        direction: backwards ? BACKWARDS : FORWARDS,
-        fromRevision: opts.fromRevision ?? (backwards ? END : ESDB_START),
-        maxCount,
-      })) {
-        const e = toRecorded(r);
-        if (e) out.push(e);
+    return this.withRetry('read stream', async () => {
+      const out: RecordedEvent[] = [];
+      try {
+        for await (const r of this.client.readStream(stream, {
+          direction: backwards ? BACKWARDS : FORWARDS,
+          fromRevision: opts.fromRevision ?? (backwards ? END : ESDB_START),
+          maxCount,
+        })) {
+          const e = toRecorded(r);
+          if (e) out.push(e);
+        }
+      } catch (err) {
+        if (err instanceof StreamNotFoundError) return [];
+        throw err;
       }
-    } catch (err) {
-      if (err instanceof StreamNotFoundError) return [];
-      throw err;
-    }
-    return out;
+      return out;
+    });
   }
 
+  /** One filtered Read call: up to maxCount events after `after`, filtered on the server. */
   async readAll(opts: ReadAllOptions = {}): Promise<RecordedEvent[]> {
     const maxCount = Math.min(opts.maxCount ?? READ_PAGE_DEFAULT, READ_PAGE_MAX);
     if (maxCount === 0) return [];
     const after = opts.after ?? START;
-    let from: typeof ESDB_START | { commit: bigint; prepare: bigint } = after === START ? ESDB_START : parsePosition(after);
-    const out: RecordedEvent[] = [];
-    // readAll has no server-side filter in this client: page through $all and filter here.
-    for (;;) {
-      let last: Position | undefined;
-      let seen = 0;
-      for await (const r of this.client.readAll({ fromPosition: from, maxCount: READ_PAGE_DEFAULT, direction: FORWARDS })) {
-        seen++;
-        const pos = r.event?.position ? formatPosition(r.event.position) : undefined;
-        if (pos === undefined) continue;
-        last = pos;
-        if (pos <= after) continue; // inclusive start on the server, exclusive in the port
+    const from = after === START ? ('start' as const) : parsePosition(after);
+    const filter = serverFilter(opts.filter);
+    return this.withRetry('read $all', async () => {
+      const out: RecordedEvent[] = [];
+      // Inclusive on the server: one more, in case the event at `after` matches.
+      const count = after === START ? maxCount : maxCount + 1;
+      for await (const r of filteredReadAll(this.client, { from, direction: 'forwards', count, filter })) {
         const e = toRecorded(r);
-        if (e && matchesFilter(e, opts.filter)) {
-          out.push(e);
-          if (out.length >= maxCount) return out;
-        }
+        if (!e || e.position <= after || !matchesFilter(e, opts.filter)) continue;
+        out.push(e);
       }
-      if (seen < READ_PAGE_DEFAULT || last === undefined) return out;
-      from = parsePosition(last);
-    }
+      return out.slice(0, maxCount);
+    });
   }
 
+  /** The last non-system event's position: one backwards read of one event, filtered on the server. */
   async headPosition(): Promise<Position> {
-    let from: typeof END | { commit: bigint; prepare: bigint } = END;
-    for (;;) {
-      let seen = 0;
-      let last: { commit: bigint; prepare: bigint } | undefined;
-      for await (const r of this.client.readAll({ fromPosition: from, direction: BACKWARDS, maxCount: 100 })) {
-        seen++;
-        const e = r.event;
-        if (!e?.position) continue;
-        if (!isSystem(e.streamId, e.type)) return formatPosition(e.position);
-        last = e.position;
+    return this.withRetry('read the head of $all', async () => {
+      let head = START;
+      for await (const r of filteredReadAll(this.client, { from: 'end', direction: 'backwards', count: 1, filter: serverFilter(undefined) })) {
+        head = toRecorded(r)?.position ?? head;
       }
-      if (seen < 100 || !last) return START;
-      from = last;
-    }
+      return head;
+    });
   }
 
   subscribeToAll(opts: SubscribeOptions = {}): AsyncIterable<SubscriptionItem> {
     const self = this;
+    const filter = clientFilter(serverFilter(opts.filter));
     return {
       async *[Symbol.asyncIterator]() {
+        // `after` is the last position delivered to the caller: every
+        // resubscription starts there (exclusive on the server), so a drop
+        // loses nothing and repeats nothing.
         let after = opts.after ?? START;
         let caughtUpSent = false;
+        let failures = 0;
         while (!opts.signal?.aborted) {
-          const inbox = new Inbox<SubscriptionItem | { kind: 'error' }>();
-          const sub = self.client.subscribeToAll({
-            fromPosition: after === START ? (ESDB_START as typeof ESDB_START) : parsePosition(after),
-            filter: serverFilter(opts.filter),
-          });
+          const inbox = new Inbox<SubscriptionItem | { kind: 'error'; error: unknown } | { kind: 'end' }>();
+          const sub = self.client.subscribeToAll({ fromPosition: after === START ? ESDB_START : parsePosition(after), filter });
           sub.on('data', (r: AllStreamResolvedEvent) => {
             const e = toRecorded(r);
             if (e && matchesFilter(e, opts.filter)) inbox.push({ kind: 'event', event: e });
             if (inbox.size > 1000) sub.pause();
           });
           sub.on('caughtUp', () => inbox.push({ kind: 'caught_up', position: after }));
-          sub.on('error', () => inbox.push({ kind: 'error' }));
-          sub.on('end', () => inbox.push({ kind: 'error' }));
+          sub.on('error', (error: unknown) => inbox.push({ kind: 'error', error }));
+          sub.on('end', () => inbox.push({ kind: 'end' }));
+          let failure: unknown;
           try {
             for (;;) {
               const item = await inbox.take(opts.signal);
               if (!item) return;
               if (inbox.size < 100 && sub.isPaused()) sub.resume();
-              if (item.kind === 'error') break; // resubscribe from the last delivered position
+              if (item.kind === 'error' || item.kind === 'end') {
+                failure = item.kind === 'error' ? item.error : new Error('the server ended the subscription');
+                break;
+              }
               if (item.kind === 'event') {
-                if (item.event.position <= after) continue;
+                if (item.event.position <= after) continue; // never twice, whatever the server repeats
                 after = item.event.position;
+                failures = 0;
                 yield item;
               } else if (!caughtUpSent) {
                 caughtUpSent = true;
@@ -246,7 +404,9 @@ export class EventStoreDbStore implements EventStore {
           } finally {
             await sub.unsubscribe().catch(() => {});
           }
-          await new Promise((r) => setTimeout(r, SUBSCRIPTION_RETRY_MS));
+          self.noteError(failure);
+          self.health.resubscriptions++;
+          await sleep(backoffMs(failures++), opts.signal);
         }
       },
     };
@@ -255,4 +415,10 @@ export class EventStoreDbStore implements EventStore {
   async close(): Promise<void> {
     await this.client.dispose();
   }
+}
+
+/** host:port list of an esdb:// connection string, without user info or parameters. */
+export function describeAddress(connectionString: string): string {
+  const m = /^esdb(?:\+discover)?:\/\/(?:[^@/?]*@)?([^/?]*)/.exec(connectionString);
+  return m?.[1] || '(unparsable connection string)';
 }

@@ -1,6 +1,7 @@
 import { type DomainEvent, parseEvent } from '../../events/index.ts';
 import type { Actor, EventMeta } from '../../events/common.ts';
 import { type EventStore, type ExpectedRevision, type NewEvent, type Position, WrongExpectedRevision } from './port.ts';
+import { eventsAppended } from '../metrics.ts';
 
 // The command handler: load the stream, fold it with `evolve`, `decide`, append
 // with the expected revision. On a revision conflict it re-reads and decides
@@ -149,6 +150,7 @@ async function decideAndAppend<State, Command>(
     const expected: ExpectedRevision = opts.expectedRevision ?? (revision === null ? 'no_stream' : revision);
     try {
       const res = await store.appendToStream(stream, newEvents, { expectedRevision: expected });
+      for (const e of produced) eventsAppended.inc({ type: e.type });
       let next = state;
       for (const e of produced) next = decider.evolve(next, e);
       return { state: next, events: produced, changed: true, lastPosition: res.lastPosition };

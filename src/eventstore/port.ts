@@ -20,7 +20,12 @@ export type ActualRevision = 'no_stream' | bigint;
 export type EventMetadata = JsonObject & { org_id: string };
 
 export type NewEvent = {
-  /** A UUID; generated when absent. Appending an id that already exists is refused. */
+  /**
+   * A UUID; generated when absent. An id already in the log is never written
+   * twice: Postgres refuses it (DuplicateEventId, or WrongExpectedRevision when
+   * the expectation no longer holds); EventStoreDB answers a re-sent append with
+   * the same expectation with its original result (idempotent append).
+   */
   id?: string;
   type: string;
   data: JsonObject;

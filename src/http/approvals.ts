@@ -140,6 +140,40 @@ export async function approvalRoutes(app: FastifyInstance, deps: AppDeps): Promi
 
   defineRoute(app, deps, {
     method: 'GET',
+    url: '/v1/approvals/:id/page',
+    operationId: 'approvalPage',
+    summary: 'The approval as an HTML page for a person (human session): the held call and its input, and a form that decides it',
+    tags: ['approvals'],
+    auth: 'human_session',
+    minRole: 'admin',
+    params: z.object({ id: IdParam }),
+    responses: { 200: null },
+    errors: [[401, 'unauthorized'], [403, 'human_session_required'], [403, 'insufficient_role'], [404, 'not_found']],
+    async handler({ auth, params }) {
+      const a = await mustOne(auth.orgId, params.id);
+      const esc = (s: string) => s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+      const form =
+        a.status === 'pending'
+          ? `<form method="post" action="/v1/approvals/${encodeURIComponent(a.id)}/decide">
+<label>Reason <input name="reason" maxlength="1000"></label>
+<button type="submit" name="decision" value="approve" id="approve">Approve and run it</button>
+<button type="submit" name="decision" value="deny" id="deny">Deny</button></form>`
+          : `<p id="decided">Already ${esc(a.status)}${a.decided_by ? ` by ${esc(a.decided_by)}` : ''}.</p>`;
+      const html = `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Approval ${esc(a.id)}</title></head><body>
+<h1>An agent asks to run <code id="tool">${esc(a.tool_name)}</code></h1>
+<p>Agent <strong id="agent">${esc(a.agent_id)}</strong>, held by the policy <strong>${esc(a.matched_rule_name)}</strong>. Expires at <time>${esc(a.expires_at)}</time>.</p>
+<h2>Input, exactly as it will run</h2><pre id="input">${esc(JSON.stringify(a.tool_input, null, 2))}</pre>
+${form}</body></html>`;
+      return {
+        status: 200,
+        headers: { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', 'x-frame-options': 'DENY', 'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'", 'referrer-policy': 'no-referrer' },
+        body: html,
+      };
+    },
+  });
+
+  defineRoute(app, deps, {
+    method: 'GET',
     url: '/v1/orgs/:orgId/approvals/health',
     operationId: 'getApprovalsHealthOrgScoped',
     summary: 'Pending approvals and the expiry sweeper (organization-scoped, deprecated)',

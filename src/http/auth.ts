@@ -3,6 +3,8 @@ import type { FastifyRequest } from 'fastify';
 import type { Queryable } from '../postgres/db.ts';
 import type { ReadCache } from '../projector/readcache.ts';
 import { ApiError, forbidden, insufficientRole, projectResolutionFailed, unauthorized } from './errors.ts';
+import { ACCESS_TOKEN_PATTERN, grantOf } from './oauth-tokens.ts';
+import { sameHash } from '../../commands/oauth.ts';
 
 // Credentials (spec Part 5). API keys (`Authorization: Bearer sk_<env>_...`)
 // resolve to an organization, an environment, a project and scopes. The
@@ -20,6 +22,8 @@ export type ApiKeyAuth = {
   environment: 'live' | 'test';
   keyId: string;
   scopes: string[];
+  /** Set when the credential is an OAuth access token issued from this key (scopes then narrowed to the grant). */
+  grantId?: string;
 };
 
 export type ServiceAuth = { kind: 'service'; orgId: string; userId: string; role: Role };
@@ -34,8 +38,10 @@ export type Auth = ApiKeyAuth | ServiceAuth | PlatformAuth | OpenAuth;
  * org_admin: the organization-scoped deprecated family: an organization-wide API
  * key, or the platform secret with an admin or owner in `x-svc-user`; a
  * project-bound key answers 403.
+ * key_or_service: an API key, or the platform secret with an acting user in
+ * `x-svc-user` (absent: 403 insufficient_role; below minRole: 403).
  */
-export type AuthMode = 'open' | 'api_key' | 'platform' | 'service' | 'human_session' | 'org_admin';
+export type AuthMode = 'open' | 'api_key' | 'platform' | 'service' | 'human_session' | 'org_admin' | 'key_or_service';
 
 export const API_KEY_PATTERN = /^sk_(test|live)_[A-Za-z0-9]{32}$/;
 export const hashKey = (key: string) => createHash('sha256').update(key).digest('hex');
@@ -73,7 +79,32 @@ export class Authenticator {
     private readonly db: Queryable,
     private readonly serviceSecret: string,
     private readonly cache: ReadCache<unknown>,
+    private readonly opts: { resourceMetadataUrl?: string; now?: () => Date } = {},
   ) {}
+
+  /** 401 for a bad bearer: the bare body, plus where to discover the OAuth server (RFC 9728 §5.1). */
+  private unauthorizedBearer() {
+    const e = unauthorized();
+    if (this.opts.resourceMetadataUrl) e.headers['www-authenticate'] = `Bearer resource_metadata="${this.opts.resourceMetadataUrl}"`;
+    return e;
+  }
+
+  /** An OAuth access token: the key it came from, narrowed to the granted scopes. */
+  private async accessToken(token: string): Promise<{ row: KeyRow; scopes: string[]; grantId: string }> {
+    const grantId = grantOf('access', token);
+    if (!grantId) throw this.unauthorizedBearer();
+    const { rows } = await this.db.query<{ key_id: string; status: string; access_token_hash: string | null; access_expires_at: Date | null; token_scopes: string[] | null }>(
+      'SELECT key_id, status, access_token_hash, access_expires_at, token_scopes FROM oauth_grants WHERE grant_id = $1',
+      [grantId],
+    );
+    const g = rows[0];
+    const now = (this.opts.now ?? (() => new Date()))();
+    if (!g || g.status !== 'active' || !g.access_token_hash || !sameHash(g.access_token_hash, hashKey(token)) || !g.access_expires_at || g.access_expires_at.getTime() <= now.getTime()) throw this.unauthorizedBearer();
+    const keys = await this.db.query<KeyRow>('SELECT key_id, org_id, project_id, environment, scopes, key_hash, revoked_at::text FROM api_keys WHERE key_id = $1', [g.key_id]);
+    const row = keys.rows[0];
+    if (!row || row.revoked_at !== null) throw this.unauthorizedBearer();
+    return { row, scopes: g.token_scopes ?? [], grantId };
+  }
 
   private async keyRow(hash: string): Promise<KeyRow | null> {
     return (await this.cache.get(`key:${hash}`, async () => {
@@ -100,14 +131,19 @@ export class Authenticator {
     const token = bearer(req);
     const isService = token !== undefined && sameSecret(token, this.serviceSecret);
     if (mode === 'api_key' || (mode === 'org_admin' && !isService)) {
-      if (!token || isService || !API_KEY_PATTERN.test(token)) throw unauthorized();
+      if (!token || isService || !(API_KEY_PATTERN.test(token) || ACCESS_TOKEN_PATTERN.test(token))) throw this.unauthorizedBearer();
       const auth = await this.apiKey(req, token, scope);
       if (mode === 'org_admin' && auth.projectBound) throw forbidden('a project API key cannot act for the whole organization');
       return auth;
     }
+    if (mode === 'key_or_service' && !isService) {
+      if (!token || !API_KEY_PATTERN.test(token)) throw unauthorized();
+      return this.apiKey(req, token, scope);
+    }
+    if (mode === 'key_or_service' && typeof req.headers['x-svc-user'] !== 'string') throw insufficientRole(minRole ?? 'admin');
     if (mode === 'org_admin') minRole ??= 'admin';
     // The service-auth subtree never reads API keys.
-    if (mode === 'human_session' && token && !isService && API_KEY_PATTERN.test(token)) {
+    if (mode === 'human_session' && token && !isService && (API_KEY_PATTERN.test(token) || ACCESS_TOKEN_PATTERN.test(token))) {
       throw new ApiError(403, 'human_session_required', 'this operation needs a human session (the platform credential and x-svc-user), not an API key');
     }
     if (!isService) throw unauthorized();
@@ -124,10 +160,19 @@ export class Authenticator {
   }
 
   private async apiKey(req: FastifyRequest, token: string, scope: string | undefined): Promise<ApiKeyAuth> {
-    const hash = hashKey(token);
-    const row = await this.keyRow(hash);
-    if (!row || row.revoked_at !== null || !timingSafeEqual(Buffer.from(row.key_hash, 'hex'), Buffer.from(hash, 'hex'))) throw unauthorized();
+    let row: KeyRow | null;
+    let grant: { scopes: string[]; grantId: string } | undefined;
+    if (ACCESS_TOKEN_PATTERN.test(token)) {
+      const t = await this.accessToken(token);
+      row = t.row;
+      grant = t;
+    } else {
+      const hash = hashKey(token);
+      row = await this.keyRow(hash);
+      if (!row || row.revoked_at !== null || !timingSafeEqual(Buffer.from(row.key_hash, 'hex'), Buffer.from(hash, 'hex'))) throw this.unauthorizedBearer();
+    }
     if (scope && !hasScope(row.scopes, scope)) throw forbidden(`this API key lacks the scope ${scope}`);
+    if (scope && grant && !hasScope(grant.scopes, scope)) throw forbidden(`this access token was not granted the scope ${scope}`);
     const header = req.headers['x-svc-project'];
     const wanted = typeof header === 'string' && header.trim() !== '' ? header.trim() : undefined;
     if (wanted !== undefined && !/^[\x21-\x7e]{1,200}$/.test(wanted)) throw forbidden('x-svc-project names no project of this organization');
@@ -142,7 +187,8 @@ export class Authenticator {
       projectId = (await this.resolveProject(row.org_id, undefined)) ?? undefined;
     }
     if (!projectId) throw projectResolutionFailed();
-    return { kind: 'api_key', orgId: row.org_id, projectId, projectBound: row.project_id !== null, environment: row.environment, keyId: row.key_id, scopes: row.scopes };
+    const scopes = grant ? grant.scopes.filter((x) => hasScope(row.scopes, x)) : row.scopes;
+    return { kind: 'api_key', orgId: row.org_id, projectId, projectBound: row.project_id !== null, environment: row.environment, keyId: row.key_id, scopes, ...(grant ? { grantId: grant.grantId } : {}) };
   }
 
   /** A user's effective role in a project: the override unless they own the organization. */

@@ -6,8 +6,13 @@ import { newId } from './ids.ts';
 import { defineRoute, type AppDeps } from './route.ts';
 import { IdParam, QueryBool, Timestamp, isoText as TS } from './schemas.ts';
 import type { ApiKeyAuth } from './auth.ts';
+import { pixWallets } from './pix-wallet.ts';
+import { walletRows, type WalletFundingSource } from '../../projections/consumer.ts';
 
-// Consumers (titulars), their wallet view per currency.
+// Consumers (titulars), their wallet view per currency. A consumer belongs to
+// the organization: every project of it reads, lists and updates it; what hangs
+// off it (mandates, cards, consents) stays with the project that made it, so
+// the id lists and the wallet show the calling project's records only.
 
 export const Consumer = z
   .object({
@@ -32,7 +37,7 @@ const Metadata = z.record(z.string(), z.unknown()).refine((m) => JSON.stringify(
 const COLUMNS = `id, display_name, document, document_source, ${TS('document_verified_at')} AS document_verified_at, person_type, tax_type, status, metadata, ${TS('created_at')} AS created_at`;
 
 export async function readConsumer(deps: AppDeps, auth: ApiKeyAuth, id: string): Promise<ConsumerView | undefined> {
-  const { rows } = await deps.db.query<ConsumerView>(`SELECT ${COLUMNS} FROM consumers WHERE id = $1 AND org_id = $2 AND project_id = $3`, [id, auth.orgId, auth.projectId]);
+  const { rows } = await deps.db.query<ConsumerView>(`SELECT ${COLUMNS} FROM consumers WHERE id = $1 AND org_id = $2`, [id, auth.orgId]);
   return rows[0];
 }
 
@@ -67,7 +72,7 @@ export async function consumerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     method: 'GET',
     url: '/v1/consumers',
     operationId: 'listConsumers',
-    summary: 'List consumers, newest first',
+    summary: 'List the organization’s consumers (from every project), newest first',
     tags: ['consumers'],
     auth: 'api_key',
     scope: 'consumers:read',
@@ -75,13 +80,13 @@ export async function consumerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     responses: { 200: z.object({ consumers: z.array(Consumer) }) },
     errors: [[400, 'invalid_query'], [401, 'unauthorized'], [403, 'forbidden']],
     async handler({ auth, query, deps }) {
-      const params: unknown[] = [auth.orgId, auth.projectId, query.limit];
+      const params: unknown[] = [auth.orgId, query.limit];
       let filter = '';
       if (query.verified !== undefined) {
         params.push(query.verified ? 'verified' : 'unverified');
-        filter = ' AND status = $4';
+        filter = ' AND status = $3';
       }
-      const { rows } = await deps.db.query<ConsumerView>(`SELECT ${COLUMNS} FROM consumers WHERE org_id = $1 AND project_id = $2${filter} ORDER BY created_at DESC, id LIMIT $3`, params);
+      const { rows } = await deps.db.query<ConsumerView>(`SELECT ${COLUMNS} FROM consumers WHERE org_id = $1${filter} ORDER BY created_at DESC, id LIMIT $2`, params);
       return { status: 200, body: { consumers: rows } };
     },
   });
@@ -100,8 +105,12 @@ export async function consumerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     async handler({ auth, params, deps }) {
       const c = await readConsumer(deps, auth, params.id);
       if (!c) throw notFound();
-      const m = await deps.db.query<{ id: string }>('SELECT id FROM mandates WHERE consumer_id = $1 AND org_id = $2 ORDER BY created_at, id', [c.id, auth.orgId]);
-      const cards = await deps.db.query<{ card_id: string }>(`SELECT card_id FROM mandate_cards WHERE consumer_id = $1 AND org_id = $2 AND status = 'active' ORDER BY bound_at`, [c.id, auth.orgId]);
+      const m = await deps.db.query<{ id: string }>('SELECT id FROM mandates WHERE consumer_id = $1 AND org_id = $2 AND project_id = $3 ORDER BY created_at, id', [c.id, auth.orgId, auth.projectId]);
+      const cards = await deps.db.query<{ card_id: string }>(`SELECT card_id FROM mandate_cards WHERE consumer_id = $1 AND org_id = $2 AND project_id = $3 AND status = 'active' ORDER BY bound_at`, [
+        c.id,
+        auth.orgId,
+        auth.projectId,
+      ]);
       return { status: 200, body: { ...c, mandate_ids: m.rows.map((r) => r.id), card_ids: cards.rows.map((r) => r.card_id) } };
     },
   });
@@ -136,36 +145,46 @@ export async function consumerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     method: 'GET',
     url: '/v1/consumers/:id/wallet',
     operationId: 'getConsumerWallet',
-    summary: 'Per currency: authorized (caps of active and paused mandates), spent and available',
+    summary: 'Per currency: authorized (caps of active and paused mandates), spent and available, with the ids of that currency’s mandates and funding sources',
     tags: ['consumers'],
     auth: 'api_key',
     scope: 'consumers:read',
     params: z.object({ id: IdParam }),
     responses: {
-      200: z.object({
-        consumer_id: z.string(),
-        currencies: z.array(z.object({ currency: z.string(), authorized_minor: Money, spent_minor: Money, available_minor: Money })),
-        funding_source_ids: z.array(z.string()),
-        mandate_ids: z.array(z.string()),
-      }),
+      200: z
+        .object({
+          consumer_id: z.string(),
+          currencies: z.array(
+            z.object({ currency: z.string(), authorized_minor: Money, spent_minor: Money, available_minor: Money, funding_source_ids: z.array(z.string()), mandate_ids: z.array(z.string()), pix_balance_minor: Money.optional() }),
+          ),
+        })
+        .meta({ id: 'ConsumerWallet' }),
     },
     errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
     async handler({ auth, params, deps }) {
       const c = await readConsumer(deps, auth, params.id);
       if (!c) throw notFound();
-      const now = deps.now().toISOString();
-      const { rows } = await deps.db.query<{ currency: string; authorized: string; spent: string }>(
-        `SELECT currency, sum(cap_minor)::text AS authorized, sum(spent_minor)::text AS spent FROM mandates
-         WHERE consumer_id = $1 AND org_id = $2 AND status IN ('active', 'paused') AND expires_at > $3 GROUP BY currency ORDER BY currency`,
-        [c.id, auth.orgId, now],
+      // The calling project's mandates of this consumer that still count: active or paused, not expired.
+      const { rows } = await deps.db.query<{ id: string; currency: string; cap: string; spent: string }>(
+        `SELECT id, currency, cap_minor::text AS cap, spent_minor::text AS spent FROM mandates
+         WHERE consumer_id = $1 AND org_id = $2 AND project_id = $3 AND status IN ('active', 'paused') AND expires_at > $4 ORDER BY created_at, id`,
+        [c.id, auth.orgId, auth.projectId, deps.now().toISOString()],
       );
-      const ids = await deps.db.query<{ id: string }>('SELECT id FROM mandates WHERE consumer_id = $1 AND org_id = $2 ORDER BY created_at, id', [c.id, auth.orgId]);
-      const currencies = rows.map((r) => {
-        const authorized = BigInt(r.authorized);
-        const spent = BigInt(r.spent);
-        return { currency: r.currency, authorized_minor: Number(authorized), spent_minor: Number(spent), available_minor: Number(authorized - spent) };
-      });
-      return { status: 200, body: { consumer_id: c.id, currencies, funding_source_ids: [], mandate_ids: ids.rows.map((r) => r.id) } };
+      const mandates = rows.map((r) => ({ id: r.id, currency: r.currency, cap_minor: BigInt(r.cap), spent_minor: BigInt(r.spent) }));
+      // Funding sources: the consumer's Pix accounts at the PSP; each row also shows its Pix balance.
+      const pix = await pixWallets(deps, auth, c.id);
+      const fundingSources: WalletFundingSource[] = pix.filter((w) => w.status === 'active').map((w) => ({ id: w.funding_source_id, currency: w.currency }));
+      const currencies: { currency: string; authorized_minor: number; spent_minor: number; available_minor: number; funding_source_ids: string[]; mandate_ids: string[]; pix_balance_minor?: number }[] = walletRows(mandates, fundingSources).map((r) => ({
+        ...r,
+        authorized_minor: Number(r.authorized_minor),
+        spent_minor: Number(r.spent_minor),
+        available_minor: Number(r.available_minor),
+      }));
+      for (const w of pix) {
+        const row = currencies.find((r) => r.currency === w.currency);
+        if (row) row.pix_balance_minor = (row.pix_balance_minor ?? 0) + Number(w.balance_minor);
+      }
+      return { status: 200, body: { consumer_id: c.id, currencies } };
     },
   });
 }

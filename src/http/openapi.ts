@@ -49,6 +49,7 @@ const SECURITY: Record<string, Json[]> = {
   service: [{ platformSecret: [], actingUser: [] }],
   human_session: [{ platformSecret: [], actingUser: [] }],
   org_admin: [{ apiKey: [] }, { platformSecret: [], actingUser: [] }],
+  key_or_service: [{ apiKey: [] }, { platformSecret: [], actingUser: [] }],
 };
 
 export function buildOpenApi(routes: readonly RouteSpec[], serverUrl: string): Json {

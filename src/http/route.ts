@@ -8,8 +8,11 @@ import type { ReadCache } from '../projector/readcache.ts';
 import type { Vault } from '../adapters/vault.ts';
 import type { Bank } from '../adapters/bank/port.ts';
 import type { X402Deps } from '../adapters/chain/x402.ts';
+import type { PixDeps } from '../adapters/psp/port.ts';
 import type { AllowedTargets } from '../adapters/outbound-http.ts';
 import type { WebhookDispatcher } from '../reactors/webhooks.ts';
+import type { ProviderTools } from '../providers/tools.ts';
+import type { McpConfig } from '../mcp/config.ts';
 import type { Auth, Authenticator, AuthMode, Role } from './auth.ts';
 import { ApiError, errorResponse, sendResponse, toIssues } from './errors.ts';
 import { checkKey, type IdempotencyStore, requestHash } from './idempotency.ts';
@@ -41,10 +44,16 @@ export type AppDeps = {
   webhooks: WebhookDispatcher | undefined;
   /** The x402 facilitator's networks and receipt key, when configured. */
   x402: X402Deps | undefined;
+  /** The sandbox and live PSPs of Pix. */
+  pix: PixDeps;
   /** Configured banks by bank_id (the sandbox bank in the embedded default and tests). */
   banks: Map<string, Bank>;
   /** Which private targets outbound HTTP (webhooks) may reach. */
   webhookTargets: AllowedTargets;
+  /** The provider catalog, its HTTP adapter and the tool executor over connections. */
+  providers: ProviderTools;
+  /** Monetized MCP servers: gateway base, upstream timeouts, sweep lease (defaults from baseUrl when absent). */
+  mcp?: McpConfig;
 };
 
 export type Reply = { status: number; body?: unknown; headers?: Record<string, string> };
@@ -61,7 +70,7 @@ export type Ctx<P, Q, B, A extends Auth> = {
   run<S, C>(decider: Decider<S, C>, stream: string, command: C, opts?: HandleOptions<S> & { orgId?: string; projectId?: string | null }): Promise<CommandResult<S>>;
 };
 
-type AuthFor<M extends AuthMode> = M extends 'org_admin'
+type AuthFor<M extends AuthMode> = M extends 'org_admin' | 'key_or_service'
   ? Extract<Auth, { kind: 'api_key' | 'service' }>
   : M extends 'api_key'
   ? Extract<Auth, { kind: 'api_key' }>

@@ -93,7 +93,7 @@ export async function webhookRoutes(app: FastifyInstance, deps: AppDeps): Promis
     errors: [[400, 'invalid_body'], [400, 'unknown_server'], [400, 'invalid_webhook_url'], [401, 'unauthorized'], [403, 'forbidden']],
     idempotent: true,
     async handler({ auth, body, run, deps }) {
-      if (body.server_id !== undefined && !(KNOWN_SERVERS as readonly string[]).includes(body.server_id)) throw new ApiError(400, 'unknown_server', `server_id names no known provider (${KNOWN_SERVERS.join(', ')})`);
+      if (body.server_id !== undefined && !(KNOWN_SERVERS as readonly string[]).includes(body.server_id) && !deps.providers.runtime.catalog.get(body.server_id)) throw new ApiError(400, 'unknown_server', `server_id names no known provider (${KNOWN_SERVERS.join(', ')}, or a catalog provider id)`);
       const url = await safeUrl(deps, body.webhook_url);
       const id = newId('trg');
       const secret = newSecret();

@@ -3,11 +3,14 @@ import * as ed from '@noble/ed25519';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { fauthDecider, fauthStream, nonceDecider, nonceStream, x402MandateDecider, x402MandateStream } from '../../commands/x402.ts';
-import { isChecksummed, recoverAuthorizationSigner } from '../adapters/chain/signature.ts';
+import { isChecksummed } from '../adapters/chain/signature.ts';
+import { checkShape, checkSignature, checkTime, uint as sharedUint, X402Refusal } from '../x402/verify.ts';
 import { Rejection } from '../eventstore/handler.ts';
 import { ApiError } from './errors.ts';
 import { newId } from './ids.ts';
 import { defineRoute, type AppDeps } from './route.ts';
+import { PolicyEngine, type Run } from '../policy/evaluator.ts';
+import { policyDenied, registerApprovalExecutor } from './approvals.ts';
 import { receiptJwks, signReceipt, type Network, type X402Deps } from '../adapters/chain/x402.ts';
 import { IdParam, Timestamp, isoText as TS } from './schemas.ts';
 
@@ -17,9 +20,7 @@ import { IdParam, Timestamp, isoText as TS } from './schemas.ts';
 
 /** A settlement network with its USDC's real EIP-712 domain (Base Sepolia: "USDC"/"2"; Base: "USD Coin"/"2"). */
 
-/** Allowed clock skew before validAfter, and the margin kept before validBefore (seconds). */
-export const SKEW_SECONDS = 30n;
-export const EXPIRY_MARGIN_SECONDS = 6n;
+export { SKEW_SECONDS, EXPIRY_MARGIN_SECONDS } from '../x402/verify.ts';
 const ATOMIC_PER_CENT = 10_000n; // USDC has 6 decimals; amounts in minor units are cents
 
 const Digits = z.union([z.string(), z.number()]);
@@ -38,12 +39,16 @@ const Body = z.object({
   }),
 });
 
-const DIGITS = /^(0|[1-9]\d{0,77})$/;
-const uint = (v: string | number, field: string): bigint => {
-  const s = typeof v === 'number' ? (Number.isSafeInteger(v) && v >= 0 ? String(v) : '') : v;
-  if (!DIGITS.test(s)) throw new ApiError(400, 'invalid_payload', `${field} must be plain decimal digits`, { field });
-  return BigInt(s);
+/** The shared verification steps (src/x402/verify.ts), their refusals in this route's envelope. */
+const refusal = (err: unknown): unknown => (err instanceof X402Refusal ? new ApiError(err.status, err.code, err.message, err.details) : err);
+const asApi = <T>(f: () => T): T => {
+  try {
+    return f();
+  } catch (err) {
+    throw refusal(err);
+  }
 };
+const uint = (v: string | number, field: string): bigint => asApi(() => sharedUint(v, field));
 
 
 
@@ -68,6 +73,176 @@ const FauthView = z
     created_at: Timestamp,
   })
   .meta({ id: 'ForeignAuthorization' });
+
+type ExecCtx = { auth: { orgId: string; projectId: string; environment: 'live' | 'test' }; deps: AppDeps; run: Run };
+
+/**
+ * An x402 execution: verification in the spec's order, the organization's
+ * policies, the replay guard, the amount guard, the row, settlement. Shared by
+ * the route and by an approved execution held by an approval-required policy.
+ */
+async function executeAuthorization(c: ExecCtx, input: unknown, approvedBy: string | null) {
+    const { auth, deps, run } = c;
+    const x = deps.x402;
+    if (!x) throw new ApiError(503, 'facilitator_unavailable', 'the facilitator is not configured', { retriable: true });
+    // Network: a live credential asking mainnet the operator has not enabled is refused before any other work.
+    const network = auth.environment === 'live' ? x.live : x.test;
+    if (!network) throw new ApiError(501, 'mainnet_not_enabled', 'settlement on base (mainnet) is not enabled by the operator');
+
+    // Shape.
+    const parsed = Body.safeParse(input);
+    if (!parsed.success) {
+      const missing = parsed.error.issues.some((i) => i.code === 'invalid_type' && /received undefined/.test(i.message));
+      throw new ApiError(400, missing ? 'missing_required_field' : 'invalid_payload', 'the body is missing fields or has the wrong types', {
+        issues: parsed.error.issues.map((i) => ({ path: i.path.map(String), code: i.code, message: i.message })),
+      });
+    }
+    const { authorization: a, domain, signature, intent } = parsed.data;
+    const value = uint(a.value, 'authorization.value');
+    const validAfter = uint(a.validAfter, 'authorization.validAfter');
+    const validBefore = uint(a.validBefore, 'authorization.validBefore');
+    const maxMinor = uint(intent.max_amount_minor, 'intent.max_amount_minor');
+    const totalMinor = uint(intent.total_cap_minor, 'intent.total_cap_minor');
+    const checked = asApi(() => checkShape(a, [['domain.verifyingContract', domain.verifyingContract], ['intent.payee', intent.payee]]));
+    if (!Number.isInteger(domain.chainId) || domain.chainId <= 0 || domain.chainId > 2 ** 53 - 1) throw new ApiError(400, 'malformed_authorization', 'domain.chainId is out of range', { field: 'domain.chainId' });
+    if (domain.chainId !== network.chainId) throw new ApiError(400, 'network_mismatch', `a ${auth.environment} credential settles on ${network.name} (chain ${network.chainId})`, { expected_chain_id: network.chainId });
+    if (domain.verifyingContract !== network.token) throw new ApiError(400, 'unsupported_asset', `only USDC (${network.token}) is settled on ${network.name}`);
+
+    // Signature, recovered under the token's real domain: a wrong domain name in the
+    // request does not fail to verify, it recovers another address.
+    const signer = await checkSignature(network, checked, signature).catch((err: unknown) => {
+      throw refusal(err);
+    });
+
+    // Time, from the service's own clock.
+    asApi(() => checkTime(checked, deps.now()));
+
+    // Payee binding.
+    if (intent.payee !== a.to) throw new ApiError(422, 'payee_authorization_mismatch', 'intent.payee must be authorization.to');
+
+    // The organization's policies: tool `x402.execute`, the signer as the agent, the amount in USDC cents.
+    const policyAmount = (value + ATOMIC_PER_CENT - 1n) / ATOMIC_PER_CENT;
+    const outcome = await new PolicyEngine(deps.store, deps.now).evaluate(
+      { orgId: auth.orgId, projectId: auth.projectId, agentId: signer, toolName: 'x402.execute', toolInput: input as Record<string, unknown>, amountMinor: policyAmount, currency: 'USDC', approvedBy },
+      run,
+    );
+    if (outcome.decision !== 'allowed') throw policyDenied(outcome.body);
+
+    // Replay guard: the (signer, nonce) claim.
+    const fauthId = newId('fauth');
+    try {
+      await run(nonceDecider, nonceStream(signer, a.nonce), { type: 'claim', signer, nonce: a.nonce, fauthId }, { serialize: true });
+    } catch (err) {
+      await outcome.release();
+      throw err;
+    }
+
+    // Amount guard, against the internal mandate (one per organization, signer, payee and resource).
+    const amountMinor = (value + ATOMIC_PER_CENT - 1n) / ATOMIC_PER_CENT;
+    const key = createHash('sha256').update(`${auth.orgId}\n${signer}\n${a.to}\n${intent.resource}`).digest('hex').slice(0, 32);
+    const mandateId = `x402mdt_${key.slice(0, 16)}`;
+    try {
+      if (network.name === 'base' && amountMinor > x.mainnetCeilingMinor) throw new Rejection('x402_mainnet_cap_exceeded', `mainnet executions are capped at ${x.mainnetCeilingMinor} cents`);
+      await run(
+        x402MandateDecider,
+        x402MandateStream(key),
+        { type: 'reserve', open: { mandateId, orgId: auth.orgId, signer, payee: a.to, resource: intent.resource, perTx: maxMinor, total: totalMinor }, fauthId, amount: amountMinor },
+        { serialize: true },
+      );
+    } catch (err) {
+      // Refused before the row: release the claim, so no row and no spent nonce remain.
+      await run(nonceDecider, nonceStream(signer, a.nonce), { type: 'release', fauthId, reason: err instanceof Rejection ? err.code : 'error' }, { serialize: true });
+      await outcome.release();
+      if (err instanceof Rejection) throw new ApiError(422, err.code, err.message, err.details);
+      throw err;
+    }
+
+    // The row: verified.
+    const at = () => deps.now().toISOString();
+    await run(
+      fauthDecider,
+      fauthStream(fauthId),
+      {
+        type: 'record',
+        events: [
+          {
+            type: 'x402.authorization_verified',
+            data: {
+              foreign_authorization_id: fauthId,
+              org_id: auth.orgId,
+              project_id: auth.projectId,
+              signer,
+              payee: a.to,
+              nonce: a.nonce.toLowerCase(),
+              value_atomic: value.toString(),
+              amount_minor: amountMinor.toString(),
+              asset: network.token,
+              chain_id: network.chainId,
+              network: network.name,
+              mandate_id: mandateId,
+              mandate_key: key,
+              valid_after: validAfter.toString(),
+              valid_before: validBefore.toString(),
+              signature,
+              intent: parsed.data.intent as Record<string, unknown>,
+              at: at(),
+            },
+          },
+        ],
+      },
+      { expectedRevision: 'no_stream' },
+    );
+
+    // Settlement.
+    const result = await network.settlement.settle({ from: a.from as `0x${string}`, to: a.to as `0x${string}`, value, validAfter, validBefore, nonce: a.nonce as `0x${string}` }, signature as `0x${string}`);
+    if (result.outcome === 'settled') {
+      const executionId = newId('x402exec');
+      const receiptId = newId('rcpt');
+      const receipt = signReceipt(x, {
+        id: receiptId,
+        foreign_authorization_id: fauthId,
+        execution_id: executionId,
+        network: network.name,
+        chain_id: network.chainId,
+        asset: network.token,
+        signer,
+        payee: a.to,
+        value_atomic: value.toString(),
+        tx_hash: result.txHash,
+        settled_at: at(),
+      });
+      await run(fauthDecider, fauthStream(fauthId), { type: 'record', events: [{ type: 'x402.executed', data: { foreign_authorization_id: fauthId, execution_id: executionId, tx_hash: result.txHash, adapter: network.adapter, receipt_id: receiptId, receipt, at: at() } }] });
+      return {
+        status: 200,
+        body: {
+          status: 'executed',
+          foreign_authorization_id: fauthId,
+          mandate_id: mandateId,
+          execution_id: executionId,
+          signer,
+          settlement: { tx_hash: result.txHash, network: network.name, money_moved: true, adapter: network.adapter },
+          receipt: { id: receiptId, state: 'signed', chain: network.name },
+        },
+      };
+    }
+    if (result.outcome === 'unknown') {
+      await run(fauthDecider, fauthStream(fauthId), { type: 'record', events: [{ type: 'x402.settlement_unknown', data: { foreign_authorization_id: fauthId, tx_hash: result.txHash, detail: result.reason, at: at() } }] });
+      throw new ApiError(502, 'settlement_outcome_unknown', 'a transaction was broadcast but its outcome is not known yet; the authorization stays open until the chain answers', { tx_hash: result.txHash, outcome: 'unknown', foreign_authorization_id: fauthId });
+    }
+    const txHash = result.outcome === 'reverted' ? result.txHash : null;
+    await run(fauthDecider, fauthStream(fauthId), { type: 'record', events: [{ type: 'x402.rejected', data: { foreign_authorization_id: fauthId, reject_code: 'settlement_failed', detail: result.reason, tx_hash: txHash, at: at() } }] });
+    await run(x402MandateDecider, x402MandateStream(key), { type: 'release', fauthId, amount: amountMinor }, { serialize: true });
+    throw new ApiError(502, 'settlement_failed', `settlement failed: ${result.reason}`, { foreign_authorization_id: fauthId, tx_hash: txHash, money_moved: false });
+}
+
+// An approved `x402.execute` runs the held request body verbatim; the network follows its chain id.
+registerApprovalExecutor('x402.execute', async (a, deps, run) => {
+  if (!a.project_id) throw new ApiError(409, 'invalid_transition', 'the held execution has no project');
+  const chainId = (a.tool_input as { domain?: { chainId?: unknown } }).domain?.chainId;
+  const environment = chainId === deps.x402?.live?.chainId ? 'live' : 'test';
+  const r = await executeAuthorization({ auth: { orgId: a.org_id, projectId: a.project_id, environment }, deps, run }, a.tool_input, a.decided_by ?? 'approval');
+  return r.body as Record<string, unknown>;
+});
 
 export async function x402Routes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   defineRoute(app, deps, {
@@ -124,148 +299,7 @@ export async function x402Routes(app: FastifyInstance, deps: AppDeps): Promise<v
       [503, 'facilitator_unavailable'],
     ],
     async handler(ctx) {
-      const { auth, deps, run } = ctx;
-      const x = deps.x402;
-      if (!x) throw new ApiError(503, 'facilitator_unavailable', 'the facilitator is not configured', { retriable: true });
-      // Network: a live credential asking mainnet the operator has not enabled is refused before any other work.
-      const network = auth.environment === 'live' ? x.live : x.test;
-      if (!network) throw new ApiError(501, 'mainnet_not_enabled', 'settlement on base (mainnet) is not enabled by the operator');
-
-      // Shape.
-      const parsed = Body.safeParse(ctx.body);
-      if (!parsed.success) {
-        const missing = parsed.error.issues.some((i) => i.code === 'invalid_type' && /received undefined/.test(i.message));
-        throw new ApiError(400, missing ? 'missing_required_field' : 'invalid_payload', 'the body is missing fields or has the wrong types', {
-          issues: parsed.error.issues.map((i) => ({ path: i.path.map(String), code: i.code, message: i.message })),
-        });
-      }
-      const { authorization: a, domain, signature, intent } = parsed.data;
-      const value = uint(a.value, 'authorization.value');
-      const validAfter = uint(a.validAfter, 'authorization.validAfter');
-      const validBefore = uint(a.validBefore, 'authorization.validBefore');
-      const maxMinor = uint(intent.max_amount_minor, 'intent.max_amount_minor');
-      const totalMinor = uint(intent.total_cap_minor, 'intent.total_cap_minor');
-      for (const [field, addr] of [['authorization.from', a.from], ['authorization.to', a.to], ['domain.verifyingContract', domain.verifyingContract], ['intent.payee', intent.payee]] as const) {
-        if (!isChecksummed(addr)) throw new ApiError(400, 'malformed_authorization', `${field} is not an EIP-55 checksummed address`, { field });
-      }
-      if (!Number.isInteger(domain.chainId) || domain.chainId <= 0 || domain.chainId > 2 ** 53 - 1) throw new ApiError(400, 'malformed_authorization', 'domain.chainId is out of range', { field: 'domain.chainId' });
-      if (!/^0x[0-9a-fA-F]{64}$/.test(a.nonce)) throw new ApiError(400, 'malformed_authorization', 'authorization.nonce must be 32 bytes of hex', { field: 'authorization.nonce' });
-      if (domain.chainId !== network.chainId) throw new ApiError(400, 'network_mismatch', `a ${auth.environment} credential settles on ${network.name} (chain ${network.chainId})`, { expected_chain_id: network.chainId });
-      if (domain.verifyingContract !== network.token) throw new ApiError(400, 'unsupported_asset', `only USDC (${network.token}) is settled on ${network.name}`);
-
-      // Signature, recovered under the token's real domain: a wrong domain name in the
-      // request does not fail to verify, it recovers another address.
-      const signer = await recoverAuthorizationSigner({ domain: { name: network.domainName, version: network.domainVersion, chainId: network.chainId, verifyingContract: network.token }, message: { from: a.from, to: a.to, value, validAfter, validBefore, nonce: a.nonce }, signature });
-      if (!signer) throw new ApiError(401, 'bad_signature', 'the signature is malformed, high-s, or has an invalid v');
-      if (signer !== a.from) throw new ApiError(401, 'signer_mismatch', 'the signature was not made by authorization.from (check the EIP-712 domain)', { recovered: signer });
-
-      // Time, from the service's own clock.
-      const now = BigInt(Math.floor(deps.now().getTime() / 1000));
-      if (validAfter > now + SKEW_SECONDS) throw new ApiError(422, 'authorization_not_yet_valid', 'validAfter is in the future', { valid_after: validAfter.toString() });
-      if (now + EXPIRY_MARGIN_SECONDS >= validBefore) throw new ApiError(422, 'authorization_expired', 'validBefore has passed (or is too close to settle safely)', { valid_before: validBefore.toString() });
-
-      // Payee binding.
-      if (intent.payee !== a.to) throw new ApiError(422, 'payee_authorization_mismatch', 'intent.payee must be authorization.to');
-
-      // Replay guard: the (signer, nonce) claim.
-      const fauthId = newId('fauth');
-      await run(nonceDecider, nonceStream(signer, a.nonce), { type: 'claim', signer, nonce: a.nonce, fauthId }, { serialize: true });
-
-      // Amount guard, against the internal mandate (one per organization, signer, payee and resource).
-      const amountMinor = (value + ATOMIC_PER_CENT - 1n) / ATOMIC_PER_CENT;
-      const key = createHash('sha256').update(`${auth.orgId}\n${signer}\n${a.to}\n${intent.resource}`).digest('hex').slice(0, 32);
-      const mandateId = `x402mdt_${key.slice(0, 16)}`;
-      try {
-        if (network.name === 'base' && amountMinor > x.mainnetCeilingMinor) throw new Rejection('x402_mainnet_cap_exceeded', `mainnet executions are capped at ${x.mainnetCeilingMinor} cents`);
-        await run(
-          x402MandateDecider,
-          x402MandateStream(key),
-          { type: 'reserve', open: { mandateId, orgId: auth.orgId, signer, payee: a.to, resource: intent.resource, perTx: maxMinor, total: totalMinor }, fauthId, amount: amountMinor },
-          { serialize: true },
-        );
-      } catch (err) {
-        // Refused before the row: release the claim, so no row and no spent nonce remain.
-        await run(nonceDecider, nonceStream(signer, a.nonce), { type: 'release', fauthId, reason: err instanceof Rejection ? err.code : 'error' }, { serialize: true });
-        if (err instanceof Rejection) throw new ApiError(422, err.code, err.message, err.details);
-        throw err;
-      }
-
-      // The row: verified.
-      const at = () => deps.now().toISOString();
-      await run(
-        fauthDecider,
-        fauthStream(fauthId),
-        {
-          type: 'record',
-          events: [
-            {
-              type: 'x402.authorization_verified',
-              data: {
-                foreign_authorization_id: fauthId,
-                org_id: auth.orgId,
-                project_id: auth.projectId,
-                signer,
-                payee: a.to,
-                nonce: a.nonce.toLowerCase(),
-                value_atomic: value.toString(),
-                amount_minor: amountMinor.toString(),
-                asset: network.token,
-                chain_id: network.chainId,
-                network: network.name,
-                mandate_id: mandateId,
-                mandate_key: key,
-                valid_after: validAfter.toString(),
-                valid_before: validBefore.toString(),
-                signature,
-                intent: parsed.data.intent as Record<string, unknown>,
-                at: at(),
-              },
-            },
-          ],
-        },
-        { expectedRevision: 'no_stream' },
-      );
-
-      // Settlement.
-      const result = await network.settlement.settle({ from: a.from as `0x${string}`, to: a.to as `0x${string}`, value, validAfter, validBefore, nonce: a.nonce as `0x${string}` }, signature as `0x${string}`);
-      if (result.outcome === 'settled') {
-        const executionId = newId('x402exec');
-        const receiptId = newId('rcpt');
-        const receipt = signReceipt(x, {
-          id: receiptId,
-          foreign_authorization_id: fauthId,
-          execution_id: executionId,
-          network: network.name,
-          chain_id: network.chainId,
-          asset: network.token,
-          signer,
-          payee: a.to,
-          value_atomic: value.toString(),
-          tx_hash: result.txHash,
-          settled_at: at(),
-        });
-        await run(fauthDecider, fauthStream(fauthId), { type: 'record', events: [{ type: 'x402.executed', data: { foreign_authorization_id: fauthId, execution_id: executionId, tx_hash: result.txHash, adapter: network.adapter, receipt_id: receiptId, receipt, at: at() } }] });
-        return {
-          status: 200,
-          body: {
-            status: 'executed',
-            foreign_authorization_id: fauthId,
-            mandate_id: mandateId,
-            execution_id: executionId,
-            signer,
-            settlement: { tx_hash: result.txHash, network: network.name, money_moved: true, adapter: network.adapter },
-            receipt: { id: receiptId, state: 'signed', chain: network.name },
-          },
-        };
-      }
-      if (result.outcome === 'unknown') {
-        await run(fauthDecider, fauthStream(fauthId), { type: 'record', events: [{ type: 'x402.settlement_unknown', data: { foreign_authorization_id: fauthId, tx_hash: result.txHash, detail: result.reason, at: at() } }] });
-        throw new ApiError(502, 'settlement_outcome_unknown', 'a transaction was broadcast but its outcome is not known yet; the authorization stays open until the chain answers', { tx_hash: result.txHash, outcome: 'unknown', foreign_authorization_id: fauthId });
-      }
-      const txHash = result.outcome === 'reverted' ? result.txHash : null;
-      await run(fauthDecider, fauthStream(fauthId), { type: 'record', events: [{ type: 'x402.rejected', data: { foreign_authorization_id: fauthId, reject_code: 'settlement_failed', detail: result.reason, tx_hash: txHash, at: at() } }] });
-      await run(x402MandateDecider, x402MandateStream(key), { type: 'release', fauthId, amount: amountMinor }, { serialize: true });
-      throw new ApiError(502, 'settlement_failed', `settlement failed: ${result.reason}`, { foreign_authorization_id: fauthId, tx_hash: txHash, money_moved: false });
+      return executeAuthorization({ auth: ctx.auth, deps: ctx.deps, run: ctx.run }, ctx.body, null);
     },
   });
 

@@ -9,6 +9,7 @@ import type { Db } from '../postgres/db.ts';
 import { advanceCheckpoint, ensureCheckpoint, readCheckpoint } from '../projector/checkpoints.ts';
 import { batches } from '../projector/follow.ts';
 import type { Progress } from '../projector/progress.ts';
+import { webhookDeliveries } from '../metrics.ts';
 
 // Outbound webhooks, as a reactor with its own checkpoint (a rebuild of the
 // read models never re-sends anything):
@@ -98,6 +99,12 @@ export async function migrateWebhooks(db: Db): Promise<void> {
   });
 }
 
+/** The provider an event concerns (its data's server_id), which endpoints bound to a server_id match on. */
+const serverIdOf = (data: unknown): string | null => {
+  const v = data && typeof data === 'object' ? (data as { server_id?: unknown }).server_id : undefined;
+  return typeof v === 'string' ? v : null;
+};
+
 export type StoredEvent = { id: string; source: string; event_type: string; payload: Record<string, unknown>; received_at: string };
 
 type Claimed = { id: string; trigger_id: string; event_id: string; attempt: number; url: string; secret_ref: string; previous_secret_ref: string | null; previous_valid_until: string | null; org_id: string; event_type: string; payload: Record<string, unknown>; received_at: string };
@@ -160,7 +167,7 @@ export class WebhookDispatcher {
     const events = batch.filter((e) => !SEALER_OUTPUT_TYPES.has(e.type) && !e.streamName.startsWith('audit'));
     await this.db.transaction(async (tx) => {
       if (events.length > 0) {
-        const rows = events.map((e) => ({ id: e.id, org_id: e.metadata.org_id, project_id: (e.metadata.project_id as string | null | undefined) ?? null, event_type: e.type, payload: e.data, received_at: e.recordedAt, position: e.position }));
+        const rows = events.map((e) => ({ id: e.id, org_id: e.metadata.org_id, project_id: (e.metadata.project_id as string | null | undefined) ?? null, event_type: e.type, payload: e.data, received_at: e.recordedAt, position: e.position, server_id: serverIdOf(e.data) }));
         await tx.query(
           `INSERT INTO webhook_events (id, org_id, project_id, event_type, payload, received_at, position)
            SELECT id, org_id, project_id, event_type, payload, received_at, position
@@ -172,9 +179,10 @@ export class WebhookDispatcher {
         await tx.query(
           `INSERT INTO webhook_deliveries (trigger_id, event_id, org_id, project_id, kind, next_attempt_at)
            SELECT w.id, x.id, w.org_id, w.project_id, 'original', $2
-           FROM json_to_recordset($1::json) AS x(id uuid, org_id text, project_id text, event_type text, position text)
+           FROM json_to_recordset($1::json) AS x(id uuid, org_id text, project_id text, event_type text, position text, server_id text)
            JOIN webhook_endpoints w ON w.org_id = x.org_id AND w.event = x.event_type AND NOT w.deleted AND w.created_position < x.position
              AND (x.project_id IS NULL OR w.project_id = x.project_id)
+             AND (w.server_id IS NULL OR x.server_id IS NULL OR w.server_id = x.server_id)
            ON CONFLICT DO NOTHING`,
           [JSON.stringify(rows), this.now().toISOString()],
         );
@@ -274,6 +282,7 @@ export class WebhookDispatcher {
     const delay = this.cfg.scheduleMs[attempt - 1] ?? 0;
     const jittered = Math.round(delay * (1 + (randomInt(0, 2001) / 1000 - 1) * this.cfg.jitter));
     const outcome = delivered ? 'delivered' : dead ? 'dead' : 'failed';
+    webhookDeliveries.inc({ outcome });
     await this.db.transaction(async (tx) => {
       await tx.query(
         `INSERT INTO webhook_attempts (delivery_id, attempt, request_headers, request_body, response_status, response_headers, response_body, response_truncated, error, delivered, created_at)

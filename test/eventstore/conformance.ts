@@ -152,6 +152,39 @@ export function conformance(t: Test, factory: StoreFactory): void {
     t.ok(START < events[0]!.position, 'START sorts first');
   });
 
+  t.test('re-sending already-written event ids never writes them twice', async (t) => {
+    // EventStoreDB answers the original result (idempotent append); Postgres
+    // refuses with DuplicateEventId or, when the expectation no longer holds,
+    // WrongExpectedRevision. Either way the log holds each event once.
+    const s = uniq('idem');
+    const batch = [0, 1, 2].map((i) => ({ ...ev('test.idem', { i }), id: randomUUID() }));
+    const first = await store.appendToStream(s, batch, { expectedRevision: 'no_stream' });
+    const head = await store.headPosition();
+    for (const expectedRevision of ['no_stream', 'any'] as const) {
+      const again = await store.appendToStream(s, batch, { expectedRevision }).then(
+        (r) => r,
+        (e: unknown) => e,
+      );
+      if (again instanceof Error) t.ok(again instanceof EventStoreError && ['duplicate_event_id', 'wrong_expected_revision'].includes(again.code), `${expectedRevision}: ${again.name}`);
+      else t.same(again, first, `${expectedRevision}: the original result`);
+    }
+    t.equal(await store.headPosition(), head, 'the log did not move');
+    t.same((await store.readStream(s)).map((e) => e.id), batch.map((e) => e.id));
+  });
+
+  t.test('a large event and a many-event append round-trip', async (t) => {
+    const s = uniq('large');
+    const big = { blob: 'x'.repeat(900_000), n: 1 };
+    const r = await store.appendToStream(s, [ev('test.large', big)]);
+    const [e] = await store.readStream(s);
+    t.same(e?.data, big, 'a 900 kB event intact');
+    const many = await store.appendToStream(s, Array.from({ length: 2000 }, (_, i) => ev('test.many', { i })), { expectedRevision: r.nextExpectedRevision });
+    t.equal(many.nextExpectedRevision, 2000n);
+    const read = await store.readAll({ filter: { streamPrefixes: [s] }, maxCount: 5000 });
+    t.equal(read.length, 2001);
+    t.equal(read[read.length - 1]!.position, many.lastPosition);
+  });
+
   t.test('a 500-event append is never seen half done', async (t) => {
     const s = uniq('atomic');
     let done = false;

@@ -4,6 +4,7 @@ import t, { type Test } from 'tap';
 import { DuplicateEventId, WrongExpectedRevision } from '../../src/eventstore/port.ts';
 import { formatPosition, PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { testDatabase } from '../helpers/db.ts';
+import { until } from '../helpers/wait.ts';
 import { ev } from './conformance.ts';
 
 // Properties of the Postgres log beyond the port's conformance suite: group
@@ -118,8 +119,11 @@ t.test('killing the process mid-append leaves each append whole or absent', asyn
   });
   child.kill('SIGKILL');
   await new Promise((r) => child.on('exit', r));
-  // Let the server notice the dead connection and roll back what was in flight.
-  await new Promise((r) => setTimeout(r, 300));
+  // Wait until the server has noticed the dead connections and rolled back what was in flight.
+  await until(
+    async () => (await db.query<{ n: string }>(`SELECT count(*)::text AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start IS NOT NULL`)).rows[0]!.n === '0',
+    'the killed writer’s transactions to end',
+  );
   const { rows } = await db.query<{ stream_name: string; n: string }>(
     `SELECT stream_name, count(*)::text AS n FROM es_events WHERE stream_name LIKE 'kill-%' GROUP BY stream_name`,
   );

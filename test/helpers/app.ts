@@ -4,22 +4,28 @@ import { randomBytes } from 'node:crypto';
 import { buildApp } from '../../src/app.ts';
 import { Vault } from '../../src/adapters/vault.ts';
 import type { Bank } from '../../src/adapters/bank/port.ts';
+import type { PixDeps } from '../../src/adapters/psp/port.ts';
 import { BASE_SEPOLIA_CHAIN_ID, BASE_SEPOLIA_USDC, SANDBOX_FACILITATOR_KEY, startLocalChain } from '../../src/adapters/chain/local-chain.ts';
 import { EvmSettlement } from '../../src/adapters/chain/settlement.ts';
 import { generateSigningKey } from '../../src/audit/note.ts';
 import type { X402Deps } from '../../src/adapters/chain/x402.ts';
 import { defaultWebhookConfig, WebhookDispatcher, type WebhookConfig } from '../../src/reactors/webhooks.ts';
 import type { RateLimitConfig } from '../../src/http/ratelimit.ts';
+import type { OAuthOptions } from '../../src/http/oauth-common.ts';
 import { testLedger, type TestLedger } from './ledger.ts';
+import { Catalog } from '../../src/providers/catalog.ts';
+import { HttpProvider } from '../../src/adapters/providers/http-provider.ts';
+import { SandboxProviders } from '../../src/adapters/providers/sandbox-providers.ts';
+import type { McpConfig } from '../../src/mcp/config.ts';
 
 // The HTTP app over a whole test ledger, and a bootstrapped organization.
 
 export const SERVICE_SECRET = 'svc_test_secret_0123456789abcdefghijklmnop';
 
-export type TestApp = { app: FastifyInstance; ledger: TestLedger; vault: Vault; webhooks: WebhookDispatcher; x402: X402Deps | undefined };
+export type TestApp = { app: FastifyInstance; ledger: TestLedger; vault: Vault; webhooks: WebhookDispatcher; x402: X402Deps | undefined; sandboxProviders: SandboxProviders | undefined };
 
-export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: RateLimitConfig; now?: () => Date; webhooks?: Partial<WebhookConfig>; webhookWorker?: boolean; banks?: Map<string, Bank>; x402?: boolean } = {}): Promise<TestApp> {
-  const ledger = await testLedger(t, opts.now ? { now: opts.now } : {});
+export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: RateLimitConfig; now?: () => Date; webhooks?: Partial<WebhookConfig>; webhookWorker?: boolean; banks?: Map<string, Bank>; x402?: boolean; oauth?: OAuthOptions; pix?: PixDeps; providers?: boolean; providerTimeoutMs?: number; logStream?: { write(line: string): void }; mcp?: Partial<McpConfig>; store?: 'postgres' | 'esdb' } = {}): Promise<TestApp> {
+  const ledger = await testLedger(t, { ...(opts.now ? { now: opts.now } : {}), ...(opts.store ? { store: opts.store } : {}) });
   const vault = await Vault.open(ledger.db, randomBytes(32));
   // Tests reach their receivers on loopback; deliveries retry on a compressed schedule.
   const webhookTargets = { loopback: true, private: false };
@@ -27,7 +33,7 @@ export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: 
     ...defaultWebhookConfig(webhookTargets),
     scheduleMs: [50, 100, 150],
     workerIntervalMs: 50,
-    timeoutMs: 1_000,
+    timeoutMs: 5_000,
     ...opts.webhooks,
   }, opts.now);
   await webhooks.start({ worker: opts.webhookWorker ?? false });
@@ -45,24 +51,42 @@ export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: 
       receiptKid: 'receipts-test-1',
     };
   }
+  // The sandbox providers on loopback, reached through the provider HTTP adapter.
+  let sandboxProviders: SandboxProviders | undefined;
+  const catalog = Catalog.load();
+  if (opts.providers) {
+    sandboxProviders = new SandboxProviders(catalog);
+    await sandboxProviders.start();
+    t.teardown(() => sandboxProviders!.stop());
+  }
+  const providers = {
+    catalog,
+    client: new HttpProvider({ allow: webhookTargets, timeoutMs: opts.providerTimeoutMs ?? 2_000, ...(sandboxProviders ? { extraCa: [sandboxProviders.caPem] } : {}) }),
+    sandbox: sandboxProviders ? { http: sandboxProviders.url, https: sandboxProviders.tlsUrl } : undefined,
+  };
   const app = await buildApp({
     vault,
+    providers,
+    ...(opts.logStream ? { logStream: opts.logStream } : {}),
     webhooks,
     ...(x402 ? { x402 } : {}),
+    ...(opts.mcp ? { mcp: opts.mcp } : {}),
     webhookTargets,
     ...(opts.banks ? { banks: opts.banks } : {}),
+    ...(opts.pix ? { pix: opts.pix } : {}),
     db: ledger.db,
     store: ledger.store,
     readSide: ledger.readSide,
     serviceSecret: SERVICE_SECRET,
     baseUrl: 'http://127.0.0.1:8080',
-    logLevel: 'silent',
-    readWaitMs: opts.readWaitMs ?? 10_000,
+    logLevel: opts.logStream ? 'trace' : 'silent',
+    readWaitMs: opts.readWaitMs ?? 60_000,
     rateLimit: opts.rateLimit ?? { burst: 100_000, perSecond: 100_000 },
     ...(opts.now ? { now: opts.now } : {}),
+    ...(opts.oauth ? { oauth: opts.oauth } : {}),
   });
   t.teardown(() => app.close());
-  return { app, ledger, vault, webhooks, x402 };
+  return { app, ledger, vault, webhooks, x402, sandboxProviders };
 }
 
 export type Org = { orgId: string; ownerId: string; projectId: string; testKey: string; liveKey: string; owner: Record<string, string>; key: Record<string, string> };

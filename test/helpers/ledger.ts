@@ -2,6 +2,9 @@ import type { Test } from 'tap';
 import { generateSigningKey, type SigningKey } from '../../src/audit/note.ts';
 import { handleCommand, type CommandContext, type Decider, type HandleOptions } from '../../src/eventstore/handler.ts';
 import { PostgresEventStore } from '../../src/eventstore/postgres.ts';
+import { EventStoreDbStore } from '../../src/eventstore/eventstoredb.ts';
+import type { EventStore } from '../../src/eventstore/port.ts';
+import { EsdbDouble } from '../../tools/esdb-double/server.ts';
 import type { Db } from '../../src/postgres/db.ts';
 import { startReadSide, type ReadSide } from '../../src/readside.ts';
 import { AUDIT_ORIGIN } from '../../src/runtime.ts';
@@ -13,7 +16,9 @@ import { testDatabase } from './db.ts';
 export type TestLedger = {
   url: string;
   db: Db;
-  store: PostgresEventStore;
+  store: EventStore;
+  /** The EventStoreDB double behind `store` when the ledger runs on EventStoreDB without ESDB_URL. */
+  esdb?: EsdbDouble;
   key: SigningKey;
   readSide: ReadSide;
   origin: string;
@@ -23,9 +28,17 @@ export type TestLedger = {
   settle(): Promise<void>;
 };
 
-export async function testLedger(t: Test, opts: { checkpointEveryEntries?: number; now?: () => Date } = {}): Promise<TestLedger> {
+/** `store: 'esdb'` puts the log on EventStoreDB: the server at ESDB_URL, else the double on loopback. */
+export async function testLedger(t: Test, opts: { checkpointEveryEntries?: number; now?: () => Date; store?: 'postgres' | 'esdb' } = {}): Promise<TestLedger> {
   const { url, db } = await testDatabase(t);
-  const store = await PostgresEventStore.open(db);
+  let esdb: EsdbDouble | undefined;
+  let store: EventStore;
+  if (opts.store === 'esdb') {
+    const target = process.env.ESDB_URL ?? (esdb = await EsdbDouble.start()).url;
+    store = await EventStoreDbStore.open(target);
+  } else {
+    store = await PostgresEventStore.open(db);
+  }
   const key = generateSigningKey('test-audit');
   const readSide = await startReadSide(
     db,
@@ -37,12 +50,14 @@ export async function testLedger(t: Test, opts: { checkpointEveryEntries?: numbe
   t.teardown(async () => {
     await readSide.stop();
     await store.close();
+    await esdb?.stop();
   });
   let clock = Date.parse('2026-11-21T12:00:00.000Z');
   const ledger: TestLedger = {
     url,
     db,
     store,
+    ...(esdb ? { esdb } : {}),
     key,
     readSide,
     origin: AUDIT_ORIGIN,
@@ -57,7 +72,7 @@ export async function testLedger(t: Test, opts: { checkpointEveryEntries?: numbe
     run: (decider, stream, command, ctx, o) => handleCommand(store, decider, stream, command, ctx, o),
     async settle() {
       const head = await store.headPosition();
-      if (!(await readSide.waitFor(head, 20_000))) throw new Error('read side did not catch up');
+      if (!(await readSide.waitFor(head, 60_000))) throw new Error('read side did not catch up');
     },
   };
   return ledger;

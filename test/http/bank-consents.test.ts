@@ -10,7 +10,7 @@ const sandbox = new SandboxBank(5);
 const url = await sandbox.start();
 t.teardown(() => sandbox.stop());
 const banks = new Map<string, Bank>([
-  ['sandbox-bank', new HttpBank('sandbox-bank', { baseUrl: url, clientId: sandbox.clientId, clientSecret: sandbox.clientSecret, timeoutMs: 1_000 })],
+  ['sandbox-bank', new HttpBank('sandbox-bank', { baseUrl: url, clientId: sandbox.clientId, clientSecret: sandbox.clientSecret, timeoutMs: 5_000 })],
   ['dead-bank', new HttpBank('dead-bank', { baseUrl: 'http://127.0.0.1:9', clientId: 'x', clientSecret: 'y' })],
 ]);
 const { app, ledger } = await testApp(t, { banks });
@@ -89,7 +89,8 @@ t.test('faults: refusal at creation, a refused code, a failing page, a slow bank
   t.same([retry.imported, retry.duplicates], [75, 50], 'the retry imports only pages 3-5');
   t.ok((await ledger.store.readStream(`bank_consent-${c.id}`)).some((e) => e.type === 'bank_consent.statement_refresh_failed'));
 
-  sandbox.faults.slowMs = 1_500;
+  // Slower than the client's 5 s timeout, whose timer starts before the bank's.
+  sandbox.faults.slowMs = 6_000;
   const slow = await post(`/v1/bank-consents/${c.id}/refresh-statement`);
   sandbox.faults.slowMs = 0;
   t.same([slow.statusCode, slow.json().error.code], [502, 'bank_unavailable'], 'a bank past the timeout');
@@ -97,20 +98,32 @@ t.test('faults: refusal at creation, a refused code, a failing page, a slow bank
 });
 
 t.test('cross-project conflict and concurrent creates', async (t) => {
+  // One organization, projects A (the default) and B; the consumer is the organization's.
   const cA = (await post('/v1/consumers', {})).json();
-  t.same((await post('/v1/bank-consents', { ...body, consumer_id: cA.id }, inB)).statusCode, 404, "project B cannot name project A's consumer");
+  t.equal((await app.inject({ method: 'GET', url: `/v1/consumers/${cA.id}`, headers: inB })).statusCode, 200, 'project B sees the consumer created in A');
   const first = await post('/v1/bank-consents', { ...body, consumer_id: cA.id });
   t.equal(first.statusCode, 201);
   const own = await post('/v1/bank-consents', { ...body, consumer_id: cA.id });
   t.same([own.statusCode, own.json().error.code], [409, 'consent_active_for_consumer']);
-  // Project B holding the slot of the same consumer and bank (as its consent would) blocks project A:
-  const { handleCommand } = await import('../../src/eventstore/handler.ts');
-  const { slotDecider, slotStream } = await import('../../commands/bank-consent.ts');
-  const cA2 = (await post('/v1/consumers', {})).json();
-  await handleCommand(ledger.store, slotDecider, slotStream(org.orgId, cA2.id, 'sandbox-bank'), { type: 'claim', consentId: 'ofb_heldbyBprojectX', projectId: second.id }, ledger.ctx(org.orgId));
-  const held = await post('/v1/bank-consents', { ...body, consumer_id: cA2.id });
-  t.same([held.statusCode, held.json().error.code], [409, 'bank_consent_held_elsewhere']);
-  t.match(held.json().error.details, { remediation: String, retriable: false });
+  t.match(own.json().error.details, { consent_id: first.json().id });
+  const head = await ledger.store.headPosition();
+  const bankSide = sandbox.consents.size;
+  for (const path of ['/v1/ofb/consents', '/v1/bank-consents']) {
+    const held = await post(path, { ...body, consumer_id: cA.id }, inB);
+    t.same([held.statusCode, held.json().error.code], [409, 'bank_consent_held_elsewhere'], `${path} from project B`);
+    t.match(held.json().error.details, { remediation: String, retriable: false });
+    t.notOk(held.body.includes(first.json().id), "A's consent id is not shown to B");
+  }
+  t.same((await ledger.store.readAll({ after: head })).filter((e) => e.type.startsWith('bank_consent')), [], 'nothing written');
+  t.equal(sandbox.consents.size, bankSide, 'the bank was not asked');
+  t.equal((await app.inject({ method: 'GET', url: `/v1/ofb/consents/${first.json().id}`, headers: inB })).statusCode, 404, "A's consent stays A's");
+  // A revokes: the slot is free, B takes it, and now A is the one held elsewhere.
+  t.equal((await post(`/v1/bank-consents/${first.json().id}/revoke`)).json().status, 'revoked');
+  const inBNow = await post('/v1/ofb/consents', { ...body, consumer_id: cA.id }, inB);
+  t.equal(inBNow.statusCode, 201, 'project B holds it once A revoked');
+  const fromA = await post('/v1/bank-consents', { ...body, consumer_id: cA.id });
+  t.same([fromA.statusCode, fromA.json().error.code], [409, 'bank_consent_held_elsewhere']);
+  await post(`/v1/bank-consents/${inBNow.json().id}/revoke`, undefined, inB);
   // Two concurrent creates for one slot: exactly one consent.
   const cA3 = (await post('/v1/consumers', {})).json();
   const bankSideBefore = sandbox.consents.size;

@@ -2,8 +2,10 @@ import t from 'tap';
 import { incidentDecider, incidentStream } from '../../commands/audit.ts';
 import { consentDecider, consentStream } from '../../commands/bank-consent.ts';
 import { fauthDecider, fauthStream } from '../../commands/x402.ts';
+import { approvalDecider, approvalStream } from '../../commands/approval.ts';
 import { handleCommand } from '../../src/eventstore/handler.ts';
 import { bootstrapOrg, testApp } from '../helpers/app.ts';
+import { until } from '../helpers/wait.ts';
 
 // Generated over every route that takes an id: another organization's id (and
 // another project's, where a resource is project-scoped) answers exactly as an
@@ -31,14 +33,10 @@ const aCard = (await app.inject({ method: 'POST', url: `/v1/consumers/mandates/$
 const aTrigger = (await app.inject({ method: 'POST', url: '/v1/webhook-endpoints', headers: a.key, payload: { event: 'consumer.created', name: 'hook', webhook_url: 'https://hooks.example.com/in' } })).json();
 await app.inject({ method: 'POST', url: '/v1/consumers', headers: a.key, payload: {} });
 await ledger.settle();
-const aDelivery = await (async () => {
-  for (let i = 0; i < 100; i++) {
-    const { rows } = await ledger.db.query<{ id: string; event_id: string }>('SELECT id::text, event_id::text FROM webhook_deliveries WHERE trigger_id = $1', [aTrigger.id]);
-    if (rows[0]) return rows[0];
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  throw new Error('no delivery dispatched');
-})();
+const aDelivery = await until(
+  async () => (await ledger.db.query<{ id: string; event_id: string }>('SELECT id::text, event_id::text FROM webhook_deliveries WHERE trigger_id = $1', [aTrigger.id])).rows[0],
+  'a dispatched delivery',
+);
 // A's bank consent, written straight to the log (the sandbox bank is not needed to own one).
 const aConsent = 'ofb_tenancyConsent000';
 await handleCommand(
@@ -68,8 +66,20 @@ await handleCommand(
   },
   ledger.ctx(a.orgId),
 );
+// A's provider connection (registering a key does not call the provider).
+const aConnection = (await app.inject({ method: 'POST', url: '/v1/connections', headers: a.key, payload: { server_id: 'acme-payments', secret: 'acme_sk_tenancy' } })).json();
+const aCounterparty = (await app.inject({ method: 'POST', url: '/v1/counterparties', headers: a.key, payload: { kind: 'supplier', name: 'Alpha supplier' } })).json();
+const aNegotiation = (await app.inject({ method: 'POST', url: '/v1/commerce-memory/negotiations', headers: a.key, payload: { counterparty_id: aCounterparty.id, item_ref: 'sku-1', outcome: 'accepted' } })).json();
+// A's MCP server, created through the API by A's admin.
+const aMcp = (await app.inject({ method: 'POST', url: '/v1/mcp-servers', headers: { ...a.key, 'x-svc-user': a.ownerId }, payload: { consumer_id: 'c', name: 'n', slug: 'tenancy-mcp', upstream_url: 'https://mcp.example.com/mcp', tools: [{ tool_name: 'echo', price: '0.01' }] } })).json();
 const aIncident = '7d3c1c7e-2b1a-4c5d-8e9f-0a1b2c3d4e5f';
 await handleCommand(ledger.store, incidentDecider, incidentStream(aIncident), { type: 'open', incidentId: aIncident, orgId: a.orgId, kind: 'hash_mismatch', sequence: 1, detail: 'test' }, ledger.ctx(a.orgId));
+const aPolicy = (await app.inject({ method: 'POST', url: '/v1/policies', headers: a.key, payload: { name: 'a rule', type: 'deny', agents: ['nobody'] } })).json();
+const aApproval = 'apr_tenancyApproval00';
+await handleCommand(ledger.store, approvalDecider, approvalStream(aApproval), {
+  type: 'request',
+  event: { type: 'approval.requested', data: { approval_id: aApproval, org_id: a.orgId, project_id: a.projectId, session_id: null, agent_id: 'buyer', matched_rule_id: aPolicy.id, matched_rule_name: 'a rule', tool_name: 'mandate.spend', tool_input: {}, created_at: new Date().toISOString(), expires_at: '2030-01-01T00:00:00.000Z' } },
+}, ledger.ctx(a.orgId));
 await ledger.settle();
 
 /** A's real id for each path parameter, by the route family it appears in. */
@@ -82,12 +92,20 @@ function realIds(url: string): Record<string, string> {
   if (url.startsWith('/v1/bank-consents') || url.startsWith('/v1/ofb/consents')) return { id: aConsent };
   if (url.startsWith('/v1/facilitator/x402/executions')) return { id: aFauth };
   if (url.startsWith('/v1/orgs/:orgId/audit')) return { orgId: a.orgId };
+  if (url.startsWith('/v1/orgs/:orgId/approvals')) return { orgId: a.orgId, id: aApproval };
+  if (url.startsWith('/v1/approvals')) return { id: aApproval };
+  if (url.startsWith('/v1/policies')) return { id: aPolicy.id };
   if (url.startsWith('/v1/audit-events/incidents')) return { id: aIncident };
   if (url.startsWith('/v1/orgs/:orgId/agents')) return { orgId: a.orgId, agentId: 'buyer', kid: aAgent.kid };
   if (url.startsWith('/v1/consumers/mandates')) return { id: aMandate.id };
+  if (url.startsWith('/v1/consumers/:consumerId')) return { consumerId: aConsumer.id, key: 'a@example.com', reference: 'pxc_tenancyCharge000', endToEndId: 'E99999008202611230915aB3dE5fG7h9', fundingSourceId: 'fs_tenancyFunding00', verificationId: 'pcv_tenancyVerify000' };
   if (url.startsWith('/v1/consumers')) return { id: aConsumer.id };
   if (url.startsWith('/v1/mandates')) return { id: aMandate.id };
   if (url.startsWith('/v1/test/cards')) return { card_id: aCard.card_id };
+  if (url.startsWith('/v1/connections')) return { id: aConnection.id };
+  if (url.startsWith('/v1/counterparties') || url.startsWith('/v1/commerce-memory/counterparties')) return { id: aCounterparty.id };
+  if (url.startsWith('/v1/commerce-memory/negotiations')) return { id: aNegotiation.id };
+  if (url.startsWith('/v1/mcp-servers')) return { id: aMcp.id, tool: 'echo' };
   if (url.startsWith('/v1/agents')) return { agentId: url.endsWith('/revoke') && !url.includes('keys') ? aAgent.agent_did : 'buyer', kid: aAgent.kid };
   throw new Error(`no tenancy fixture for ${url}: add one`);
 }
@@ -114,6 +132,18 @@ const sampleBody: Record<string, unknown> = {
   updateWebhookEndpoint: { name: 'stranger' },
   bankConsentCallback: { auth_code: 'c' },
   bankConsentCallbackLegacy: { auth_code: 'c' },
+  openPixPartnerAccount: { document: '529.982.247-25' },
+  registerPixKey: { key_type: 'EVP' },
+  startPixContactVerification: { channel: 'email', endpoint: 'a@example.com' },
+  confirmPixContactVerification: { code: '123456' },
+  createPixCharge: { amount_minor: 1 },
+  createPixDevolution: { amount_minor: 1 },
+  updatePolicy: { enabled: false },
+  decideApproval: { decision: 'deny' },
+  updateConnectionMetadata: { connection_metadata: { a: 1 } },
+  setCounterpartyPreferences: { preferences: { stranger: true } },
+  patchMcpServer: { active: false },
+  patchMcpTool: { active: false },
 };
 
 const fill = (url: string, ids: Record<string, string>) => url.replace(/:([A-Za-z_]+)/g, (_, k: string) => encodeURIComponent(ids[k]!));
@@ -127,13 +157,14 @@ const strip = (body: unknown) => {
 
 // Open routes (DID documents) are public by design; audit sequence numbers are
 // numbered per organization, so a number names the caller's own entry.
-const withIds = app.routeSpecs.filter((r) => r.url.includes(':') && r.auth !== 'open' && !r.url.includes(':sequence_number'));
+// The provider catalog is global (its slugs name no tenant's resource).
+const withIds = app.routeSpecs.filter((r) => r.url.includes(':') && r.auth !== 'open' && !r.url.includes(':sequence_number') && !r.url.startsWith('/v1/providers/'));
 t.ok(withIds.length >= 8, 'the routes with ids are all covered');
 
 for (const route of withIds) {
   t.test(`${route.method} ${route.url}`, async (t) => {
     const real = realIds(route.url);
-    const headers = route.auth === 'api_key' ? b.key : b.owner;
+    const headers = route.auth === 'api_key' ? (route.url.startsWith('/v1/mcp-servers') ? { ...b.key, 'x-svc-user': b.ownerId } : b.key) : b.owner;
     const payload = sampleBody[route.operationId];
     const send = (ids: Record<string, string>) => app.inject({ method: route.method, url: fill(route.url, ids), headers, ...(payload ? { payload } : {}) });
     const foreign = await send(real);
@@ -152,14 +183,12 @@ t.test("A's resources are untouched by B's attempts", async (t) => {
   t.equal((await app.inject({ method: 'GET', url: '/v1/whoami', headers: a.key })).statusCode, 200, "A's key still works");
 });
 
-t.test("another project's consumer, mandate and card answer as absent ones", async (t) => {
+t.test("another project's mandate and card answer as absent ones; the organization's consumer is visible", async (t) => {
   const second = (await app.inject({ method: 'POST', url: '/v1/projects', headers: a.key, payload: { name: 'Second', slug: 'second' } })).json();
   const headers = { ...a.key, 'x-svc-project': second.id };
   for (const [url, absent] of [
-    [`/v1/consumers/${aConsumer.id}`, '/v1/consumers/cns_absentAbsent0000'],
     [`/v1/mandates/${aMandate.id}`, '/v1/mandates/mdt_absentAbsent0000'],
     [`/v1/consumers/mandates/${aMandate.id}/card`, '/v1/consumers/mandates/mdt_absentAbsent0000/card'],
-    [`/v1/consumers/${aConsumer.id}/wallet`, '/v1/consumers/cns_absentAbsent0000/wallet'],
   ] as const) {
     const foreign = await app.inject({ method: 'GET', url, headers });
     const missing = await app.inject({ method: 'GET', url: absent, headers });
@@ -169,4 +198,13 @@ t.test("another project's consumer, mandate and card answer as absent ones", asy
   const spend = await app.inject({ method: 'POST', url: `/v1/consumers/mandates/${aMandate.id}/spend`, headers, payload: { amount_minor: '1', currency: 'BRL', merchant: 'm' } });
   t.equal(spend.json().error.code, 'mandate_not_found');
   t.equal((await app.inject({ method: 'GET', url: `/v1/mandates/${aMandate.id}`, headers: a.key })).statusCode, 200, 'its own project still sees it');
+  // A consumer is the organization's (docs/decisions.md, "A consumer across projects"):
+  // every project reads it; the records hanging off it stay with their project.
+  const consumer = await app.inject({ method: 'GET', url: `/v1/consumers/${aConsumer.id}`, headers });
+  t.equal(consumer.statusCode, 200, 'the second project reads the consumer');
+  t.match(consumer.json(), { id: aConsumer.id, mandate_ids: [], card_ids: [] }, "without the first project's mandate and card ids");
+  t.match((await app.inject({ method: 'GET', url: `/v1/consumers/${aConsumer.id}`, headers: a.key })).json(), { mandate_ids: [aMandate.id], card_ids: [aCard.card_id] }, 'its own project sees them');
+  t.same((await app.inject({ method: 'GET', url: `/v1/consumers/${aConsumer.id}/wallet`, headers })).json(), { consumer_id: aConsumer.id, currencies: [] }, "the wallet counts the calling project's mandates only");
+  t.ok((await app.inject({ method: 'GET', url: '/v1/consumers', headers })).json().consumers.some((c: { id: string }) => c.id === aConsumer.id), 'and lists it');
+  t.equal((await app.inject({ method: 'GET', url: `/v1/consumers/${aConsumer.id}`, headers: b.key })).statusCode, 404, 'another organization still does not');
 });

@@ -4,6 +4,7 @@ import { Webhook } from 'standardwebhooks';
 import t from 'tap';
 import { addressKind, checkUrl, guardedRequest } from '../../src/adapters/outbound-http.ts';
 import { WebhookDispatcher, defaultWebhookConfig } from '../../src/reactors/webhooks.ts';
+import { until } from '../helpers/wait.ts';
 import { bootstrapOrg, testApp } from '../helpers/app.ts';
 
 // Real receivers on loopback; signatures checked with the standardwebhooks package.
@@ -35,15 +36,15 @@ async function endpoint(url: string, event = 'consumer.created') {
   return r.json();
 }
 const consumerCreated = async () => (await app.inject({ method: 'POST', url: '/v1/consumers', headers: org.key, payload: {} })).json();
-async function until<T>(f: () => Promise<T | undefined> | T | undefined, ms = 8_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await f();
-    if (v) return v;
-    if (Date.now() > end) throw new Error('timed out waiting');
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+/** Every delivery of the endpoint is finished (delivered or dead), and there are at least `n`: nothing more will be sent. */
+const finished = (triggerId: string, n: number) =>
+  until(async () => {
+    const { rows } = await ledger.db.query<{ all: string; pending: string }>(
+      `SELECT count(*)::text AS all, count(*) FILTER (WHERE status = 'pending')::text AS pending FROM webhook_deliveries WHERE trigger_id = $1`,
+      [triggerId],
+    );
+    return Number(rows[0]!.all) >= n && rows[0]!.pending === '0';
+  }, `${n} finished deliveries`);
 
 t.test('creation: the secret once, validation, unknown server', async (t) => {
   const rcv = await receiver((_h, _n, res) => res.end());
@@ -67,7 +68,7 @@ t.test('a healthy receiver gets each event once, attempt 1, signed (standardwebh
   const c1 = await consumerCreated();
   const c2 = await consumerCreated();
   await until(() => rcv.hits.length >= 2);
-  await new Promise((r) => setTimeout(r, 300));
+  await finished(e.id, 2);
   t.equal(rcv.hits.length, 2, 'once each');
   const wh = new Webhook(e.secret);
   for (const h of rcv.hits) {
@@ -140,7 +141,8 @@ t.test('410 dead-letters at once; a redirect fails and is never followed; slow r
     res.setHeader('location', target.url);
     res.end();
   });
-  const slow = await receiver((_h, _n, res) => setTimeout(() => res.end(), 2_500));
+  // Answers after the client's timeout (5 s, test/helpers/app.ts) has surely fired: its timer starts later.
+  const slow = await receiver((_h, _n, res) => setTimeout(() => res.end(), 6_000));
   const huge = await receiver((_h, _n, res) => res.end('x'.repeat(100_000)));
   const eps = { gone: await endpoint(gone.url), redirect: await endpoint(redirect.url), slow: await endpoint(slow.url), huge: await endpoint(huge.url) };
   await consumerCreated();
@@ -166,11 +168,12 @@ t.test('paused: events wait and are delivered after reactivation, none lost, non
   const e = await endpoint(rcv.url);
   await app.inject({ method: 'PATCH', url: `/v1/webhook-endpoints/${e.id}`, headers: org.key, payload: { status: 'paused' } });
   const made = [await consumerCreated(), await consumerCreated(), await consumerCreated()];
-  await new Promise((r) => setTimeout(r, 400));
-  t.equal(rcv.hits.length, 0, 'nothing sent while paused');
+  await until(async () => (await ledger.db.query('SELECT 1 FROM webhook_deliveries WHERE trigger_id = $1', [e.id])).rowCount === 3, 'three pending deliveries');
+  await webhooks.drain({});
+  t.equal(rcv.hits.length, 0, 'nothing sent while paused, after a full worker pass');
   await app.inject({ method: 'PATCH', url: `/v1/webhook-endpoints/${e.id}`, headers: org.key, payload: { status: 'active' } });
   await until(() => rcv.hits.length >= 3);
-  await new Promise((r) => setTimeout(r, 300));
+  await finished(e.id, 3);
   t.same(rcv.hits.map((h) => JSON.parse(h.body).payload.consumer_id).sort(), made.map((c) => c.id).sort());
   await app.inject({ method: 'DELETE', url: `/v1/webhook-endpoints/${e.id}`, headers: org.key });
 });
@@ -195,7 +198,7 @@ t.test('replay, redeliver and retry-pending', async (t) => {
   const re = await app.inject({ method: 'POST', url: `/v1/webhook-endpoints/deliveries/${deliveries[0].id}/redeliver`, headers: org.key });
   t.equal(re.statusCode, 202);
   t.match(re.json(), { redelivery_id: /^\d+$/, trigger_id: e.id, event_id: eventId, trigger_status: 'paused' });
-  await new Promise((r) => setTimeout(r, 200));
+  await webhooks.drain({});
   const before = rcv.hits.length;
   await app.inject({ method: 'PATCH', url: `/v1/webhook-endpoints/${e.id}`, headers: org.key, payload: { status: 'active' } });
   const drained = (await app.inject({ method: 'POST', url: '/v1/webhook-endpoints/retry-pending', headers: org.key })).json();
@@ -216,7 +219,7 @@ t.test('a restart with deliveries pending sends each exactly once', async (t) =>
   await fresh.start();
   t.teardown(() => fresh.stop());
   await until(() => rcv.hits.length >= 3);
-  await new Promise((r) => setTimeout(r, 400));
+  await finished(e.id, 3);
   t.equal(rcv.hits.length, 3);
   t.equal(new Set(rcv.hits.map((h) => h.headers['webhook-id'])).size, 3, 'none twice');
 });

@@ -7,6 +7,7 @@ import { listCheckpoints, readCheckpoint } from '../../src/projector/checkpoints
 import type { Projection } from '../../src/projector/projection.ts';
 import { ensureTables, ProjectionRunner, rebuildProjection } from '../../src/projector/runner.ts';
 import { testLedger } from '../helpers/ledger.ts';
+import { until } from '../helpers/wait.ts';
 
 const ledger = await testLedger(t);
 
@@ -37,7 +38,7 @@ t.test('read-your-writes: after waitFor(lastPosition) the read model has the wri
   const ctx = ledger.ctx('org_a');
   const r = await ledger.run(orgDecider, orgStream('org_a'), { type: 'create_project', projectId: 'prj_ryw', name: 'RYW', slug: 'ryw', environment: 'test', settings: {} }, ctx);
   t.ok(r.changed && r.lastPosition);
-  t.ok(await ledger.readSide.waitFor(r.lastPosition!, 5000), 'caught up in time');
+  t.ok(await ledger.readSide.waitFor(r.lastPosition!, 60_000), 'caught up in time');
   t.match(await getProject(ledger.db, 'org_a', 'prj_ryw'), { id: 'prj_ryw', slug: 'ryw', is_default: false });
   t.equal(await getProject(ledger.db, 'org_b', 'prj_ryw'), undefined, 'another organization does not see it');
   t.notOk(await ledger.readSide.waitFor('99999999999999999999', 50), 'a position never reached times out');
@@ -98,7 +99,7 @@ t.test('rebuild from position 0 produces identical tables and takes over', async
   // The live runner resumes on the swapped tables.
   const ctx = ledger.ctx('org_c');
   const w = await ledger.run(orgDecider, orgStream('org_c'), { type: 'create_project', projectId: 'prj_after', name: 'After', slug: 'after', environment: 'test', settings: {} }, ctx);
-  t.ok(await ledger.readSide.waitFor(w.lastPosition!, 5000));
+  t.ok(await ledger.readSide.waitFor(w.lastPosition!, 60_000));
   t.ok(await getProject(ledger.db, 'org_c', 'prj_after'));
 });
 
@@ -118,7 +119,7 @@ t.test('a failing projection stops at the failing event, records it, and never s
   };
   const runner = new ProjectionRunner(ledger.db, ledger.store, flaky);
   await runner.start();
-  for (let i = 0; i < 100 && runner.state.status !== 'failed'; i++) await new Promise((r) => setTimeout(r, 50));
+  await until(() => runner.state.status === 'failed', 'the projection to fail');
   t.equal(runner.state.status, 'failed');
   const cp = (await readCheckpoint(ledger.db, 'flaky'))!;
   t.equal(cp.status, 'failed', JSON.stringify(cp));
@@ -135,7 +136,7 @@ t.test('a failing projection stops at the failing event, records it, and never s
   const again = new ProjectionRunner(ledger.db, ledger.store, flaky);
   await again.start();
   const head = await ledger.store.headPosition();
-  for (let i = 0; i < 100 && again.state.position < head; i++) await new Promise((r) => setTimeout(r, 50));
+  await until(() => again.state.position >= head, 'the fixed projection to catch up');
   t.equal((await readCheckpoint(ledger.db, 'flaky'))!.status, 'running');
   t.ok(applied.includes(firstUpdate.position), 'the failed event was applied after the fix');
   await again.stop();

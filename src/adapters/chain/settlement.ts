@@ -1,6 +1,7 @@
 import { type Address, createPublicClient, createWalletClient, type Hex, http, parseSignature } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import token from './test-usdc.json' with { type: 'json' };
+import { x402Settlements } from '../../metrics.ts';
 
 // Settlement of EIP-3009 authorizations through any EVM RPC endpoint: the local
 // chain in the sandbox, Base Sepolia or Base in production. The only file
@@ -36,6 +37,12 @@ export class EvmSettlement {
 
   /** Sends transferWithAuthorization and waits for its receipt; an unknown outcome is never reported as a failure. */
   async settle(a: Authorization, signature: Hex): Promise<SettlementResult> {
+    const result = await this.settleOnce(a, signature);
+    x402Settlements.inc({ outcome: result.outcome });
+    return result;
+  }
+
+  private async settleOnce(a: Authorization, signature: Hex): Promise<SettlementResult> {
     const { r, s, v, yParity } = parseSignature(signature);
     const vv = Number(v ?? BigInt(27 + (yParity ?? 0)));
     let txHash: Hex;

@@ -1,0 +1,101 @@
+import type { FastifyRequest } from 'fastify';
+import { OAUTH_KEY_PASTE_BURST, OAUTH_KEY_PASTE_PER_SECOND, OAUTH_RATE_BURST, OAUTH_RATE_PER_SECOND } from '../limits.ts';
+import { RawHttpError } from './errors.ts';
+import { RateLimiter, type RateLimitConfig } from './ratelimit.ts';
+import type { RouteSpec } from './route.ts';
+
+// What the OAuth endpoints share: the issuer and endpoint URLs, the scope
+// vocabulary, redirect URI rules, and per-address rate limits.
+
+export type OAuthOptions = { rateLimit?: { perAddress?: RateLimitConfig; keyPaste?: RateLimitConfig } };
+
+/** The issuer is the public base URL exactly (RFC 8414 §2); endpoints hang off it without a doubled slash. */
+export function oauthUrls(baseUrl: string) {
+  const root = baseUrl.replace(/\/+$/, '');
+  return {
+    issuer: baseUrl,
+    authorize: `${root}/oauth/authorize`,
+    token: `${root}/oauth/token`,
+    register: `${root}/oauth/register`,
+    /** RFC 9728 §3.1: the metadata of resource `<base>/v1` sits at `/.well-known/oauth-protected-resource/v1`. */
+    resource: `${root}/v1`,
+    resourceMetadata: `${root}/.well-known/oauth-protected-resource/v1`,
+  };
+}
+
+/** The scope vocabulary: every scope a route maps to, each family's `<family>:*`, and `*`. */
+export function scopeVocabulary(routes: readonly RouteSpec[]): string[] {
+  const scopes = new Set<string>();
+  for (const r of routes) {
+    if (!r.scope) continue;
+    scopes.add(r.scope);
+    scopes.add(`${r.scope.split(':')[0]}:*`);
+  }
+  return ['*', ...[...scopes].sort()];
+}
+
+const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
+
+/** Registration rule (spec Part 4.1): absolute https, http only on loopback hosts, no fragment, no credentials. */
+export function redirectUriProblem(uri: string): string | null {
+  if (uri.includes('#')) return 'a redirect URI must not contain a fragment';
+  if (!URL.canParse(uri)) return 'a redirect URI must be absolute';
+  const u = new URL(uri);
+  if (u.username || u.password) return 'a redirect URI must not carry credentials';
+  if (u.protocol === 'https:') return null;
+  if (u.protocol === 'http:' && LOOPBACK_HOSTS.has(u.hostname)) return null;
+  if (u.protocol === 'http:') return 'http is allowed only on loopback hosts (localhost, 127.0.0.1, [::1])';
+  return 'a redirect URI must use https (or http on a loopback host)';
+}
+
+/** Exact string match, except a loopback http URI matches on any port (RFC 8252 §7.3). */
+export function redirectUriMatches(registered: readonly string[], requested: string): boolean {
+  if (registered.includes(requested)) return true;
+  if (!URL.canParse(requested) || requested.includes('#')) return false;
+  const r = new URL(requested);
+  if (r.protocol !== 'http:' || !LOOPBACK_HOSTS.has(r.hostname) || r.username || r.password) return false;
+  const portless = (u: URL) => `${u.protocol}//${u.hostname}${u.pathname}${u.search}`;
+  return registered.some((x) => URL.canParse(x) && new URL(x).protocol === 'http:' && portless(new URL(x)) === portless(r));
+}
+
+/** Token buckets per client address, one family per endpoint. */
+export class AddressLimits {
+  private readonly perEndpoint = new Map<string, RateLimiter>();
+  private readonly paste: RateLimiter;
+  constructor(
+    private readonly cfg: RateLimitConfig,
+    pasteCfg: RateLimitConfig,
+    private readonly now: () => number,
+  ) {
+    this.paste = new RateLimiter(pasteCfg, now);
+  }
+
+  static from(opts: OAuthOptions, now: () => Date): AddressLimits {
+    return new AddressLimits(
+      opts.rateLimit?.perAddress ?? { burst: OAUTH_RATE_BURST, perSecond: OAUTH_RATE_PER_SECOND },
+      opts.rateLimit?.keyPaste ?? { burst: OAUTH_KEY_PASTE_BURST, perSecond: OAUTH_KEY_PASTE_PER_SECOND },
+      () => now().getTime(),
+    );
+  }
+
+  /** Throws the spec's 429 `rate_limited` body when the address is over its limit on this endpoint. */
+  take(endpoint: 'register' | 'authorize' | 'token' | 'key_paste', req: FastifyRequest): void {
+    let limiter = endpoint === 'key_paste' ? this.paste : this.perEndpoint.get(endpoint);
+    if (!limiter) this.perEndpoint.set(endpoint, (limiter = new RateLimiter(this.cfg, this.now)));
+    try {
+      limiter.take(`${endpoint}:${req.ip}`);
+    } catch (err) {
+      if (err instanceof RawHttpError && typeof err.body === 'object' && err.body) {
+        throw new RawHttpError(err.status, { ...err.body, message: endpoint === 'key_paste' ? 'too many API key attempts from this address' : 'too many requests from this address' }, err.headers);
+      }
+      throw err;
+    }
+  }
+}
+
+/** A single string parameter, or undefined when absent; a repeated or non-string value is `null`. */
+export function param(src: unknown, name: string): string | undefined | null {
+  if (typeof src !== 'object' || src === null || !Object.hasOwn(src, name)) return undefined;
+  const v = (src as Record<string, unknown>)[name];
+  return typeof v === 'string' ? v : null;
+}

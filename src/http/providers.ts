@@ -1,0 +1,227 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import type { Credential } from '../adapters/providers/http-provider.ts';
+import { baseUrlOf, type ProviderDef } from '../providers/catalog.ts';
+import { toolErrorOf, type Environment, type ToolError } from '../providers/tools.ts';
+import { ApiError, RawHttpError } from './errors.ts';
+import { defineRoute, type AppDeps, type Reply } from './route.ts';
+
+// The provider catalog (spec 4.5) and verify-connection: a probe of the
+// provider with the stored credential, answered with the spec's matrix.
+
+export const ProviderView = z
+  .object({
+    id: z.string(),
+    name: z.string(),
+    pkg: z.string(),
+    category: z.string(),
+    country: z.string(),
+    auth_type: z.string(),
+    description: z.string().nullable(),
+    tools_count: z.number().int(),
+    status: z.string(),
+    sandbox_available: z.boolean(),
+    sandbox_url: z.string().nullable(),
+    subaccount_provisionable: z.boolean(),
+    engine_provisionable: z.boolean(),
+    engine_status: z.enum(['none', 'available', 'quarantined']),
+    provider_docs_url: z.string().nullable(),
+    provider_homepage: z.string().nullable(),
+    provider_logo_url: z.string().nullable(),
+    provider_logo_fallback_url: z.string().nullable(),
+  })
+  .meta({ id: 'Provider' });
+
+const ToolView = z.object({ name: z.string(), description: z.string(), input_schema: z.record(z.string(), z.unknown()) });
+
+const AuthSchemaView = z
+  .object({
+    server_id: z.string(),
+    auth_type: z.string(),
+    environment: z.enum(['live', 'test']),
+    base_url: z.string(),
+    fields: z.array(z.object({ name: z.string(), kind: z.string(), label: z.string(), header_name: z.string().nullable() })),
+    oauth_authorize_url: z.string().nullable(),
+  })
+  .meta({ id: 'ProviderAuthSchema' });
+
+const VerifyOk = z.object({ ok: z.literal(true), provider: z.string(), account: z.object({ id: z.string(), name: z.string(), extras: z.record(z.string(), z.unknown()) }).optional(), latency_ms: z.number().int() });
+
+export function providerView(deps: AppDeps, p: ProviderDef): z.infer<typeof ProviderView> {
+  const sandbox = p.endpoints.test === 'sandbox:' || p.endpoints.test === 'sandbox-tls:';
+  const sandboxUrl = sandbox ? baseUrlOf(p, 'test', deps.providers.runtime.sandbox) : '';
+  return {
+    id: p.id,
+    name: p.name,
+    pkg: p.pkg,
+    category: p.category,
+    country: p.country,
+    auth_type: p.auth_type,
+    description: p.description,
+    tools_count: p.tools.length,
+    status: p.status,
+    sandbox_available: sandbox,
+    sandbox_url: sandboxUrl || null,
+    subaccount_provisionable: p.subaccount_provisionable,
+    engine_provisionable: p.engine === 'available',
+    engine_status: p.engine,
+    provider_docs_url: p.docs_url,
+    provider_homepage: p.homepage,
+    provider_logo_url: p.logo_url,
+    provider_logo_fallback_url: p.homepage ? new URL('/favicon.ico', p.homepage).toString() : null,
+  };
+}
+
+const Slug = z.string().min(1).max(200);
+
+/** The bare 404 of verify for a slug with no catalog row: a recipe the engine knows, or nothing at all. */
+function unknownServer(deps: AppDeps, slug: string): RawHttpError {
+  if (deps.providers.runtime.catalog.recipes.has(slug)) return new RawHttpError(404, { ok: false, error: 'server_unknown', server_id: slug });
+  return new RawHttpError(404, { error: 'not_found', server_id: slug });
+}
+
+const STATUS_OF: Record<ToolError['code'], number> = {
+  server_unknown: 404,
+  tool_unknown: 404,
+  invalid_input: 400,
+  not_connected: 424,
+  endpoint_missing: 503,
+  verify_unsupported: 501,
+  credential_rejected: 401,
+  redirect_not_followed: 409,
+  provider_error: 502,
+  provider_unreachable: 502,
+};
+
+/** A verify failure: `{ok: false, error: <code>, message, request_id, ...}`; 502 carries `status` only when the provider answered. */
+export function verifyFailure(e: ToolError, requestId: string): RawHttpError {
+  const code = e.code === 'provider_error' ? 'provider_unreachable' : e.code;
+  return new RawHttpError(STATUS_OF[e.code], {
+    ok: false,
+    error: code,
+    message: e.message,
+    ...(e.detail !== undefined ? { detail: e.detail } : {}),
+    ...(e.code === 'provider_error' && e.status !== undefined ? { status: e.status } : {}),
+    ...(e.location !== undefined ? { location: e.location } : {}),
+    request_id: requestId,
+  });
+}
+
+/** Probes a provider with a credential (stored or candidate); the 200 body or a thrown verify failure. */
+export async function probeProvider(deps: AppDeps, p: ProviderDef, environment: Environment, credential: Credential | undefined, requestId: string): Promise<Reply> {
+  if (!p.verify) throw verifyFailure({ code: 'verify_unsupported', message: `${p.id} (${p.auth_type}) has no verification probe`, retriable: false }, requestId);
+  const base = baseUrlOf(p, environment, deps.providers.runtime.sandbox);
+  if (!base) throw verifyFailure({ code: 'endpoint_missing', message: `the catalog has no ${environment} endpoint for ${p.id}`, retriable: false }, requestId);
+  try {
+    const r = await deps.providers.runtime.client.request(p, base, credential, { method: p.verify.method, path: p.verify.path });
+    const j = r.json as Record<string, unknown> | null;
+    const account =
+      p.verify.probe === 'account' && j && typeof j === 'object' && (typeof j.id === 'string' || typeof j.id === 'number')
+        ? { id: String(j.id), name: typeof j.name === 'string' ? j.name : '', extras: Object.fromEntries(Object.entries(j).filter(([k]) => k !== 'id' && k !== 'name')) }
+        : undefined;
+    return { status: 200, body: { ok: true, provider: p.id, ...(account ? { account } : {}), latency_ms: r.latencyMs } };
+  } catch (err) {
+    throw verifyFailure(toolErrorOf(err), requestId);
+  }
+}
+
+export const VERIFY_ERRORS = [[401, 'credential_rejected'], [404, 'server_unknown'], [409, 'redirect_not_followed'], [424, 'not_connected'], [501, 'verify_unsupported'], [502, 'provider_unreachable'], [503, 'endpoint_missing']] as const;
+
+export async function providerRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
+  const catalog = deps.providers.runtime.catalog;
+
+  defineRoute(app, deps, {
+    method: 'GET',
+    url: '/v1/providers',
+    operationId: 'listProviders',
+    summary: 'The provider catalog, filtered by category, country and a free-text q',
+    tags: ['providers'],
+    auth: 'api_key',
+    scope: 'providers:read',
+    query: z.object({ category: z.string().max(100).optional(), country: z.string().max(100).optional(), q: z.string().max(200).optional() }),
+    responses: { 200: z.object({ total: z.number().int(), filtered: z.number().int(), servers: z.array(ProviderView) }) },
+    errors: [[400, 'invalid_query'], [401, 'unauthorized'], [403, 'forbidden']],
+    async handler({ query, deps }) {
+      const q = query.q?.trim().toLowerCase();
+      const servers = catalog.providers.filter(
+        (p) =>
+          (!query.category || p.category === query.category.toLowerCase()) &&
+          (!query.country || p.country === query.country.toUpperCase()) &&
+          (!q || [p.id, p.name, p.description ?? '', p.category, ...p.tools.map((t) => t.name)].some((s) => s.toLowerCase().includes(q))),
+      );
+      return { status: 200, body: { total: catalog.providers.length, filtered: servers.length, servers: servers.map((p) => providerView(deps, p)) } };
+    },
+  });
+
+  defineRoute(app, deps, {
+    method: 'GET',
+    url: '/v1/providers/:slug',
+    operationId: 'getProvider',
+    summary: 'One catalog row, with its tools (name, description, JSON input schema)',
+    tags: ['providers'],
+    auth: 'api_key',
+    scope: 'providers:read',
+    params: z.object({ slug: Slug }),
+    responses: { 200: ProviderView.extend({ tools: z.array(ToolView) }) },
+    errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
+    async handler({ params, deps }) {
+      const p = catalog.get(params.slug);
+      if (!p) throw new ApiError(404, 'not_found', 'provider not found');
+      return { status: 200, body: { ...providerView(deps, p), tools: p.tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.input_schema as unknown as Record<string, unknown> })) } };
+    },
+  });
+
+  defineRoute(app, deps, {
+    method: 'GET',
+    url: '/v1/providers/:slug/auth-schema',
+    operationId: 'getProviderAuthSchema',
+    summary: 'The fields a connection needs, in render order, for the caller’s environment',
+    tags: ['providers'],
+    auth: 'api_key',
+    scope: 'providers:read',
+    params: z.object({ slug: Slug }),
+    responses: { 200: AuthSchemaView },
+    errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
+    async handler({ params, auth, deps }) {
+      const p = catalog.get(params.slug);
+      if (!p) throw new ApiError(404, 'not_found', 'provider not found');
+      return {
+        status: 200,
+        body: {
+          server_id: p.id,
+          auth_type: p.auth_type,
+          environment: auth.environment,
+          base_url: baseUrlOf(p, auth.environment, deps.providers.runtime.sandbox),
+          fields: p.fields.map((f) => ({ name: f.name, kind: f.kind, label: f.label, header_name: f.header_name })),
+          oauth_authorize_url: p.auth_type === 'oauth' ? (p.oauth?.authorize_url ?? null) : null,
+        },
+      };
+    },
+  });
+
+  defineRoute(app, deps, {
+    method: 'POST',
+    url: '/v1/providers/:slug/verify-connection',
+    operationId: 'verifyProviderConnection',
+    summary: 'Probe the provider with the stored credential: the project-wide connection, or the one of user_id',
+    tags: ['providers'],
+    auth: 'api_key',
+    scope: 'connections:write',
+    params: z.object({ slug: Slug }),
+    query: z.object({ user_id: z.string().min(1).max(128).optional() }),
+    bodyOptional: true,
+    responses: { 200: VerifyOk },
+    errors: VERIFY_ERRORS,
+    async handler({ params, query, auth, deps, req }) {
+      const p = catalog.get(params.slug);
+      if (!p) throw unknownServer(deps, params.slug);
+      const requestId = String(req.id);
+      if (!p.verify) throw verifyFailure({ code: 'verify_unsupported', message: `${p.id} (${p.auth_type}) has no verification probe`, retriable: false }, requestId);
+      if (!baseUrlOf(p, auth.environment, deps.providers.runtime.sandbox)) throw verifyFailure({ code: 'endpoint_missing', message: `the catalog has no ${auth.environment} endpoint for ${p.id}`, retriable: false }, requestId);
+      // The connection of exactly this user_id (or the project-wide one when user_id is absent).
+      const cred = await deps.providers.credentialFor(p, auth, query.user_id ?? null, { exact: true });
+      if (!cred.ok) throw verifyFailure(cred.error, requestId);
+      return probeProvider(deps, p, auth.environment, cred.credential, requestId);
+    },
+  });
+}

@@ -1,0 +1,60 @@
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import * as oauth from 'oauth4webapi';
+
+// Drives our OAuth server the way its clients do: oauth4webapi's requests go
+// to the app through inject (the bytes fastify sees are the ones fetch would
+// send), and the consent form is read out of the page and posted back with
+// the page's cookie, as a browser does.
+
+export const ISSUER = 'http://127.0.0.1:8080';
+
+export function injectFetch(app: FastifyInstance): typeof fetch {
+  return (async (input: string | URL | Request, init: RequestInit = {}) => {
+    const url = new URL(String(input instanceof Request ? input.url : input));
+    const headers = Object.fromEntries(new Headers(init.headers).entries());
+    const body = init.body === undefined || init.body === null ? undefined : String(init.body);
+    const res = await app.inject({ method: (init.method ?? 'GET') as 'GET', url: url.pathname + url.search, headers, ...(body !== undefined ? { payload: body } : {}) });
+    const out = new Headers();
+    for (const [k, v] of Object.entries(res.headers)) for (const x of [v].flat()) if (x !== undefined) out.append(k, String(x));
+    return new Response(res.statusCode === 204 || res.statusCode === 304 ? null : res.rawPayload, { status: res.statusCode, headers: out });
+  }) as typeof fetch;
+}
+
+export function clientOptions(app: FastifyInstance) {
+  return { [oauth.customFetch]: injectFetch(app), [oauth.allowInsecureRequests]: true } as const;
+}
+
+/** The hidden fields of the consent form and the cookie the page set. */
+export function readConsentPage(res: LightMyRequestResponse): { fields: Record<string, string>; cookie: string; action: string } {
+  const fields: Record<string, string> = {};
+  for (const m of res.body.matchAll(/<input type="hidden" name="([^"]+)" value="([^"]*)">/g)) fields[m[1]!] = m[2]!;
+  const action = /<form method="post" action="([^"]+)">/.exec(res.body)?.[1] ?? '';
+  const setCookie = [res.headers['set-cookie']].flat()[0] ?? '';
+  return { fields, cookie: String(setCookie).split(';')[0]!, action };
+}
+
+/** Opens the consent page and submits it with a pasted key, as a browser would. */
+export async function consent(app: FastifyInstance, authorizeUrl: URL | string, apiKey: string, decision: 'allow' | 'deny' = 'allow'): Promise<LightMyRequestResponse> {
+  const u = new URL(String(authorizeUrl));
+  const page = await app.inject({ method: 'GET', url: u.pathname + u.search });
+  if (page.statusCode !== 200) throw new Error(`consent page answered ${page.statusCode}: ${page.body}`);
+  const { fields, cookie, action } = readConsentPage(page);
+  return app.inject({
+    method: 'POST',
+    url: action,
+    headers: { 'content-type': 'application/x-www-form-urlencoded', cookie },
+    payload: new URLSearchParams({ ...fields, api_key: apiKey, decision }).toString(),
+  });
+}
+
+export type Pkce = { verifier: string; challenge: string };
+export async function pkce(): Promise<Pkce> {
+  const verifier = oauth.generateRandomCodeVerifier();
+  return { verifier, challenge: await oauth.calculatePKCECodeChallenge(verifier) };
+}
+
+export function authorizeUrl(as: { authorization_endpoint?: string }, params: Record<string, string>): URL {
+  const u = new URL(as.authorization_endpoint ?? `${ISSUER}/oauth/authorize`);
+  for (const [k, v] of Object.entries(params)) u.searchParams.set(k, v);
+  return u;
+}

@@ -1,0 +1,71 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import t from 'tap';
+import { findChromium, launchChromium } from '../../src/adapters/browser/chromium.ts';
+import { bootstrapOrg, testApp } from '../helpers/app.ts';
+import { pkce } from '../helpers/oauth.ts';
+
+// A real headless Chromium on the consent page, over real sockets: the app on
+// a loopback port, the client's redirect receiver on another. The client's
+// name is a <script> and must show as text; a person pastes a key, submits,
+// and the browser lands on the redirect with a code.
+
+const found = await findChromium();
+if (!found) {
+  t.test('consent in a browser', { skip: 'no Chromium found (CHROMIUM_PATH, /usr/bin/chromium or the @sparticuz/chromium package): the consent page browser test did not run' }, () => {});
+} else {
+  const { app } = await testApp(t);
+  const org = await bootstrapOrg(app, 'Browser');
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  const appPort = (app.server.address() as AddressInfo).port;
+
+  const landed: string[] = [];
+  const receiver = http.createServer((req, res) => {
+    landed.push(req.url ?? '');
+    res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>client</title><p>done</p>');
+  });
+  await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+  t.teardown(() => new Promise<void>((r) => receiver.close(() => r())));
+  const receiverPort = (receiver.address() as AddressInfo).port;
+
+  const evilName = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">Evil IDE';
+  const client = (await app.inject({ method: 'POST', url: '/oauth/register', payload: { redirect_uris: ['http://127.0.0.1/callback'], client_name: evilName } })).json();
+  const p = await pkce();
+  const q = new URLSearchParams({ client_id: client.client_id, redirect_uri: `http://127.0.0.1:${receiverPort}/callback`, response_type: 'code', code_challenge: p.challenge, code_challenge_method: 'S256', state: 'st-42', scope: 'projects:read' });
+
+  const browser = await launchChromium();
+  t.teardown(() => browser.close());
+
+  t.test('consent in a browser', async (t) => {
+    const page = await browser.newPage();
+    const res = await page.goto(`http://127.0.0.1:${appPort}/oauth/authorize?${q}`);
+    t.equal(res?.status(), 200);
+    t.equal(res?.headers()['x-frame-options'], 'DENY');
+    t.equal(await page.locator('#client-name').textContent(), evilName, 'the client name is rendered as text');
+    t.equal(await page.locator('script').count(), 0, 'no script element on the page');
+    t.equal(await page.locator('img').count(), 0, 'no injected element');
+    t.equal(await page.evaluate(() => (globalThis as unknown as { __pwned?: number }).__pwned), undefined, 'nothing ran');
+    t.match(await page.locator('#redirect-host').textContent(), `127.0.0.1:${receiverPort}`);
+    t.match(await page.textContent('body'), /projects:read/);
+
+    await page.fill('#api_key', org.testKey);
+    await Promise.all([page.waitForURL((u) => u.port === String(receiverPort), { timeout: 30_000 }), page.click('button[value="allow"]')]);
+    const url = new URL(page.url());
+    t.equal(url.pathname, '/callback');
+    t.match(url.searchParams.get('code'), /^oac_/);
+    t.equal(url.searchParams.get('state'), 'st-42');
+    t.equal(url.searchParams.get('iss'), 'http://127.0.0.1:8080');
+    t.equal(landed.length, 1, 'the client received the redirect');
+
+    // The code the browser carried is a working one.
+    const tok = await app.inject({
+      method: 'POST',
+      url: '/oauth/token',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      payload: new URLSearchParams({ grant_type: 'authorization_code', code: url.searchParams.get('code')!, code_verifier: p.verifier, redirect_uri: `http://127.0.0.1:${receiverPort}/callback`, client_id: client.client_id }).toString(),
+    });
+    t.equal(tok.statusCode, 200);
+    t.equal(tok.json().scope, 'projects:read');
+    await page.close();
+  });
+}

@@ -1,0 +1,183 @@
+import t from 'tap';
+import { CNPJ, CPF, pixApp } from '../helpers/pix.ts';
+
+const { sandbox, call, consumer, head, org, other, pay, ledger, clock } = await pixApp(t);
+const ana = await consumer();
+await call('POST', `/v1/consumers/${ana}/pix/partner-account`, { document: CPF });
+const key = (await call('POST', `/v1/consumers/${ana}/pix-keys`, { key_type: 'EVP' })).json().key as string;
+const charges = `/v1/consumers/${ana}/pix/charges`;
+const receivement = (e2e: string, consumerId = ana) => `/v1/consumers/${consumerId}/pix/receivements/${e2e}`;
+const wallet = async () => (await call('GET', `/v1/consumers/${ana}/wallet`)).json();
+const creditedEvents = async () => (await ledger.store.readAll({ maxCount: 100_000 })).filter((e) => e.type === 'pix.wallet_credited');
+
+let charge: { charge_id: string; txid: string };
+let e2e: string;
+
+t.test('a charge created, paid by a simulated payer, notified three times, settled and credited once', async (t) => {
+  const created = await call('POST', charges, { amount_minor: 1234, transaction_id: 'mint-tx-1', client_request_id: 'req_1' });
+  t.equal(created.statusCode, 201, created.body);
+  charge = created.json();
+  t.match(charge, { charge_id: /^pxc_/, status: 'pending', amount_minor: 1234, currency: 'BRL', wallet_id: /^fs_/, settled_at: null, transaction_id: 'mint-tx-1', client_request_id: 'req_1', provider: null, status_message: String, kind: 'dynamic' });
+  t.match(charge.txid, /^[A-Za-z0-9]{26,35}$/);
+  t.equal(sandbox.cobs.get(charge.txid)?.valor, '12.34', 'a cob at the PSP');
+  for (const ref of [charge.charge_id, 'mint-tx-1', 'req_1']) {
+    const r = await call('GET', `${charges}/${ref}`);
+    t.equal(r.statusCode, 200, ref);
+    t.match(r.json(), { charge_id: charge.charge_id, status: 'pending', provider: { result: 'ATIVA', identity_verified: true } });
+  }
+
+  const paid = await pay({ txid: charge.txid, entregas: 3 });
+  e2e = paid.endToEndId;
+  t.match(e2e, /^E99999008\d{12}[A-Za-z0-9]{11}$/);
+  t.same(paid.deliveries, [200, 200, 200], 'three deliveries, each accepted');
+  const settled = (await call('GET', `${charges}/${charge.charge_id}`)).json();
+  t.match(settled, { status: 'settled', settled_at: String, end_to_end_id: e2e, provider: null });
+  const r = (await call('GET', receivement(e2e))).json();
+  t.match(r, { end_to_end_id: e2e, received: true, provider_transaction_type: 'PIX_RECEBIDO', provider_amount: '12.34', initiation_type: 'QRDN', transaction_id_brcode: charge.txid, correlation: 'charge_matched', charge_id: charge.charge_id, charge_status: 'settled', amount_minor: 1234, wallet_id: (charge as unknown as { wallet_id: string }).wallet_id, wallet_credited: true, devolutions: [] });
+  t.equal((await creditedEvents()).length, 1, 'one credit event for three notifications');
+  const w = await wallet();
+  t.match(w.currencies, [{ currency: 'BRL', pix_balance_minor: 1234 }]);
+  t.same(w.currencies[0].funding_source_ids, [(charge as unknown as { wallet_id: string }).wallet_id], 'the currency row carries its Pix funding source');
+});
+
+t.test('notifications: signature, timestamp and replay', async (t) => {
+  const before = await head();
+  const body = { pix: [{ endToEndId: e2e, txid: charge.txid, valor: '12.34', horario: new Date().toISOString() }] };
+  t.equal(await sandbox.notify(body, { id: 'msg_replay_1' }), 200);
+  const mid = await head();
+  t.equal(await sandbox.notify(body, { id: 'msg_replay_1' }), 409, 'the same message again is refused');
+  t.equal(await head(), mid, 'nothing written by the replay');
+  t.equal(await sandbox.notify(body, { at: new Date(clock.now().getTime() - 10 * 60_000) }), 401, 'a timestamp ten minutes old');
+  const forged = await fetch(`${sandbox.webhookUrl}`, { method: 'POST', headers: { 'content-type': 'application/json', 'webhook-id': 'msg_forged', 'webhook-timestamp': String(Math.floor(Date.now() / 1000)), 'webhook-signature': 'v1,AAAA' }, body: JSON.stringify(body) });
+  t.equal(forged.status, 401);
+  t.equal(((await forged.json()) as { error: { code: string } }).error.code, 'invalid_signature');
+  t.equal((await creditedEvents()).length, 1, 'still credited once');
+  t.ok(before <= mid);
+});
+
+t.test('each correlation outcome', async (t) => {
+  const noTxid = await pay({ chave: key, valor: '5.00' });
+  t.match((await call('GET', receivement(noTxid.endToEndId))).json(), { correlation: 'no_correlator_returned', charge_id: null, amount_minor: null, wallet_credited: false, initiation_type: 'DICT' });
+  const unknownTxid = await pay({ chave: key, valor: '6.00', txid: 'Z'.repeat(30) });
+  t.match((await call('GET', receivement(unknownTxid.endToEndId))).json(), { correlation: 'no_charge_matched', charge_id: null, wallet_credited: false, transaction_id_brcode: 'Z'.repeat(30) });
+  // Two static charges sharing a txid (a static BR Code printed twice): ambiguous.
+  const shared = 'S'.repeat(28);
+  const s1 = await call('POST', charges, { amount_minor: 700, static: true, txid: shared });
+  t.equal(s1.statusCode, 201, s1.body);
+  t.match(s1.json(), { kind: 'static', client_request_id: null, txid: shared });
+  await call('POST', charges, { amount_minor: 700, static: true, txid: shared });
+  t.equal((await call('POST', charges, { amount_minor: 700, static: true, client_request_id: 'x' })).statusCode, 400, 'a static charge takes no client request id');
+  const ambiguous = await pay({ chave: key, valor: '7.00', txid: shared });
+  t.match((await call('GET', receivement(ambiguous.endToEndId))).json(), { correlation: 'charge_ambiguous', charge_id: null, wallet_credited: false });
+  // One static charge: matched, settled, credited.
+  const single = (await call('POST', charges, { amount_minor: 800, static: true, transaction_id: 'mint-static' })).json();
+  const paid = await pay({ chave: key, valor: '8.00', txid: single.txid });
+  t.match((await call('GET', receivement(paid.endToEndId))).json(), { correlation: 'charge_matched', charge_id: single.charge_id, amount_minor: 800, wallet_credited: true, initiation_type: 'QRES' });
+  t.match((await call('GET', `${charges}/mint-static`)).json(), { status: 'settled', provider: null });
+  // A Pix the account sent is no receivement: no correlation attempted.
+  const account = [...sandbox.accounts.values()].find((a) => a.keys.has(key))!;
+  const sent = (await (await fetch(`${sandbox.url}/sandbox/pix-enviados`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ conta: account.conta, valor: '3.00' }) })).json()) as { endToEndId: string };
+  t.match((await call('GET', receivement(sent.endToEndId))).json(), { received: false, provider_transaction_type: 'PIX_ENVIADO', correlation: 'not_attempted', charge_id: null, wallet_credited: false });
+  t.match((await wallet()).currencies, [{ currency: 'BRL', pix_balance_minor: 1234 + 800 }], 'only matched receivements credit the wallet');
+});
+
+t.test('the test-only payer route', async (t) => {
+  const c = (await call('POST', charges, { amount_minor: 990, client_request_id: 'via-route' })).json();
+  const live = await call('POST', '/v1/test/pix/payments', { consumer_id: ana, charge_reference: 'via-route' }, { authorization: `Bearer ${org.liveKey}` });
+  t.equal(live.statusCode, 403);
+  t.equal(live.json().error.code, 'sandbox_funding_not_permitted');
+  const r = await call('POST', '/v1/test/pix/payments', { consumer_id: ana, charge_reference: 'via-route', deliveries: 3 });
+  t.equal(r.statusCode, 201, r.body);
+  t.same(r.json().deliveries, [200, 200, 200]);
+  t.match((await call('GET', `${charges}/${c.charge_id}`)).json(), { status: 'settled', end_to_end_id: r.json().end_to_end_id });
+  t.match((await wallet()).currencies, [{ currency: 'BRL', pix_balance_minor: 1234 + 800 + 990 }]);
+});
+
+t.test('a devolution', async (t) => {
+  const d = await call('POST', `${receivement(e2e)}/devolutions`, { amount_minor: 234 });
+  t.equal(d.statusCode, 201, d.body);
+  t.match(d.json(), { end_to_end_id: e2e, devolution_id: /^[A-Za-z0-9]+$/, status: 'returned', amount_minor: 234 });
+  t.match((await call('GET', receivement(e2e))).json().devolutions, [{ devolution_id: d.json().devolution_id, status: 'returned', amount_minor: 234 }]);
+  t.equal(sandbox.pix.get(e2e)!.devolucoes.length, 1, 'at the PSP');
+  const before = await head();
+  const over = await call('POST', `${receivement(e2e)}/devolutions`, { amount_minor: 1001 });
+  t.equal(over.statusCode, 422);
+  t.match(over.json().error, { code: 'devolution_refused', details: { provider_code: 'VALOR_DEVOLUCAO_EXCEDIDO' } });
+  t.equal(await head(), before);
+  t.match((await wallet()).currencies, [{ currency: 'BRL', pix_balance_minor: 1234 + 800 + 990 - 234 }]);
+});
+
+t.test('charge lookups: several matches, the PSP silent or answering for another cob', async (t) => {
+  await call('POST', charges, { amount_minor: 100, client_request_id: 'dup' });
+  await call('POST', charges, { amount_minor: 200, client_request_id: 'dup' });
+  const dup = await call('GET', `${charges}/dup`);
+  t.equal(dup.statusCode, 409);
+  t.equal(dup.json().error.code, 'charge_reference_ambiguous');
+  t.equal((await call('GET', `${charges}/${'x'.repeat(128)}`)).statusCode, 404, 'a 128-character reference is read');
+  t.equal((await call('GET', `${charges}/${'x'.repeat(129)}`)).statusCode, 400);
+  t.equal((await call('GET', `${charges}/bad.ref`)).statusCode, 400);
+  t.equal((await call('GET', `${charges}/nothing`)).statusCode, 404);
+  const c = (await call('POST', charges, { amount_minor: 300 })).json();
+  sandbox.fault('get_cob', { kind: '5xx' });
+  const silent = await call('GET', `${charges}/${c.charge_id}`);
+  t.equal(silent.statusCode, 502);
+  t.match(silent.json().error, { code: 'provider_error', details: { reason: 'provider_did_not_answer' } });
+  sandbox.fault('get_cob', { kind: 'other_cob' });
+  const otherCob = await call('GET', `${charges}/${c.charge_id}`);
+  t.equal(otherCob.statusCode, 502);
+  t.match(otherCob.json().error.details, { reason: 'provider_answered_for_different_cob' });
+  // Paid while notifications are lost: reading the charge finds the Pix at the PSP and records it.
+  sandbox.webhookUrl = null as unknown as string;
+  const unseen = await pay({ txid: c.txid });
+  t.same(unseen.deliveries, []);
+  t.match((await call('GET', `${charges}/${c.charge_id}`)).json(), { status: 'settled', end_to_end_id: unseen.endToEndId });
+  t.match((await call('GET', receivement(unseen.endToEndId))).json(), { correlation: 'charge_matched', wallet_credited: true });
+  const e = (await call('GET', `${charges}/${c.charge_id}`)).json();
+  t.equal(e.provider, null, 'a settled charge does not consult the PSP');
+  // Expiry: a pending charge past its expiry reads expired.
+  const soon = (await call('POST', charges, { amount_minor: 50, expires_in_seconds: 60 })).json();
+  clock.advance(61_000);
+  t.match((await call('GET', `${charges}/${soon.charge_id}`)).json(), { status: 'expired', provider: null });
+});
+
+t.test('receivement lookup without an active funding source: 409 before asking the PSP', async (t) => {
+  t.equal((await call('GET', receivement('abc'))).statusCode, 400, 'an end-to-end id under 16 characters');
+  const fs = (await call('GET', `/v1/consumers/${ana}/pix/partner-account`)).json().funding_sources[0].funding_source_id;
+  const off = await call('POST', `/v1/consumers/${ana}/pix/funding-sources/${fs}/deactivate`, {});
+  t.match(off.json(), { funding_source_id: fs, status: 'inactive', changed: true });
+  const calls = sandbox.calls.length;
+  const r = await call('GET', receivement(e2e));
+  t.equal(r.statusCode, 409);
+  t.equal(r.json().error.code, 'no_active_funding_source');
+  t.equal(sandbox.calls.length, calls, 'the PSP was not asked');
+  t.equal((await call('POST', charges, { amount_minor: 100 })).statusCode, 409, 'no charge without an active wallet');
+  t.same((await wallet()).currencies.flatMap((c: { funding_source_ids: string[] }) => c.funding_source_ids), []);
+});
+
+t.test('tenancy: another organization', async (t) => {
+  // Another organization's own consumer with its own partner account.
+  const bia = await consumer(other.key);
+  await call('POST', '/v1/test/pix/partner-accounts', { consumer_id: bia, document: CNPJ }, other.key);
+  for (const url of [`${charges}/${charge.charge_id}`, receivement(e2e), `/v1/consumers/${ana}/wallet`, `/v1/consumers/${ana}/pix/partner-account`]) {
+    const r = await call('GET', url, undefined, other.key);
+    t.equal(r.statusCode, 404, `another organization's consumer: ${url}`);
+  }
+  for (const url of [`/v1/consumers/${bia}/pix/charges/${charge.charge_id}`, `/v1/consumers/${bia}/pix/charges/mint-tx-1`, receivement(e2e, bia)]) {
+    const r = await call('GET', url, undefined, other.key);
+    t.equal(r.statusCode, 404, `our charge or end-to-end id under its own consumer: ${url}`);
+    t.equal(r.json().error.code, 'not_found');
+  }
+});
+
+t.test('the pix read model rebuilt from position 0 is identical, row for row', async (t) => {
+  const { rebuildProjection } = await import('../../src/projector/runner.ts');
+  const { pixProjection } = await import('../../projections/pix.ts');
+  await ledger.settle();
+  const snapshot = async (table: string) => (await ledger.db.query(`SELECT * FROM ${table} ORDER BY 1, 2`)).rows;
+  const tables = Object.keys(pixProjection.tables);
+  const before: Record<string, unknown[]> = {};
+  for (const tb of tables) before[tb] = await snapshot(tb);
+  t.ok(before.pix_receivements!.length >= 6 && before.pix_charges!.length >= 8);
+  await rebuildProjection(ledger.db, ledger.store, pixProjection);
+  for (const tb of tables) t.same(await snapshot(tb), before[tb], `${tb} identical`);
+});
