@@ -13,7 +13,7 @@ import { openDb } from '../src/postgres/db.ts';
 import { startReadSide } from '../src/readside.ts';
 import { benchPostgres } from './harness.ts';
 
-// bench/http-command: 50 connections mixing spends (half) and pause/resume
+// bench/http-command: 50 connections (then 1) mixing spends (half) and pause/resume
 // (a quarter each) over 1 000 mandates, each answer checked against what the
 // API documents, against a fastify route doing zod + one INSERT, on the same
 // embedded PostgreSQL, in the same run. Target: ratio >= 0.5.
@@ -77,9 +77,11 @@ try {
   }
   const ours = await app.listen({ host: '127.0.0.1', port: 0 });
 
-  process.stderr.write(`loading each target for ${seconds} s with 50 connections...\n`);
+  process.stderr.write(`loading each target for ${seconds} s with 50 connections, then with 1...\n`);
   const b = await load({ target: baseUrl, connections: 50, seconds, mode: 'baseline', headers: {}, mandateIds: [] });
   const m = await load({ target: ours, connections: 50, seconds, mode: 'mandates', headers: auth, mandateIds });
+  const b1 = await load({ target: baseUrl, connections: 1, seconds, mode: 'baseline', headers: {}, mandateIds: [] });
+  const m1 = await load({ target: ours, connections: 1, seconds, mode: 'mandates', headers: auth, mandateIds });
 
   console.log(`\nbench/http-command: 50 connections, ${seconds} s each, loopback HTTP, durable embedded PostgreSQL\n`);
   console.log(`fastify + zod + one INSERT          ${b.rps.toFixed(0).padStart(7)} req/s   p50 ${b.p50_ms.toFixed(1)} ms   p99 ${b.p99_ms.toFixed(1)} ms   unexpected ${b.unexpected}`);
@@ -87,6 +89,10 @@ try {
   const ratio = m.rps / b.rps;
   console.log(`\nratio                               ${ratio.toFixed(2)}x  (target >= 0.5: ${ratio >= 0.5 ? 'met' : 'NOT met'})`);
   console.log(`every response checked: ${m.unexpected === 0 ? 'all as documented' : `${m.unexpected} unexpected (${m.samples.join('; ')})`}`);
+  console.log(`\n1 connection, ${seconds} s each\n`);
+  console.log(`fastify + zod + one INSERT          ${b1.rps.toFixed(0).padStart(7)} req/s   p50 ${b1.p50_ms.toFixed(1)} ms   p99 ${b1.p99_ms.toFixed(1)} ms   unexpected ${b1.unexpected}`);
+  console.log(`spend / pause / resume, ${mandateIds.length} mandates ${m1.rps.toFixed(0).padStart(7)} req/s   p50 ${m1.p50_ms.toFixed(1)} ms   p99 ${m1.p99_ms.toFixed(1)} ms   unexpected ${m1.unexpected}`);
+  console.log(`\nratio, 1 connection                 ${(m1.rps / b1.rps).toFixed(2)}x`);
   await base.close();
   await app.close();
   await readSide.stop();

@@ -1,11 +1,11 @@
 // A closed-loop HTTP load generator, run as its own process by the benchmarks.
 //   tsx bench/load.ts <config.json>
-// Config: {target, connections, seconds, mode: "baseline" | "mandates", headers, mandateIds}
+// Config: {target, connections, seconds, mode: "baseline" | "mandates" | "spends", headers, mandateIds}
 // Prints one JSON line: {requests, rps, p50_ms, p99_ms, unexpected, samples}.
 import { readFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 
-type Config = { target: string; connections: number; seconds: number; mode: 'baseline' | 'mandates'; headers: Record<string, string>; mandateIds: string[] };
+type Config = { target: string; connections: number; seconds: number; mode: 'baseline' | 'mandates' | 'spends'; headers: Record<string, string>; mandateIds: string[] };
 const cfg = JSON.parse(readFileSync(process.argv[2]!, 'utf8')) as Config;
 const url = new URL(cfg.target);
 const agent = new Agent({ keepAlive: true, maxSockets: cfg.connections });
@@ -34,7 +34,7 @@ async function one(i: number): Promise<boolean> {
     return r.status === 201;
   }
   const id = cfg.mandateIds[Math.floor(Math.random() * cfg.mandateIds.length)]!;
-  const pick = Math.random();
+  const pick = cfg.mode === 'spends' ? 0 : Math.random();
   if (pick < 0.5) {
     const r = await call('POST', `/v1/consumers/mandates/${id}/spend`, { amount_minor: '1', currency: 'BRL', merchant: 'shop@pix.example' });
     if (r.status === 201) return JSON.parse(r.body).decision === 'approved';

@@ -123,3 +123,29 @@ export const auditProjection: Projection = {
     }
   },
 };
+
+/**
+ * The set-based form, with the same result as applying the events one by one:
+ * sealed entries (the bulk, independent rows) in one INSERT; the rest, rare, in order.
+ */
+auditProjection.applyBatch = async (tx, events, t) => {
+  const entries: unknown[] = [];
+  for (const ev of events) {
+    if (ev.type !== 'audit.entry_sealed') {
+      await auditProjection.apply(tx, ev, t);
+      continue;
+    }
+    const e = parseEvent(ev.type, ev.data);
+    if (e.type !== 'audit.entry_sealed') continue;
+    const d = e.data;
+    entries.push({ org_id: ev.metadata.org_id, sequence_number: d.sequence_number, event_type: d.event_type, happened_at: d.happened_at, payload: d.payload === null ? null : JSON.stringify(d.payload), prev_hash: d.prev_hash, entry_hash: d.entry_hash, position: ev.position });
+  }
+  if (entries.length === 0) return;
+  await tx.query(
+    `INSERT INTO ${t.audit_events} (org_id, sequence_number, event_type, happened_at, payload, prev_hash, entry_hash, position)
+     SELECT org_id, sequence_number, event_type, happened_at, payload::jsonb, prev_hash, entry_hash, position
+     FROM json_to_recordset($1::json) AS x(org_id text, sequence_number bigint, event_type text, happened_at timestamptz, payload text, prev_hash text, entry_hash text, position text)
+     ON CONFLICT DO NOTHING`,
+    [JSON.stringify(entries)],
+  );
+};

@@ -13,6 +13,8 @@ export const EVENT_MAX_BYTES = 1_048_576;
 export const GROUP_COMMIT_MAX_APPENDS = 512;
 /** Group commit: the most events written by one transaction (a single larger append still goes alone). */
 export const GROUP_COMMIT_MAX_EVENTS = 4_096;
+/** Folded stream states the command handler keeps per decider (least recently used dropped first). */
+export const STATE_CACHE_MAX_STREAMS = 20_000;
 
 /** Reads: default and maximum page of a readAll / readStream call. */
 export const READ_PAGE_DEFAULT = 500;

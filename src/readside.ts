@@ -21,6 +21,8 @@ import type { Projection } from './projector/projection.ts';
 import { MandateExpiryReactor } from './reactors/mandate-expiry.ts';
 import { AuditVerifier } from './audit/health.ts';
 import { ProjectionRunner } from './projector/runner.ts';
+import { PostgresEventStore } from './eventstore/postgres.ts';
+import { inlineFollower } from './projector/inline.ts';
 
 // Everything that follows the log to serve reads: the projections and the
 // audit sealer, and the progress tracker behind read-your-writes.
@@ -43,7 +45,7 @@ export async function startReadSide(
   store: EventStore,
   sealerOpts: SealerOptions,
   list: readonly Projection[] = projections,
-  opts: { now?: () => Date; reactors?: boolean } = {},
+  opts: { now?: () => Date; reactors?: boolean; inline?: boolean } = {},
 ): Promise<ReadSide> {
   await migrateCheckpoints(db);
   const progress = new Progress(db, [...list.map((p) => p.name), SEALER_NAME]);
@@ -55,6 +57,14 @@ export async function startReadSide(
   for (const r of runners) await r.start();
   await sealer.start();
   await progress.start();
+  // On the Postgres store the read side also advances inside each append
+  // transaction (src/projector/inline.ts); the runners and the sealer's own
+  // loop stay, to catch up whatever is behind (and alone serve EventStoreDB).
+  const inlineStore = store instanceof PostgresEventStore && opts.inline !== false ? store : undefined;
+  if (inlineStore) {
+    const byName = new Map(runners.map((r) => [r.projection.name, r]));
+    inlineStore.inline = inlineFollower(list, sealer, progress, (name) => name === SEALER_NAME || byName.get(name)?.state.status === 'running');
+  }
   const expiry = new MandateExpiryReactor(db, store, opts.now ?? (() => new Date()));
   await AuditVerifier.migrate(db);
   const verifier = new AuditVerifier(db, store, sealerOpts.signingKey, sealerOpts.origin ?? 'agent-ledger/audit', opts.now);
@@ -70,6 +80,7 @@ export async function startReadSide(
     verifier,
     waitFor: (position, timeoutMs) => progress.waitFor(position, timeoutMs),
     async stop() {
+      if (inlineStore) inlineStore.inline = undefined;
       await verifier.stop();
       await expiry.stop();
       await progress.stop();

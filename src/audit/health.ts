@@ -200,7 +200,10 @@ export class AuditVerifier {
       await handleCommand(this.store, incidentDecider, incidentStream(incidentId), { type: 'open', incidentId, orgId, kind: firstBreak.kind, sequence: firstBreak.sequence_number, detail: firstBreak.detail }, ctx);
     }
     if (report.ok && report.tip_sequence > 0) {
-      await handleCommand(this.store, auditConfigDecider, auditConfigStream(orgId), { type: 'initial_walk_completed', orgId, tipSequence: report.tip_sequence }, ctx, { serialize: true });
+      const r = await handleCommand(this.store, auditConfigDecider, auditConfigStream(orgId), { type: 'initial_walk_completed', orgId, tipSequence: report.tip_sequence }, ctx, { serialize: true });
+      // Recording the first walk is itself sealed into the chain (at once, when
+      // the sealer runs inline): walk once more so the watermark covers it.
+      if (r.changed) return this.verifyOrg(orgId);
     }
     return report;
   }

@@ -1,6 +1,7 @@
-import type { EventStore, NewEvent, Position, RecordedEvent } from '../eventstore/port.ts';
+import type { EventStore, ExpectedRevision, NewEvent, Position, RecordedEvent } from '../eventstore/port.ts';
+import type { InlineTx } from '../eventstore/postgres.ts';
 import { DuplicateEventId, WrongExpectedRevision } from '../eventstore/port.ts';
-import type { Db } from '../postgres/db.ts';
+import type { Db, Queryable } from '../postgres/db.ts';
 import { ensureCheckpoint, PROGRESS_CHANNEL, readCheckpoint } from '../projector/checkpoints.ts';
 import { batches } from '../projector/follow.ts';
 import { CHECKPOINT_FLUSH_MS } from '../projector/runner.ts';
@@ -62,6 +63,9 @@ export type CheckpointEventData = {
   signed_at: string;
 };
 
+/** Appends one stream's events: through the store, or inside an inline append transaction. */
+type Appender = (stream: string, events: NewEvent[], expectedRevision: ExpectedRevision) => Promise<Position>;
+
 export class Sealer {
   private readonly chains = new Map<string, Promise<Chain>>();
   private abort = new AbortController();
@@ -90,9 +94,15 @@ export class Sealer {
     this.now = opts.now ?? (() => new Date());
   }
 
+  /** True while started: only a running sealer seals inline, in append transactions. */
+  running = false;
+
+  private readonly storeAppend: Appender = async (stream, events, expectedRevision) => (await this.store.appendToStream(stream, events, { expectedRevision })).lastPosition;
+
   async start(): Promise<void> {
     await ensureCheckpoint(this.db, SEALER_NAME, 'sealer', 1);
     await this.treeReady();
+    this.running = true;
     this.abort = new AbortController();
     this.loop = this.run();
     this.timer = setInterval(() => void this.checkpointAll(false).catch(() => {}), Math.max(250, Math.floor(this.intervalMs / 2)));
@@ -102,6 +112,7 @@ export class Sealer {
   }
 
   async stop(): Promise<void> {
+    this.running = false;
     clearInterval(this.timer);
     clearInterval(this.flusher);
     this.abort.abort();
@@ -115,6 +126,9 @@ export class Sealer {
    */
   private async flush(): Promise<void> {
     const target = this.position;
+    // Inline sealing moves the checkpoint row itself.
+    const row = this.progress?.rowPosition(SEALER_NAME) ?? '';
+    if (row > this.persisted) this.persisted = row;
     if (target <= this.persisted) return;
     await this.db.transaction(async (tx) => {
       await tx.query(`UPDATE checkpoints SET position = $2, status = 'running', error = NULL, updated_at = now() WHERE name = $1 AND position < $2`, [SEALER_NAME, target]);
@@ -132,7 +146,10 @@ export class Sealer {
         this.progress?.report(SEALER_NAME, this.position);
         this.persisted = this.position;
         for await (const batch of batches(this.store, this.position, signal)) {
-          const appended = await this.seal(batch);
+          // What inline sealing (in append transactions) already covered needs nothing here.
+          const known = this.progress?.position(SEALER_NAME) ?? '';
+          const todo = known > this.position ? batch.filter((e) => e.position > known) : batch;
+          const appended = todo.length > 0 ? await this.seal(todo) : '';
           if (appended && this.afterSeal) await this.afterSeal(appended);
           const last = batch[batch.length - 1]!.position;
           this.position = last;
@@ -158,7 +175,7 @@ export class Sealer {
       if (list) list.push(e);
       else byOrg.set(org, [e]);
     }
-    const written = await Promise.all([...byOrg].map(([org, events]) => this.withChain(org, (chain) => this.sealOrg(chain, events))));
+    const written = await Promise.all([...byOrg].map(([org, events]) => this.withChain(org, (chain) => this.sealOrg(chain, events, this.storeAppend))));
     return written.reduce((a, b) => (b > a ? b : a), '');
   }
 
@@ -204,18 +221,7 @@ export class Sealer {
       lastCheckpointAt: Date.now(),
       lock: Promise.resolve(),
     };
-    const { rows } = await this.db.query<{ sequence: string; tip_hash: string; last_source_position: string; right_edge: Record<string, string>; checkpoint_size: string | null; checkpoint_root: string | null }>(
-      'SELECT sequence::text, tip_hash, last_source_position, right_edge, checkpoint_size::text, checkpoint_root FROM audit_chain_state WHERE org_id = $1',
-      [orgId],
-    );
-    const row = rows[0];
-    if (row) {
-      chain.sequence = Number(row.sequence);
-      chain.tipHash = row.tip_hash;
-      chain.lastSourcePosition = row.last_source_position;
-      chain.edge = edgeFromJson(row.right_edge);
-      if (row.checkpoint_size !== null && row.checkpoint_root !== null) chain.lastCheckpoint = { size: Number(row.checkpoint_size), root: Buffer.from(row.checkpoint_root, 'hex') };
-    }
+    const row = await this.applyStateRow(this.db, chain);
     let from = BigInt(chain.sequence);
     let caughtUp = false;
     for (;;) {
@@ -242,7 +248,23 @@ export class Sealer {
     return chain;
   }
 
-  private async saveState(q: Pick<Db, 'query'>, chain: Chain): Promise<void> {
+  /** Fills a chain from its stored state row; answers whether there was one. */
+  private async applyStateRow(q: Queryable, chain: Chain): Promise<boolean> {
+    const { rows } = await q.query<{ sequence: string; tip_hash: string; last_source_position: string; right_edge: Record<string, string>; checkpoint_size: string | null; checkpoint_root: string | null }>(
+      'SELECT sequence::text, tip_hash, last_source_position, right_edge, checkpoint_size::text, checkpoint_root FROM audit_chain_state WHERE org_id = $1',
+      [chain.orgId],
+    );
+    const row = rows[0];
+    if (!row) return false;
+    chain.sequence = Number(row.sequence);
+    chain.tipHash = row.tip_hash;
+    chain.lastSourcePosition = row.last_source_position;
+    chain.edge = edgeFromJson(row.right_edge);
+    if (row.checkpoint_size !== null && row.checkpoint_root !== null) chain.lastCheckpoint = { size: Number(row.checkpoint_size), root: Buffer.from(row.checkpoint_root, 'hex') };
+    return true;
+  }
+
+  private async saveState(q: Queryable, chain: Chain): Promise<void> {
     await q.query(
       `INSERT INTO audit_chain_state (org_id, sequence, tip_hash, last_source_position, right_edge, checkpoint_size, checkpoint_root, updated_at)
        VALUES ($1, $2, $3, $4, $5, $6, $7, now())
@@ -253,7 +275,13 @@ export class Sealer {
     );
   }
 
-  private async sealOrg(chain: Chain, events: readonly RecordedEvent[]): Promise<Position> {
+  /**
+   * Seals one organization's events. `q` is the inline append transaction when
+   * sealing inside it: the tree's nodes and the state row then commit with the
+   * entries; otherwise they are written in a transaction of their own after the
+   * append (a crash in between is repaired at load from the chain itself).
+   */
+  private async sealOrg(chain: Chain, events: readonly RecordedEvent[], append: Appender, q?: Queryable): Promise<Position> {
     // After a restart the checkpoint may lag the chain: skip what is already sealed.
     const fresh = events.filter((e) => e.position > chain.lastSourcePosition);
     if (fresh.length === 0) return '';
@@ -274,11 +302,7 @@ export class Sealer {
     }));
     let appended: Position;
     try {
-      appended = (
-        await this.store.appendToStream(auditStream(chain.orgId), newEvents, {
-          expectedRevision: chain.sequence === 0 ? 'no_stream' : BigInt(chain.sequence - 1),
-        })
-      ).lastPosition;
+      appended = await append(auditStream(chain.orgId), newEvents, chain.sequence === 0 ? 'no_stream' : BigInt(chain.sequence - 1));
     } catch (err) {
       if (err instanceof WrongExpectedRevision || err instanceof DuplicateEventId) {
         // The chain moved under us (another sealer, or a restart): reload and let the loop retry.
@@ -292,14 +316,107 @@ export class Sealer {
     chain.sequence = seq;
     chain.tipHash = prev;
     chain.lastSourcePosition = fresh[fresh.length - 1]!.position;
-    // The tree's nodes and the chain's constant-size state, together: a crash
-    // before this commit is repaired at load from the chain itself.
-    await this.db.transaction(async (tx) => {
-      await storeNodes(tx, chain.orgId, nodes);
-      await this.saveState(tx, chain);
-    });
-    await this.maybeCheckpoint(chain, false);
+    // The tree's nodes and the chain's constant-size state, together.
+    if (q) {
+      await storeNodes(q, chain.orgId, nodes);
+      await this.saveState(q, chain);
+    } else {
+      await this.db.transaction(async (tx) => {
+        await storeNodes(tx, chain.orgId, nodes);
+        await this.saveState(tx, chain);
+      });
+    }
+    await this.maybeCheckpoint(chain, false, append, q);
     return appended;
+  }
+
+  /**
+   * Seals a batch inside an append transaction (the log-head row is locked, so
+   * no other writer moves a chain meanwhile). Each chain cached here is first
+   * brought up to date from its stream in the transaction (entries another
+   * process sealed since), then extended; the entries are appended in the same
+   * transaction. Answers the recorded entries (and any signed checkpoints).
+   * If the transaction does not commit, `forget` drops the touched chains.
+   */
+  async sealInline(tx: InlineTx, batch: readonly RecordedEvent[]): Promise<{ written: RecordedEvent[]; forget: () => void }> {
+    const byOrg = new Map<string, RecordedEvent[]>();
+    for (const e of batch) {
+      if (isAuditStream(e.streamName)) continue;
+      const list = byOrg.get(e.metadata.org_id);
+      if (list) list.push(e);
+      else byOrg.set(e.metadata.org_id, [e]);
+    }
+    const touched = [...byOrg.keys()];
+    const forget = () => {
+      for (const org of touched) this.chains.delete(org);
+    };
+    const written: RecordedEvent[] = [];
+    const append: Appender = async (stream, events, expectedRevision) => {
+      const [r] = await tx.append([{ stream, events, expectedRevision }]);
+      if (!r!.ok) throw new WrongExpectedRevision(stream, expectedRevision, r!.actual);
+      written.push(...r!.events);
+      return r!.events[r!.events.length - 1]!.position;
+    };
+    try {
+      for (const [org, events] of byOrg) {
+        let pending = this.chains.get(org);
+        if (!pending) {
+          // From the stored state row (constant size), then the entries after it.
+          await this.treeReady();
+          const loaded = this.emptyChain(org);
+          await this.applyStateRow(tx, loaded);
+          pending = Promise.resolve(loaded);
+          this.chains.set(org, pending);
+          await this.catchUpChain(tx, loaded, true);
+        }
+        const chain = await pending;
+        try {
+          // Optimistic: the append's expected revision checks the cached tip.
+          await this.sealOrg(chain, events, append, tx);
+        } catch (err) {
+          if (!(err instanceof WrongExpectedRevision)) throw err;
+          // Another process sealed since: read its entries from our tip and seal on top.
+          const fresh = this.emptyChain(org);
+          Object.assign(fresh, { sequence: chain.sequence, tipHash: chain.tipHash, edge: new Map(chain.edge), lastSourcePosition: chain.lastSourcePosition, lastCheckpoint: chain.lastCheckpoint });
+          this.chains.set(org, Promise.resolve(fresh));
+          await this.catchUpChain(tx, fresh, true);
+          await this.sealOrg(fresh, events, append, tx);
+        }
+      }
+    } catch (err) {
+      forget();
+      throw err;
+    }
+    return { written, forget };
+  }
+
+  private emptyChain(orgId: string): Chain {
+    return { orgId, sequence: 0, tipHash: genesisHash(orgId), edge: new Map(), lastSourcePosition: '', lastCheckpoint: null, lastCheckpointAt: Date.now(), lock: Promise.resolve() };
+  }
+
+  /** Reads the entries appended after the cached tip (none, unless another process sealed), and the last checkpoint when they moved it. */
+  private async catchUpChain(tx: InlineTx, chain: Chain, fresh: boolean): Promise<void> {
+    let moved = false;
+    for (;;) {
+      const page = await tx.readStream(auditStream(chain.orgId), BigInt(chain.sequence), 5000);
+      for (const e of page) {
+        const entry = e.data as unknown as AuditEntry;
+        if (entry.sequence_number !== chain.sequence + 1) throw new Error(`audit chain ${chain.orgId}: entry ${entry.sequence_number} after ${chain.sequence}`);
+        await storeNodes(tx, chain.orgId, appendLeaves(chain.sequence, [leafHash(Buffer.from(entry.entry_hash, 'hex'))], chain.edge));
+        chain.sequence = entry.sequence_number;
+        chain.tipHash = entry.entry_hash;
+        chain.lastSourcePosition = entry.source.position;
+        moved = true;
+      }
+      if (page.length < 5000) break;
+    }
+    if (moved || fresh) {
+      const last = await tx.readLast(checkpointStream(chain.orgId));
+      if (last) {
+        const d = last.data as unknown as CheckpointEventData;
+        chain.lastCheckpoint = { size: d.size, root: Buffer.from(d.root_hash, 'hex') };
+      }
+    }
   }
 
   /** Signs checkpoints for every chain with unsigned entries (`force`), or those due. */
@@ -309,7 +426,7 @@ export class Sealer {
     }
   }
 
-  private async maybeCheckpoint(chain: Chain, force: boolean): Promise<void> {
+  private async maybeCheckpoint(chain: Chain, force: boolean, append: Appender = this.storeAppend, q: Queryable = this.db): Promise<void> {
     const lastSize = chain.lastCheckpoint?.size ?? 0;
     if (chain.sequence === lastSize) return;
     const due = chain.sequence - lastSize >= this.every || Date.now() - chain.lastCheckpointAt >= this.intervalMs;
@@ -317,7 +434,7 @@ export class Sealer {
     const size = chain.sequence;
     const root = edgeRoot(chain.edge);
     if (chain.lastCheckpoint) {
-      const proof = await consistencyProofFromStore(this.db, chain.orgId, chain.lastCheckpoint.size, size);
+      const proof = await consistencyProofFromStore(q, chain.orgId, chain.lastCheckpoint.size, size);
       if (!verifyConsistency(chain.lastCheckpoint.size, size, chain.lastCheckpoint.root, root, proof)) {
         throw new Error(`audit chain ${chain.orgId} is not consistent with its checkpoint at size ${chain.lastCheckpoint.size}; refusing to sign`);
       }
@@ -335,19 +452,23 @@ export class Sealer {
       signed_at: at,
     };
     try {
-      await this.store.appendToStream(checkpointStream(chain.orgId), [
-        {
-          id: derivedUuid('checkpoint', `${chain.orgId}/${size}`),
-          type: CHECKPOINT_EVENT_TYPE,
-          data: data as unknown as NewEvent['data'],
-          metadata: { org_id: chain.orgId, actor: { kind: 'system', id: SEALER_NAME }, occurred_at: at, schema_version: 1 },
-        },
-      ]);
+      await append(
+        checkpointStream(chain.orgId),
+        [
+          {
+            id: derivedUuid('checkpoint', `${chain.orgId}/${size}`),
+            type: CHECKPOINT_EVENT_TYPE,
+            data: data as unknown as NewEvent['data'],
+            metadata: { org_id: chain.orgId, actor: { kind: 'system', id: SEALER_NAME }, occurred_at: at, schema_version: 1 },
+          },
+        ],
+        'any',
+      );
     } catch (err) {
       if (!(err instanceof DuplicateEventId)) throw err; // already signed at this size
     }
     chain.lastCheckpoint = { size, root };
     chain.lastCheckpointAt = Date.now();
-    await this.saveState(this.db, chain);
+    await this.saveState(q, chain);
   }
 }

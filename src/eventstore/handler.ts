@@ -1,5 +1,6 @@
 import { type DomainEvent, parseEvent } from '../../events/index.ts';
 import type { Actor, EventMeta } from '../../events/common.ts';
+import { STATE_CACHE_MAX_STREAMS } from '../limits.ts';
 import { type EventStore, type ExpectedRevision, type NewEvent, type Position, WrongExpectedRevision } from './port.ts';
 import { eventsAppended } from '../metrics.ts';
 
@@ -94,10 +95,41 @@ export function eventMeta(ctx: CommandContext, at: string): EventMeta {
   };
 }
 
+type Folded = { state: unknown; revision: bigint };
+
+// Folded states by store and decider, keyed by stream, each with the revision
+// it folds up to. A command starts from the cached state and reads only the
+// events after that revision (none, usually), so its cost does not grow with
+// the stream. Safe with other writers: whatever another process appended is
+// read from the cached revision forward before deciding, and the append's
+// expected revision rejects anything that slips in between. Relies on
+// `evolve` never mutating the state it is given (every decider returns a new
+// state), so a cached state is never changed under a reader.
+const folded = new WeakMap<EventStore, WeakMap<object, Map<string, Folded>>>();
+
+function cacheOf(store: EventStore, decider: object): Map<string, Folded> {
+  let byDecider = folded.get(store);
+  if (!byDecider) folded.set(store, (byDecider = new WeakMap()));
+  let m = byDecider.get(decider);
+  if (!m) byDecider.set(decider, (m = new Map()));
+  return m;
+}
+
+function remember(cache: Map<string, Folded>, stream: string, state: unknown, revision: bigint | null): void {
+  if (revision === null) return;
+  const cur = cache.get(stream);
+  if (cur && cur.revision >= revision) return;
+  cache.delete(stream);
+  cache.set(stream, { state, revision });
+  if (cache.size > STATE_CACHE_MAX_STREAMS) cache.delete(cache.keys().next().value!);
+}
+
 export async function loadState<State>(store: EventStore, stream: string, decider: Pick<Decider<State, unknown>, 'initialState' | 'evolve'>) {
-  let state = decider.initialState();
-  let revision: bigint | null = null;
-  let from = 0n;
+  const cache = cacheOf(store, decider);
+  const hit = cache.get(stream);
+  let state = hit ? (hit.state as State) : decider.initialState();
+  let revision: bigint | null = hit ? hit.revision : null;
+  let from = revision === null ? 0n : revision + 1n;
   for (;;) {
     const page = await store.readStream(stream, { fromRevision: from, maxCount: 1000 });
     for (const e of page) {
@@ -107,6 +139,12 @@ export async function loadState<State>(store: EventStore, stream: string, decide
     if (page.length < 1000) break;
     from = page[page.length - 1]!.revision + 1n;
   }
+  if (hit) {
+    // Most recently used last.
+    cache.delete(stream);
+    cache.set(stream, hit);
+  }
+  remember(cache, stream, state, revision);
   return { state, revision };
 }
 
@@ -153,6 +191,13 @@ async function decideAndAppend<State, Command>(
       for (const e of produced) eventsAppended.inc({ type: e.type });
       let next = state;
       for (const e of produced) next = decider.evolve(next, e);
+      // Cached only when the append was checked against exactly the state folded
+      // (not with 'any'), folding the events as readers will parse them.
+      if (expected === (revision ?? 'no_stream')) {
+        let cached = state;
+        for (const e of newEvents) cached = decider.evolve(cached, parseEvent(e.type, e.data));
+        remember(cacheOf(store, decider), stream, cached, res.nextExpectedRevision);
+      }
       return { state: next, events: produced, changed: true, lastPosition: res.lastPosition };
     } catch (err) {
       if (!(err instanceof WrongExpectedRevision)) throw err;

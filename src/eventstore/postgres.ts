@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Db } from '../postgres/db.ts';
+import type { Db, Queryable } from '../postgres/db.ts';
 import { GROUP_COMMIT_MAX_APPENDS, GROUP_COMMIT_MAX_EVENTS, READ_PAGE_DEFAULT, READ_PAGE_MAX, SUBSCRIPTION_POLL_MS, SUBSCRIPTION_RETRY_MS } from '../limits.ts';
 import {
   type AppendResult,
@@ -158,6 +158,31 @@ type Pending = {
   resolve: (r: AppendResult) => void;
   reject: (e: unknown) => void;
 };
+
+/**
+ * What an inline follower gets inside the append transaction: the transaction
+ * itself (the log-head row is locked, so nothing else appends until it commits),
+ * appends into the same transaction, and stream reads that see them.
+ */
+export type InlineTx = Queryable & {
+  /** Appends in this transaction, each checked against its expected revision; answers per append. */
+  append(appends: ReadonlyArray<{ stream: string; events: readonly NewEvent[]; expectedRevision: ExpectedRevision }>): Promise<Array<{ ok: true; events: RecordedEvent[] } | { ok: false; actual: 'no_stream' | bigint }>>;
+  readStream(stream: string, fromRevision: bigint, maxCount: number): Promise<RecordedEvent[]>;
+  /** The last event of a stream, if any. */
+  readLast(stream: string): Promise<RecordedEvent | undefined>;
+};
+
+/**
+ * Runs inside every append transaction that wrote events, after them, with the
+ * head position before the batch and the recorded events in log order. If it
+ * throws, the transaction is rolled back and the batch is written again without
+ * it (the asynchronous followers then catch up). Answers what to do once the
+ * transaction has committed, or if it did not.
+ */
+export type InlineOutcome = { committed?: () => void; rolledBack?: () => void };
+export type InlineFollower = (tx: InlineTx, before: Position, events: RecordedEvent[]) => Promise<InlineOutcome | void>;
+
+type AppendRow = { ok: boolean; actual: string; last_revision: string | null; last_position: string | null; at: Date };
 
 type EventRow = {
   position: string;
@@ -324,8 +349,12 @@ export class PostgresEventStore implements EventStore {
     return wrapped;
   }
 
-  /** Writes a batch in one statement (one transaction) and answers each append. */
-  private async commit(batch: Pending[]): Promise<void> {
+  /** Set by the read side: followers that advance inside the append transaction. */
+  inline: InlineFollower | undefined;
+  /** Called when an inline follower failed (its work was rolled back; the appends stand). */
+  onInlineError: ((err: unknown) => void) | undefined;
+
+  private static encode(batch: ReadonlyArray<{ stream: string; expected: ExpectedRevision; events: readonly CheckedEvent[] }>): unknown[] {
     const streams: string[] = [];
     const expected: string[] = [];
     const counts: number[] = [];
@@ -348,12 +377,77 @@ export class PostgresEventStore implements EventStore {
         metadata.push(e.metadata);
       });
     });
-    const { rows } = await this.db.query<{ ok: boolean; actual: string; last_revision: string | null; last_position: string | null }>(
-      'SELECT ok, actual, last_revision, last_position FROM es_append($1::text[], $2::bigint[], $3::int[], $4::int[], $5::int[], $6::uuid[], $7::text[], $8::json[], $9::json[])',
-      [streams, expected, counts, eventAppend, eventK, ids, types, data, metadata],
-      { name: 'es_append_v2' },
-    );
-    if (rows.length !== batch.length) throw new Error(`es_append answered ${rows.length} rows for ${batch.length} appends`);
+    return [streams, expected, counts, eventAppend, eventK, ids, types, data, metadata];
+  }
+
+  private static readonly APPEND_SQL =
+    'SELECT ok, actual, last_revision, last_position, now() AS at FROM es_append($1::text[], $2::bigint[], $3::int[], $4::int[], $5::int[], $6::uuid[], $7::text[], $8::json[], $9::json[])';
+
+  /** The events of an accepted append as readers will see them (positions of one append are consecutive). */
+  private static recorded(p: { stream: string; events: readonly CheckedEvent[] }, r: AppendRow): RecordedEvent[] {
+    const n = BigInt(p.events.length);
+    const lastPos = BigInt(r.last_position!);
+    const lastRev = BigInt(r.last_revision!);
+    const at = r.at.toISOString();
+    return p.events.map((e, k) => ({
+      id: e.id,
+      type: e.type,
+      streamName: p.stream,
+      revision: lastRev - n + 1n + BigInt(k),
+      position: formatPosition(lastPos - n + 1n + BigInt(k)),
+      data: JSON.parse(e.data) as JsonObject,
+      metadata: JSON.parse(e.metadata) as EventMetadata,
+      recordedAt: at,
+    }));
+  }
+
+  /** Writes a batch in one statement (one transaction) and answers each append. */
+  private async commit(batch: Pending[], useInline = true): Promise<void> {
+    let rows: AppendRow[];
+    const hook: { after: InlineOutcome | void } = { after: undefined };
+    const params = PostgresEventStore.encode(batch);
+    const inline = useInline ? this.inline : undefined;
+    if (!inline) {
+      rows = (await this.db.query<AppendRow>(PostgresEventStore.APPEND_SQL, params, { name: 'es_append_v3' })).rows;
+      if (rows.length !== batch.length) throw new Error(`es_append answered ${rows.length} rows for ${batch.length} appends`);
+    } else {
+      // Inline followers: the read models and the audit chain advance in the
+      // append transaction itself, under the log-head lock, with one commit.
+      let followersFailed = false;
+      try {
+        rows = await this.db.transaction(async (tx) => {
+          const rs = (await tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, params, { name: 'es_append_v3' })).rows;
+          if (rs.length !== batch.length) throw new Error(`es_append answered ${rs.length} rows for ${batch.length} appends`);
+          const events: RecordedEvent[] = [];
+          let before: bigint | undefined;
+          batch.forEach((p, i) => {
+            const r = rs[i]!;
+            if (!r.ok) return;
+            const first = BigInt(r.last_position!) - BigInt(p.events.length);
+            if (before === undefined || first < before) before = first;
+            events.push(...PostgresEventStore.recorded(p, r));
+          });
+          if (before !== undefined) {
+            events.sort((a, b) => (a.position < b.position ? -1 : 1));
+            try {
+              hook.after = await inline(this.inlineTx(tx), formatPosition(before), events);
+            } catch (err) {
+              followersFailed = true;
+              this.onInlineError?.(err);
+              throw err;
+            }
+          }
+          return rs;
+        });
+      } catch (err) {
+        hook.after?.rolledBack?.();
+        // A follower failed: its work and the appends were rolled back together.
+        // Write the appends alone (each checked again); the asynchronous
+        // followers catch up and record the failure where it belongs.
+        if (followersFailed) return this.commit(batch, false);
+        throw err;
+      }
+    }
     let moved = false;
     batch.forEach((p, i) => {
       const r = rows[i]!;
@@ -365,7 +459,32 @@ export class PostgresEventStore implements EventStore {
         p.reject(new WrongExpectedRevision(p.stream, p.expected, actual < 0n ? 'no_stream' : actual));
       }
     });
+    hook.after?.committed?.();
     if (moved) this.signal.fire();
+  }
+
+  private inlineTx(tx: Queryable): InlineTx {
+    return {
+      query: (text, params, opts) => tx.query(text, params, opts),
+      append: async (appends) => {
+        const items = appends.map((a) => ({ stream: a.stream, expected: a.expectedRevision, events: checkAppend(a.stream, a.events, a.expectedRevision, randomUUID) }));
+        const { rows } = await tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, PostgresEventStore.encode(items), { name: 'es_append_v3' });
+        return items.map((p, i) => {
+          const r = rows[i]!;
+          if (r.ok) return { ok: true as const, events: PostgresEventStore.recorded(p, r) };
+          const actual = BigInt(r.actual);
+          return { ok: false as const, actual: actual < 0n ? ('no_stream' as const) : actual };
+        });
+      },
+      readStream: async (stream, fromRevision, maxCount) => {
+        const { rows } = await tx.query<EventRow>(`${SELECT_EVENT} WHERE stream_name = $1 AND stream_revision >= $2 ORDER BY stream_revision LIMIT $3`, [stream, fromRevision.toString(), maxCount]);
+        return rows.map(toRecorded);
+      },
+      readLast: async (stream) => {
+        const { rows } = await tx.query<EventRow>(`${SELECT_EVENT} WHERE stream_name = $1 ORDER BY stream_revision DESC LIMIT 1`, [stream]);
+        return rows[0] ? toRecorded(rows[0]) : undefined;
+      },
+    };
   }
 
   async readStream(stream: string, opts: ReadStreamOptions = {}): Promise<RecordedEvent[]> {

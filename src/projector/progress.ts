@@ -39,6 +39,20 @@ export class Progress {
     return this.positions.get(name);
   }
 
+  private readonly rows = new Map<string, Position>();
+
+  /** The last known value of a follower's checkpoint row (read from it, or written by this process). */
+  rowPosition(name: string): Position | undefined {
+    return this.rows.get(name);
+  }
+
+  /** A follower's checkpoint row was written (committed) at `position`. */
+  reportRow(name: string, position: Position): void {
+    const cur = this.rows.get(name);
+    if (cur === undefined || position > cur) this.rows.set(name, position);
+    this.report(name, position);
+  }
+
   /** A follower in this process moved. */
   report(name: string, position: Position): void {
     const cur = this.positions.get(name);
@@ -50,7 +64,7 @@ export class Progress {
     try {
       const { rows } = await this.db.query<{ name: string; position: string; applied_position: string }>('SELECT name, position, applied_position FROM checkpoints WHERE name = ANY($1)', [this.required]);
       for (const r of rows) {
-        this.report(r.name, r.position);
+        this.reportRow(r.name, r.position);
         this.report(appliedKey(r.name), r.applied_position);
       }
     } catch {

@@ -39,7 +39,7 @@ async function applyEach(tx: Queryable, p: Projection, events: readonly Recorded
  * inside a savepoint, falling back to one by one (which names the failing
  * event) if the set-based form fails.
  */
-async function applyBatch(tx: Queryable, p: Projection, events: readonly RecordedEvent[], t: TableNames): Promise<void> {
+export async function applyBatch(tx: Queryable, p: Projection, events: readonly RecordedEvent[], t: TableNames): Promise<void> {
   const handled = events.filter((e) => p.eventTypes.has(e.type));
   if (handled.length === 0) return;
   if (!p.applyBatch || handled.length === 1) return applyEach(tx, p, handled, t);
@@ -125,12 +125,19 @@ export class ProjectionRunner {
       const flush = () =>
         serial(async () => {
           if (pos <= persisted) return;
+          // The row is already there (moved inline, or by another process): nothing to write.
+          const row = this.progress?.rowPosition(p.name) ?? '';
+          if (row >= pos) {
+            persisted = row;
+            return;
+          }
           const target = pos;
           await this.db.transaction(async (tx) => {
             const now = await readCheckpoint(tx, p.name, true);
-            if (now && now.position === persisted && now.version === p.version) await advanceCheckpoint(tx, p.name, target);
+            if (!now || now.version !== p.version || now.position < persisted) return;
+            if (now.position < target) await advanceCheckpoint(tx, p.name, target);
+            persisted = now.position < target ? target : now.position;
           });
-          persisted = target;
         });
       const flusher = setInterval(() => void flush().catch(() => {}), CHECKPOINT_FLUSH_MS);
       this.state = { name: p.name, status: 'running', position: pos };
@@ -142,20 +149,32 @@ export class ProjectionRunner {
       try {
         for await (const batch of batches(this.store, pos, inner.signal)) {
           const last = batch[batch.length - 1]!.position;
-          if (batch.some((e) => p.eventTypes.has(e.type))) {
+          // Events already processed (inline, in their append transaction, or
+          // by another process) need no transaction here.
+          const known = this.progress?.position(p.name) ?? '';
+          const todo = known > pos ? batch.filter((e) => e.position > known) : batch;
+          if (todo.some((e) => p.eventTypes.has(e.type))) {
             const moved = await serial(() =>
               this.db.transaction(async (tx) => {
                 const now = await readCheckpoint(tx, p.name, true);
-                // Someone else (a rebuild swap, another process) moved the checkpoint: resync.
-                if (!now || now.position !== persisted || now.version !== p.version) return false;
-                await applyBatch(tx, p, batch, t);
+                if (!now || now.version !== p.version) return false;
+                let events = todo;
+                if (now.position !== persisted) {
+                  // Moved forward by someone else (inline followers, another process, a rebuild swap): adopt it and
+                  // apply only what lies beyond; moved in any other way: resync.
+                  if (now.position < persisted || now.status !== 'running') return false;
+                  persisted = now.position;
+                  events = todo.filter((e) => e.position > now.position);
+                  if (events.length === 0) return true;
+                }
+                await applyBatch(tx, p, events, t);
                 await advanceCheckpoint(tx, p.name, last, { applied: true });
+                persisted = last;
                 return true;
               }),
             );
             if (!moved) break;
-            persisted = last;
-            this.progress?.report(appliedKey(p.name), last);
+            if (persisted === last) this.progress?.report(appliedKey(p.name), last);
           }
           pos = last;
           this.state.position = pos;

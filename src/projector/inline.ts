@@ -1,0 +1,76 @@
+import type { InlineFollower, InlineTx } from '../eventstore/postgres.ts';
+import type { Position, RecordedEvent } from '../eventstore/port.ts';
+import type { Sealer } from '../audit/sealer.ts';
+import { SEALER_NAME } from '../audit/sealer.ts';
+import { appliedKey, PROGRESS_CHANNEL } from './checkpoints.ts';
+import type { Progress } from './progress.ts';
+import { applyBatch } from './runner.ts';
+import { liveTables, type Projection } from './projection.ts';
+
+// Inline followers (Postgres event store only): in the append transaction
+// itself, after the batch's events and under the log-head row lock, the audit
+// sealer seals the batch and every projection applies it (business events and
+// the audit entries just written), and all their checkpoints move to the new
+// head in one statement. One transaction, one commit, one WAL flush per batch;
+// a request waiting for its position is answered as soon as the batch commits.
+//
+// Only followers whose checkpoint stands exactly at the head before the batch
+// (caught up, running, same version) take part; the others are left to their
+// asynchronous runner, which catches them up from their checkpoint and hands
+// over once it reaches the head (the checkpoint rows are locked FOR UPDATE
+// here and by the runners, so the hand-over is a compare-and-set). It is the
+// same code (`apply`/`applyBatch`, `Sealer.sealOrg`) as the asynchronous path,
+// on the same events, so both produce the same rows and chains.
+
+export function inlineFollower(projections: readonly Projection[], sealer: Sealer, progress: Progress, isRunning: (name: string) => boolean): InlineFollower {
+  const byName = new Map(projections.map((p) => [p.name, p]));
+  const names = [...projections.map((p) => p.name), SEALER_NAME];
+  return async (tx: InlineTx, before: Position, events: RecordedEvent[]) => {
+    const { rows } = await tx.query<{ name: string; position: string; version: number; status: string }>(
+      'SELECT name, position, version, status FROM checkpoints WHERE name = ANY($1) ORDER BY name FOR UPDATE',
+      [names],
+      { name: 'inline_lock_checkpoints' },
+    );
+    const caught = rows.filter((r) => {
+      if (r.position !== before || r.status !== 'running' || !isRunning(r.name)) return false;
+      if (r.name === SEALER_NAME) return sealer.running;
+      return byName.get(r.name)?.version === r.version;
+    });
+    if (caught.length === 0) return;
+    let all = events;
+    let forget: (() => void) | undefined;
+    if (caught.some((r) => r.name === SEALER_NAME)) {
+      const sealed = await sealer.sealInline(tx, events);
+      forget = sealed.forget;
+      if (sealed.written.length > 0) all = [...events, ...sealed.written];
+    }
+    try {
+      const head = all[all.length - 1]!.position;
+      const applied: string[] = [];
+      for (const r of caught) {
+        const p = byName.get(r.name);
+        if (!p) continue;
+        if (!all.some((e) => p.eventTypes.has(e.type))) continue;
+        await applyBatch(tx, p, all, liveTables(p));
+        applied.push(p.name);
+      }
+      // One statement moves every checkpoint and wakes waiters in other processes.
+      await tx.query(
+        `WITH moved AS (UPDATE checkpoints SET position = $2, applied_position = CASE WHEN name = ANY($3) THEN $2 ELSE applied_position END, status = 'running', error = NULL, error_position = NULL, updated_at = now() WHERE name = ANY($1) RETURNING 1)
+         SELECT pg_notify($4, 'inline') FROM (SELECT count(*) FROM moved) m`,
+        [caught.map((r) => r.name), head, applied, PROGRESS_CHANNEL],
+        { name: 'inline_checkpoints' },
+      );
+      return {
+        committed: () => {
+          for (const name of applied) progress.report(appliedKey(name), head);
+          for (const r of caught) progress.reportRow(r.name, head);
+        },
+        rolledBack: () => forget?.(),
+      };
+    } catch (err) {
+      forget?.();
+      throw err;
+    }
+  };
+}

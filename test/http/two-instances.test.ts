@@ -1,0 +1,98 @@
+import t from 'tap';
+import { randomBytes } from 'node:crypto';
+import { buildApp } from '../../src/app.ts';
+import { Vault } from '../../src/adapters/vault.ts';
+import { auditStream, isAuditStream } from '../../src/audit/chain.ts';
+import { verifyOrgChain } from '../../src/audit/verifier.ts';
+import { PostgresEventStore } from '../../src/eventstore/postgres.ts';
+import { openDb } from '../../src/postgres/db.ts';
+import { listCheckpoints } from '../../src/projector/checkpoints.ts';
+import { startReadSide } from '../../src/readside.ts';
+import { bootstrapOrg, SERVICE_SECRET, testApp } from '../helpers/app.ts';
+
+// Two service instances on one database, as two processes run them: each with
+// its own pool, event store (its own group commit and inline followers), read
+// side, sealer and command-state cache. Commands go through both at once;
+// every 2xx is visible through both at once; the audit chain stays gapless and
+// no projection records an error.
+
+const a = await testApp(t);
+const dbB = openDb(a.ledger.url, { max: 10 });
+const storeB = await PostgresEventStore.open(dbB);
+const readSideB = await startReadSide(dbB, storeB, { signingKey: a.ledger.key, origin: a.ledger.origin, checkpointEveryEntries: 4, checkpointIntervalMs: 60_000 }, undefined, { reactors: false });
+const appB = await buildApp({ vault: await Vault.open(dbB, randomBytes(32)), db: dbB, store: storeB, readSide: readSideB, serviceSecret: SERVICE_SECRET, baseUrl: 'http://127.0.0.1:8080', logLevel: 'silent', readWaitMs: 10_000, rateLimit: { burst: 100_000, perSecond: 100_000 } });
+t.teardown(async () => {
+  await appB.close();
+  await readSideB.stop();
+  await storeB.close();
+  await dbB.close();
+});
+const apps = [a.app, appB];
+
+const org = await bootstrapOrg(a.app, 'Twins');
+const inject = (i: number, method: 'GET' | 'POST', url: string, payload?: Record<string, unknown>) => apps[i]!.inject({ method, url, headers: org.key, ...(payload ? { payload } : {}) });
+const agent = await inject(1, 'POST', '/v1/agents', { agent_id: 'buyer', principal_ref: 'p' });
+if (agent.statusCode !== 201) throw new Error(agent.body);
+const consumer = (await inject(0, 'POST', '/v1/consumers', {})).json();
+const mandates: string[] = [];
+for (let i = 0; i < 4; i++) {
+  const r = await inject(i % 2, 'POST', '/v1/mandates', { consumer_id: consumer.id, agent_id: 'buyer', purpose: 'twins', merchant_allowlist: ['shop@pix.example'], merchant_pin_kind: 'pix-key', cap_minor: '1000', per_tx_cap_minor: '300', currency: 'BRL', expires_at: Math.floor(Date.now() / 1000) + 3600 });
+  if (r.statusCode !== 201) throw new Error(r.body);
+  mandates.push(r.json().id);
+}
+
+t.test('concurrent commands through both instances: every 2xx visible through both, caps hold, chains gapless, no projection error', async (t) => {
+  const approved = new Map<string, bigint>(mandates.map((m) => [m, 0n]));
+  let twoXX = 0;
+  const problems: string[] = [];
+  await Promise.all(
+    Array.from({ length: 80 }, async (_, i) => {
+      const via = i % 2;
+      const m = mandates[i % mandates.length]!;
+      if (i % 8 === 7) {
+        const verb = i % 16 === 7 ? 'pause' : 'resume';
+        const r = await inject(via, 'POST', `/v1/mandates/${m}/${verb}`);
+        if (r.statusCode !== 200) return;
+        twoXX++;
+        // What this answer says is the current state, through both instances (unless a later command moved it).
+        return;
+      }
+      const r = await inject(via, 'POST', `/v1/consumers/mandates/${m}/spend`, { amount_minor: '70', currency: 'BRL', merchant: 'shop@pix.example' });
+      if (r.statusCode !== 201) {
+        if (!['total_cap_exceeded', 'mandate_not_active'].includes(r.json().error?.code)) problems.push(`spend ${r.statusCode} ${r.body}`);
+        return;
+      }
+      twoXX++;
+      const txn = r.json().transaction_id as string;
+      approved.set(m, approved.get(m)! + 70n);
+      for (const other of [0, 1]) {
+        const card = (await inject(other, 'GET', `/v1/consumers/mandates/${m}/card`)).json();
+        if (!card.authorizations.some((x: { transaction_id: string }) => x.transaction_id === txn)) problems.push(`${txn} (201 through instance ${via}) not visible through instance ${other}`);
+      }
+    }),
+  );
+  t.same(problems, [], 'every 2xx visible through both instances');
+  t.ok(twoXX > 20, `${twoXX} commands answered 2xx`);
+  for (const [m, total] of approved) {
+    t.ok(total <= 1000n, `cap of ${m} holds`);
+    for (const i of [0, 1]) {
+      const card = (await inject(i, 'GET', `/v1/consumers/mandates/${m}/card`)).json();
+      const sum = (card.authorizations as { decision: string; amount_minor: string }[]).filter((x) => x.decision === 'approved').reduce((n, x) => n + BigInt(x.amount_minor), 0n);
+      t.equal(sum, total, `approved spends of ${m} through instance ${i}`);
+    }
+  }
+  // The audit chain: one entry per business event, gapless, verified.
+  await a.ledger.settle();
+  const business = (await a.ledger.store.readAll({ maxCount: 10_000 })).filter((e) => !isAuditStream(e.streamName) && e.metadata.org_id === org.orgId);
+  const entries = await a.ledger.store.readStream(auditStream(org.orgId), { maxCount: 10_000 });
+  t.equal(entries.length, business.length, 'one entry per event, none twice');
+  t.same(
+    entries.map((e) => (e.data as { sequence_number: number }).sequence_number),
+    entries.map((_, i) => i + 1),
+    'gapless sequence',
+  );
+  const report = await verifyOrgChain(a.ledger.store, org.orgId, a.ledger.key, a.ledger.origin);
+  t.ok(report.ok, JSON.stringify(report.problems?.slice(0, 3)));
+  const failed = (await listCheckpoints(a.ledger.db)).filter((c) => c.status !== 'running' || c.error);
+  t.same(failed, [], 'no follower failed');
+});
