@@ -1,9 +1,10 @@
-import { auditConfigDecider, auditConfigStream, DEFAULT_THRESHOLDS, incidentDecider, incidentStream, type Thresholds } from '../../commands/audit.ts';
+import { auditConfigDecider, auditConfigStream, incidentDecider, incidentStream, type Thresholds } from '../../commands/audit.ts';
 import { handleCommand, loadState } from '../eventstore/handler.ts';
 import type { EventStore } from '../eventstore/port.ts';
 import type { Db } from '../postgres/db.ts';
 import { derivedUuid } from './chain.ts';
-import { verifyOrgChain, type VerifyReport } from './verifier.ts';
+import { verifyOrgChain, type Problem, type VerifyReport } from './verifier.ts';
+import { verifyRange } from './windows.ts';
 import { auditVerificationPasses } from '../metrics.ts';
 
 // The verification worker: re-walks each organization's chain on a schedule
@@ -27,8 +28,9 @@ export type VerificationRow = {
   in_progress: boolean;
 };
 
-/** Walk at least this often, whatever the configuration says, so health stays fresh. */
-const MAX_INTERVAL_MS = 60_000;
+/** Bounds on one pass: entries past the watermark, and one chunk of the cold cycle. */
+const FORWARD_CHUNK = 50_000;
+const COLD_CHUNK = 20_000;
 const TICK_MS = 1_000;
 
 export class AuditVerifier {
@@ -56,6 +58,13 @@ export class AuditVerifier {
       events_processed bigint NOT NULL DEFAULT 0,
       in_progress boolean NOT NULL DEFAULT false
     )`);
+    // The windowed schedule (issue: verification that does not grow with history).
+    await db.query(`ALTER TABLE audit_verification
+      ADD COLUMN IF NOT EXISTS hot_checked_at timestamptz,
+      ADD COLUMN IF NOT EXISTS warm_checked_at timestamptz,
+      ADD COLUMN IF NOT EXISTS cold_checked_at timestamptz,
+      ADD COLUMN IF NOT EXISTS cold_cursor bigint,
+      ADD COLUMN IF NOT EXISTS cold_cycle_started_at timestamptz`);
   }
 
   start(): void {
@@ -72,19 +81,102 @@ export class AuditVerifier {
     await this.running;
   }
 
-  /** Walks every organization whose last walk is older than its staleness bound. */
+  /** One scheduled pass over every organization (windowed, bounded per pass). */
   async tick(): Promise<void> {
-    const { rows } = await this.db.query<{ org_id: string; last: string | null; hot: number | null }>(
-      `SELECT o.org_id, v.last_checked_at::text AS last, c.hot_max_staleness_seconds AS hot
-       FROM orgs o LEFT JOIN audit_verification v ON v.org_id = o.org_id LEFT JOIN audit_configs c ON c.org_id = o.org_id`,
-    );
-    const now = this.now().getTime();
-    for (const r of rows) {
-      const interval = Math.min((r.hot ?? DEFAULT_THRESHOLDS.hot_max_staleness_seconds) * 1000, MAX_INTERVAL_MS);
-      if (r.last === null || now - Date.parse(r.last) >= interval) await this.verifyOrg(r.org_id);
-    }
+    const { rows } = await this.db.query<{ org_id: string }>('SELECT org_id FROM orgs');
+    for (const r of rows) await this.passOrg(r.org_id);
   }
 
+  /**
+   * One bounded pass over an organization's chain: the entries past the
+   * watermark (up to the writer's tip), then whichever window is due — the
+   * hot window within hot_max_staleness_seconds, the warm window within
+   * warm_max_staleness_seconds, and the older entries in chunks whose cycle
+   * completes within cold_max_staleness_seconds. Each stretch costs what it
+   * covers (src/audit/windows.ts), never the whole chain.
+   */
+  async passOrg(orgId: string): Promise<{ verified: [number, number][]; problems: Problem[] }> {
+    const now = this.now();
+    const at = now.toISOString();
+    const t = await thresholdsOf(this.store, orgId);
+    await this.db.query(`INSERT INTO audit_verification (org_id) VALUES ($1) ON CONFLICT (org_id) DO NOTHING`, [orgId]);
+    const v = (await this.db.query<{ watermark: string; hot: string | null; warm: string | null; cold: string | null; cursor: string | null; cycle: string | null; ok: boolean; first_problem: { sequence_number: number } | null }>(
+      `SELECT watermark_sequence::text AS watermark, hot_checked_at::text AS hot, warm_checked_at::text AS warm, cold_checked_at::text AS cold, cold_cursor::text AS cursor, cold_cycle_started_at::text AS cycle, ok, first_problem
+       FROM audit_verification WHERE org_id = $1`,
+      [orgId],
+    )).rows[0]!;
+    const tip = Number((await this.db.query<{ s: string }>('SELECT sequence::text AS s FROM audit_chain_state WHERE org_id = $1', [orgId])).rows[0]?.s ?? 0);
+    const boundary = async (days: number) => {
+      const since = new Date(now.getTime() - days * 86_400_000).toISOString();
+      const r = (await this.db.query<{ s: string | null }>('SELECT min(sequence_number)::text AS s FROM audit_events WHERE org_id = $1 AND happened_at >= $2', [orgId, since])).rows[0]?.s;
+      return r ? Number(r) : tip + 1;
+    };
+    const stale = (last: string | null, seconds: number) => last === null || now.getTime() - Date.parse(last) >= seconds * 1000;
+    let watermark = Number(v.watermark);
+    const ranges: [number, number, 'forward' | 'hot' | 'warm' | 'cold'][] = [];
+    if (tip > watermark) ranges.push([watermark + 1, Math.min(tip, watermark + FORWARD_CHUNK), 'forward']);
+    const hotFrom = Math.max(1, await boundary(t.hot_window_days));
+    const warmFrom = Math.max(1, Math.min(hotFrom, await boundary(t.warm_window_days)));
+    if (stale(v.hot, t.hot_max_staleness_seconds) && hotFrom <= watermark) ranges.push([hotFrom, watermark, 'hot']);
+    if (stale(v.warm, t.warm_max_staleness_seconds) && warmFrom < hotFrom && warmFrom <= watermark) ranges.push([warmFrom, Math.min(hotFrom - 1, watermark), 'warm']);
+    let cursor = v.cursor === null ? null : Number(v.cursor);
+    let cycle = v.cycle;
+    const coldEnd = Math.min(warmFrom - 1, watermark);
+    if (cursor === null && coldEnd >= 1 && stale(v.cold, t.cold_max_staleness_seconds)) {
+      cursor = 1;
+      cycle = at;
+    }
+    if (cursor !== null && coldEnd >= cursor) ranges.push([cursor, Math.min(coldEnd, cursor + COLD_CHUNK - 1), 'cold']);
+    const problems: Problem[] = [];
+    const verified: [number, number][] = [];
+    let entries = 0;
+    const done: Record<string, boolean> = {};
+    for (const [from, to, kind] of ranges) {
+      const r = await verifyRange(this.store, this.db, orgId, from, to, this.key, this.origin);
+      entries += r.entries;
+      problems.push(...r.problems);
+      verified.push([from, to]);
+      done[kind] = true;
+      if (kind === 'forward' && r.problems.length === 0) watermark = to;
+      if (kind === 'cold') cursor = to + 1 > coldEnd ? null : to + 1;
+    }
+    // A forward stretch that reached the tip clean also checked every window it covered.
+    const forward = ranges.find((r) => r[2] === 'forward');
+    const coveredFrom = forward && watermark === tip ? forward[0] : Infinity;
+    const hotDone = done.hot === true || coveredFrom <= hotFrom;
+    const warmDone = done.warm === true || coveredFrom <= warmFrom || warmFrom >= hotFrom;
+    const coldDone = (done.cold === true && cursor === null) || coveredFrom <= 1;
+    if (coveredFrom <= 1) {
+      cursor = null;
+      cycle = at;
+    }
+    const first = problems[0] ?? null;
+    // Health clears only when the stretch holding the recorded break was re-verified clean.
+    const prior = v.first_problem?.sequence_number;
+    const cleared = !first && (prior === undefined || verified.some(([a, b]) => prior >= a && prior <= b));
+    const ok = first ? false : cleared ? true : v.ok;
+    await this.db.query(
+      `UPDATE audit_verification SET last_checked_at = $2, writer_tip_check_at = CASE WHEN $3 THEN $2 ELSE writer_tip_check_at END,
+         watermark_sequence = $4, tip_sequence = $5, ok = $6, first_problem = CASE WHEN $7::jsonb IS NOT NULL THEN $7::jsonb WHEN $6 THEN NULL ELSE first_problem END,
+         events_processed = events_processed + $8,
+         hot_checked_at = CASE WHEN $9 THEN $2 ELSE hot_checked_at END,
+         warm_checked_at = CASE WHEN $10 THEN $2 ELSE warm_checked_at END,
+         cold_cursor = $11, cold_cycle_started_at = $12,
+         cold_checked_at = CASE WHEN $13 THEN $12 ELSE cold_checked_at END,
+         in_progress = false
+       WHERE org_id = $1`,
+      [orgId, at, tip <= watermark, watermark, tip, ok, first ? JSON.stringify({ kind: first.kind, sequence_number: first.sequence_number, detail: first.detail }) : null, entries,
+        hotDone, warmDone, cursor, cycle, coldDone],
+    );
+    if (first) {
+      const incidentId = derivedUuid('incident', `${orgId}/${first.kind}/${first.sequence_number}`);
+      const ctx = { orgId, projectId: null, actor: { kind: 'system' as const, id: 'audit-verifier' }, requestId: null, now: this.now };
+      await handleCommand(this.store, incidentDecider, incidentStream(incidentId), { type: 'open', incidentId, orgId, kind: first.kind, sequence: first.sequence_number, detail: first.detail }, ctx);
+    }
+    return { verified, problems };
+  }
+
+  /** A whole walk of one chain (the CLI and tests): every entry, from the start. */
   async verifyOrg(orgId: string): Promise<VerifyReport> {
     const at = this.now().toISOString();
     await this.db.query(`INSERT INTO audit_verification (org_id, in_progress) VALUES ($1, true) ON CONFLICT (org_id) DO UPDATE SET in_progress = true`, [orgId]);

@@ -1,7 +1,7 @@
 import type { EventStore, ExpectedRevision, NewEvent, Position, RecordedEvent } from '../eventstore/port.ts';
 import type { InlineTx } from '../eventstore/postgres.ts';
 import { DuplicateEventId, WrongExpectedRevision } from '../eventstore/port.ts';
-import type { Db } from '../postgres/db.ts';
+import type { Db, Queryable } from '../postgres/db.ts';
 import { ensureCheckpoint, PROGRESS_CHANNEL, readCheckpoint } from '../projector/checkpoints.ts';
 import { batches } from '../projector/follow.ts';
 import { CHECKPOINT_FLUSH_MS } from '../projector/runner.ts';
@@ -17,7 +17,8 @@ import {
   genesisHash,
   isAuditStream,
 } from './chain.ts';
-import { CompactRange, consistencyProof, leafHash, verifyConsistency } from './merkle.ts';
+import { leafHash, verifyConsistency } from './merkle.ts';
+import { appendLeaves, consistencyProofFromStore, edgeFromJson, edgeRoot, edgeToJson, migrateTree, type RightEdge, storeNodes } from './tree.ts';
 import { type SigningKey, signCheckpoint, verifierKey } from './note.ts';
 
 // The audit sealer: one writer that reads the log in order and appends one
@@ -44,8 +45,8 @@ type Chain = {
   orgId: string;
   sequence: number;
   tipHash: string;
-  leaves: Buffer[];
-  range: CompactRange;
+  /** The tree's right edge: O(log n) hashes; every complete node is in audit_tree_nodes. */
+  edge: RightEdge;
   lastSourcePosition: Position;
   lastCheckpoint: { size: number; root: Buffer } | null;
   lastCheckpointAt: number;
@@ -100,6 +101,7 @@ export class Sealer {
 
   async start(): Promise<void> {
     await ensureCheckpoint(this.db, SEALER_NAME, 'sealer', 1);
+    await this.treeReady();
     this.running = true;
     this.abort = new AbortController();
     this.loop = this.run();
@@ -190,29 +192,49 @@ export class Sealer {
     return run;
   }
 
+  /**
+   * A chain's state comes from its stored row (constant size: tip, right edge,
+   * last checkpoint), then the few entries appended after the row was last
+   * written (a crash between the chain append and the row update) are read
+   * from the chain and applied. A chain without a row (first start) is read
+   * once from its beginning.
+   */
+  private migrated: Promise<void> | undefined;
+  /** The tree tables exist (also when `seal` is driven without `start`, as the benches do). */
+  private treeReady(): Promise<void> {
+    this.migrated ??= migrateTree(this.db).catch((err) => {
+      this.migrated = undefined;
+      throw err;
+    });
+    return this.migrated;
+  }
+
   private async loadChain(orgId: string): Promise<Chain> {
+    await this.treeReady();
     const chain: Chain = {
       orgId,
       sequence: 0,
       tipHash: genesisHash(orgId),
-      leaves: [],
-      range: new CompactRange(),
+      edge: new Map(),
       lastSourcePosition: '',
       lastCheckpoint: null,
       lastCheckpointAt: Date.now(),
       lock: Promise.resolve(),
     };
-    let from = 0n;
+    const row = await this.applyStateRow(this.db, chain);
+    let from = BigInt(chain.sequence);
+    let caughtUp = false;
     for (;;) {
       const page = await this.store.readStream(auditStream(orgId), { fromRevision: from, maxCount: 5000 });
-      for (const e of page) {
-        const entry = e.data as unknown as AuditEntry;
-        const leaf = leafHash(Buffer.from(entry.entry_hash, 'hex'));
-        chain.leaves.push(leaf);
-        chain.range.append(leaf);
-        chain.sequence = entry.sequence_number;
-        chain.tipHash = entry.entry_hash;
-        chain.lastSourcePosition = entry.source.position;
+      if (page.length > 0) {
+        const entries = page.map((e) => e.data as unknown as AuditEntry);
+        const nodes = appendLeaves(chain.sequence, entries.map((en) => leafHash(Buffer.from(en.entry_hash, 'hex'))), chain.edge);
+        const last = entries[entries.length - 1]!;
+        chain.sequence = last.sequence_number;
+        chain.tipHash = last.entry_hash;
+        chain.lastSourcePosition = last.source.position;
+        await storeNodes(this.db, orgId, nodes);
+        caughtUp = true;
       }
       if (page.length < 5000) break;
       from = page[page.length - 1]!.revision + 1n;
@@ -222,10 +244,44 @@ export class Sealer {
       const d = last.data as unknown as CheckpointEventData;
       chain.lastCheckpoint = { size: d.size, root: Buffer.from(d.root_hash, 'hex') };
     }
+    if (caughtUp || !row) await this.saveState(this.db, chain);
     return chain;
   }
 
-  private async sealOrg(chain: Chain, events: readonly RecordedEvent[], append: Appender): Promise<Position> {
+  /** Fills a chain from its stored state row; answers whether there was one. */
+  private async applyStateRow(q: Queryable, chain: Chain): Promise<boolean> {
+    const { rows } = await q.query<{ sequence: string; tip_hash: string; last_source_position: string; right_edge: Record<string, string>; checkpoint_size: string | null; checkpoint_root: string | null }>(
+      'SELECT sequence::text, tip_hash, last_source_position, right_edge, checkpoint_size::text, checkpoint_root FROM audit_chain_state WHERE org_id = $1',
+      [chain.orgId],
+    );
+    const row = rows[0];
+    if (!row) return false;
+    chain.sequence = Number(row.sequence);
+    chain.tipHash = row.tip_hash;
+    chain.lastSourcePosition = row.last_source_position;
+    chain.edge = edgeFromJson(row.right_edge);
+    if (row.checkpoint_size !== null && row.checkpoint_root !== null) chain.lastCheckpoint = { size: Number(row.checkpoint_size), root: Buffer.from(row.checkpoint_root, 'hex') };
+    return true;
+  }
+
+  private async saveState(q: Queryable, chain: Chain): Promise<void> {
+    await q.query(
+      `INSERT INTO audit_chain_state (org_id, sequence, tip_hash, last_source_position, right_edge, checkpoint_size, checkpoint_root, updated_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, now())
+       ON CONFLICT (org_id) DO UPDATE SET sequence = EXCLUDED.sequence, tip_hash = EXCLUDED.tip_hash, last_source_position = EXCLUDED.last_source_position,
+         right_edge = EXCLUDED.right_edge, checkpoint_size = EXCLUDED.checkpoint_size, checkpoint_root = EXCLUDED.checkpoint_root, updated_at = now()
+       WHERE audit_chain_state.sequence <= EXCLUDED.sequence`,
+      [chain.orgId, chain.sequence, chain.tipHash, chain.lastSourcePosition, JSON.stringify(edgeToJson(chain.edge)), chain.lastCheckpoint?.size ?? null, chain.lastCheckpoint?.root.toString('hex') ?? null],
+    );
+  }
+
+  /**
+   * Seals one organization's events. `q` is the inline append transaction when
+   * sealing inside it: the tree's nodes and the state row then commit with the
+   * entries; otherwise they are written in a transaction of their own after the
+   * append (a crash in between is repaired at load from the chain itself).
+   */
+  private async sealOrg(chain: Chain, events: readonly RecordedEvent[], append: Appender, q?: Queryable): Promise<Position> {
     // After a restart the checkpoint may lag the chain: skip what is already sealed.
     const fresh = events.filter((e) => e.position > chain.lastSourcePosition);
     if (fresh.length === 0) return '';
@@ -254,15 +310,23 @@ export class Sealer {
       }
       throw err;
     }
-    for (const entry of entries) {
-      const leaf = leafHash(Buffer.from(entry.entry_hash, 'hex'));
-      chain.leaves.push(leaf);
-      chain.range.append(leaf);
-    }
+    const edge = new Map(chain.edge);
+    const nodes = appendLeaves(chain.sequence, entries.map((entry) => leafHash(Buffer.from(entry.entry_hash, 'hex'))), edge);
+    chain.edge = edge;
     chain.sequence = seq;
     chain.tipHash = prev;
     chain.lastSourcePosition = fresh[fresh.length - 1]!.position;
-    await this.maybeCheckpoint(chain, false, append);
+    // The tree's nodes and the chain's constant-size state, together.
+    if (q) {
+      await storeNodes(q, chain.orgId, nodes);
+      await this.saveState(q, chain);
+    } else {
+      await this.db.transaction(async (tx) => {
+        await storeNodes(tx, chain.orgId, nodes);
+        await this.saveState(tx, chain);
+      });
+    }
+    await this.maybeCheckpoint(chain, false, append, q);
     return appended;
   }
 
@@ -297,22 +361,26 @@ export class Sealer {
       for (const [org, events] of byOrg) {
         let pending = this.chains.get(org);
         if (!pending) {
-          pending = Promise.resolve(this.emptyChain(org));
+          // From the stored state row (constant size), then the entries after it.
+          await this.treeReady();
+          const loaded = this.emptyChain(org);
+          await this.applyStateRow(tx, loaded);
+          pending = Promise.resolve(loaded);
           this.chains.set(org, pending);
-          await this.catchUpChain(tx, await pending, true);
+          await this.catchUpChain(tx, loaded, true);
         }
         const chain = await pending;
         try {
           // Optimistic: the append's expected revision checks the cached tip.
-          await this.sealOrg(chain, events, append);
+          await this.sealOrg(chain, events, append, tx);
         } catch (err) {
           if (!(err instanceof WrongExpectedRevision)) throw err;
           // Another process sealed since: read its entries from our tip and seal on top.
           const fresh = this.emptyChain(org);
-          Object.assign(fresh, { sequence: chain.sequence, tipHash: chain.tipHash, leaves: chain.leaves, range: chain.range, lastSourcePosition: chain.lastSourcePosition, lastCheckpoint: chain.lastCheckpoint });
+          Object.assign(fresh, { sequence: chain.sequence, tipHash: chain.tipHash, edge: new Map(chain.edge), lastSourcePosition: chain.lastSourcePosition, lastCheckpoint: chain.lastCheckpoint });
           this.chains.set(org, Promise.resolve(fresh));
           await this.catchUpChain(tx, fresh, true);
-          await this.sealOrg(fresh, events, append);
+          await this.sealOrg(fresh, events, append, tx);
         }
       }
     } catch (err) {
@@ -323,7 +391,7 @@ export class Sealer {
   }
 
   private emptyChain(orgId: string): Chain {
-    return { orgId, sequence: 0, tipHash: genesisHash(orgId), leaves: [], range: new CompactRange(), lastSourcePosition: '', lastCheckpoint: null, lastCheckpointAt: Date.now(), lock: Promise.resolve() };
+    return { orgId, sequence: 0, tipHash: genesisHash(orgId), edge: new Map(), lastSourcePosition: '', lastCheckpoint: null, lastCheckpointAt: Date.now(), lock: Promise.resolve() };
   }
 
   /** Reads the entries appended after the cached tip (none, unless another process sealed), and the last checkpoint when they moved it. */
@@ -334,9 +402,7 @@ export class Sealer {
       for (const e of page) {
         const entry = e.data as unknown as AuditEntry;
         if (entry.sequence_number !== chain.sequence + 1) throw new Error(`audit chain ${chain.orgId}: entry ${entry.sequence_number} after ${chain.sequence}`);
-        const leaf = leafHash(Buffer.from(entry.entry_hash, 'hex'));
-        chain.leaves.push(leaf);
-        chain.range.append(leaf);
+        await storeNodes(tx, chain.orgId, appendLeaves(chain.sequence, [leafHash(Buffer.from(entry.entry_hash, 'hex'))], chain.edge));
         chain.sequence = entry.sequence_number;
         chain.tipHash = entry.entry_hash;
         chain.lastSourcePosition = entry.source.position;
@@ -360,15 +426,15 @@ export class Sealer {
     }
   }
 
-  private async maybeCheckpoint(chain: Chain, force: boolean, append: Appender = this.storeAppend): Promise<void> {
+  private async maybeCheckpoint(chain: Chain, force: boolean, append: Appender = this.storeAppend, q: Queryable = this.db): Promise<void> {
     const lastSize = chain.lastCheckpoint?.size ?? 0;
     if (chain.sequence === lastSize) return;
     const due = chain.sequence - lastSize >= this.every || Date.now() - chain.lastCheckpointAt >= this.intervalMs;
     if (!force && !due) return;
     const size = chain.sequence;
-    const root = chain.range.root();
+    const root = edgeRoot(chain.edge);
     if (chain.lastCheckpoint) {
-      const proof = consistencyProof(chain.leaves, chain.lastCheckpoint.size, size);
+      const proof = await consistencyProofFromStore(q, chain.orgId, chain.lastCheckpoint.size, size);
       if (!verifyConsistency(chain.lastCheckpoint.size, size, chain.lastCheckpoint.root, root, proof)) {
         throw new Error(`audit chain ${chain.orgId} is not consistent with its checkpoint at size ${chain.lastCheckpoint.size}; refusing to sign`);
       }
@@ -403,5 +469,6 @@ export class Sealer {
     }
     chain.lastCheckpoint = { size, root };
     chain.lastCheckpointAt = Date.now();
+    await this.saveState(q, chain);
   }
 }

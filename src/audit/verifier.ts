@@ -62,7 +62,7 @@ function sameJson(a: unknown, b: unknown): boolean {
   return canonicalizeSafe(a) === canonicalizeSafe(b);
 }
 
-function checkEntry(orgId: string, se: StoredEntry, prevHash: string): Problem | null {
+export function checkEntry(orgId: string, se: StoredEntry, prevHash: string): Problem | null {
   const e = se.entry;
   const seq = Number(se.revision) + 1;
   const bad = (kind: ProblemKind, detail: string): Problem => ({ kind, sequence_number: seq, detail });
@@ -91,7 +91,7 @@ function checkEntry(orgId: string, se: StoredEntry, prevHash: string): Problem |
   return null;
 }
 
-async function checkSource(se: StoredEntry, lookup: NonNullable<ChainSource['lookupSource']>): Promise<Problem | null> {
+export async function checkSource(se: StoredEntry, lookup: NonNullable<ChainSource['lookupSource']>): Promise<Problem | null> {
   const e = se.entry;
   const seq = Number(se.revision) + 1;
   const env = JSON.parse(e.envelope) as Envelope;

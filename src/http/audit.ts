@@ -5,7 +5,8 @@ import { type Acknowledgement, auditConfigDecider, auditConfigStream, DEFAULT_TH
 import { AuditThresholds } from '../../events/audit.ts';
 import { bundleLines } from '../audit/export.ts';
 import type { VerificationRow } from '../audit/health.ts';
-import { inclusionProof, leafHash, rootOf } from '../audit/merkle.ts';
+import { leafHash, verifyConsistency, verifyInclusion } from '../audit/merkle.ts';
+import { consistencyProofFromStore, inclusionProofFromStore, readTile, TILE_WIDTH } from '../audit/tree.ts';
 import { loadState } from '../eventstore/handler.ts';
 import { ApiError, forbidden } from './errors.ts';
 import { defineRoute, type AppDeps, type Ctx } from './route.ts';
@@ -417,13 +418,77 @@ export async function auditRoutes(app: FastifyInstance, deps: AppDeps): Promise<
       const exists = (await deps.db.query('SELECT 1 FROM audit_events WHERE org_id = $1 AND sequence_number = $2', [auth.orgId, seq])).rowCount > 0;
       if (!exists) throw new ApiError(404, 'not_found', 'no entry with this sequence number');
       if (!cp || cp.size < seq) throw new ApiError(409, 'not_yet_checkpointed', 'no signed checkpoint covers this entry yet; retry shortly', { retriable: true });
-      const { rows } = await deps.db.query<{ entry_hash: string }>('SELECT entry_hash FROM audit_events WHERE org_id = $1 AND sequence_number <= $2 ORDER BY sequence_number', [auth.orgId, cp.size]);
-      const leaves = rows.map((r) => leafHash(Buffer.from(r.entry_hash, 'hex')));
-      if (leaves.length !== cp.size || !rootOf(leaves).equals(Buffer.from(cp.root_hash, 'hex'))) {
-        throw new ApiError(409, 'chain_unverifiable', 'the stored entries do not reproduce the signed root; see /v1/audit-events/health');
+      const entryHash = (await deps.db.query<{ entry_hash: string }>('SELECT entry_hash FROM audit_events WHERE org_id = $1 AND sequence_number = $2', [auth.orgId, seq])).rows[0]!.entry_hash;
+      // O(log n) stored nodes, whatever the chain's length; checked here against the signed root before it is served.
+      const proof = await inclusionProofFromStore(deps.db, auth.orgId, seq - 1, cp.size);
+      if (!verifyInclusion(seq - 1, cp.size, leafHash(Buffer.from(entryHash, 'hex')), proof, Buffer.from(cp.root_hash, 'hex'))) {
+        throw new ApiError(409, 'chain_unverifiable', 'the stored tree does not reproduce the signed root; see /v1/audit-events/health');
       }
-      const proof = inclusionProof(leaves, seq - 1, cp.size);
-      return { status: 200, body: { sequence_number: seq, leaf_index: seq - 1, entry_hash: rows[seq - 1]!.entry_hash, tree_size: cp.size, root_hash: cp.root_hash, proof: proof.map((p) => p.toString('hex')), checkpoint: cp.note } };
+      return { status: 200, body: { sequence_number: seq, leaf_index: seq - 1, entry_hash: entryHash, tree_size: cp.size, root_hash: cp.root_hash, proof: proof.map((p) => p.toString('hex')), checkpoint: cp.note } };
     },
   });
+
+  defineRoute(app, deps, {
+    method: 'GET',
+    url: '/v1/audit-events/checkpoints/consistency',
+    operationId: 'getAuditConsistencyProof',
+    summary: 'RFC 6962 consistency proof between two signed checkpoints (sizes `from` ≤ `to`): the later history extends the earlier one',
+    tags: ['audit'],
+    auth: 'api_key',
+    scope: 'audit:read',
+    query: z.object({ from: z.coerce.number().int().min(1), to: z.coerce.number().int().min(1) }).strict().refine((q) => q.from <= q.to, { message: 'from must not exceed to', path: ['from'] }),
+    responses: {
+      200: z.object({ from_size: z.number().int(), to_size: z.number().int(), from_root: z.string(), to_root: z.string(), proof: z.array(z.string()), from_checkpoint: z.string(), to_checkpoint: z.string() }),
+    },
+    errors: [[400, 'invalid_query'], [401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found'], [409, 'chain_unverifiable']],
+    async handler({ auth, query, deps }) {
+      const { rows } = await deps.db.query<{ size: number; root_hash: string; note: string }>('SELECT size::int, root_hash, note FROM audit_checkpoints WHERE org_id = $1 AND size = ANY($2::bigint[])', [auth.orgId, [query.from, query.to]]);
+      const from = rows.find((r) => r.size === query.from);
+      const to = rows.find((r) => r.size === query.to);
+      if (!from || !to) throw new ApiError(404, 'not_found', 'both sizes must be signed checkpoints of this chain', { from: query.from, to: query.to });
+      const proof = query.from === query.to ? [] : await consistencyProofFromStore(deps.db, auth.orgId, query.from, query.to);
+      if (!verifyConsistency(query.from, query.to, Buffer.from(from.root_hash, 'hex'), Buffer.from(to.root_hash, 'hex'), proof)) {
+        throw new ApiError(409, 'chain_unverifiable', 'the stored tree does not prove these checkpoints consistent; see /v1/audit-events/health');
+      }
+      return { status: 200, body: { from_size: from.size, to_size: to.size, from_root: from.root_hash, to_root: to.root_hash, proof: proof.map((p) => p.toString('hex')), from_checkpoint: from.note, to_checkpoint: to.note } };
+    },
+  });
+
+  defineRoute(app, deps, {
+    method: 'GET',
+    url: '/v1/audit-events/checkpoint',
+    operationId: 'getLatestAuditCheckpoint',
+    summary: 'The latest signed checkpoint and where its tiles are: what a monitor needs to follow the log without our database',
+    tags: ['audit'],
+    auth: 'api_key',
+    scope: 'audit:read',
+    responses: { 200: z.object({ origin: z.string(), size: z.number().int(), root_hash: z.string(), note: z.string(), tile_height: z.number().int(), tiles: z.string() }) },
+    errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
+    async handler({ auth, deps }) {
+      const cp = (await deps.db.query<{ size: number; root_hash: string; note: string }>('SELECT size::int, root_hash, note FROM audit_checkpoints WHERE org_id = $1 ORDER BY size DESC LIMIT 1', [auth.orgId])).rows[0];
+      if (!cp) throw new ApiError(404, 'not_found', 'no checkpoint signed yet');
+      return { status: 200, body: { origin: `agent-ledger/audit/${auth.orgId}`, size: cp.size, root_hash: cp.root_hash, note: cp.note, tile_height: 8, tiles: '/v1/audit-events/tile/{level}/{index}' } };
+    },
+  });
+
+  defineRoute(app, deps, {
+    method: 'GET',
+    url: '/v1/audit-events/tile/:level/:index',
+    operationId: 'getAuditTile',
+    summary: 'A C2SP tlog-tiles hash tile: the 32-byte hashes of tree level 8·level from index 256·index, concatenated (partial with ?width=)',
+    tags: ['audit'],
+    auth: 'api_key',
+    scope: 'audit:read',
+    params: z.object({ level: z.coerce.number().int().min(0).max(7), index: z.coerce.number().int().min(0).max(2 ** 40) }),
+    query: z.object({ width: z.coerce.number().int().min(1).max(TILE_WIDTH).optional() }).strict(),
+    responses: { 200: null },
+    errors: [[400, 'invalid_params'], [400, 'invalid_query'], [401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
+    async handler({ auth, params, query, deps }) {
+      const width = query.width ?? TILE_WIDTH;
+      const hashes = await readTile(deps.db, auth.orgId, params.level, params.index, width);
+      if (hashes.length < width) throw new ApiError(404, 'not_found', 'this tile does not exist at this width yet', { available: hashes.length });
+      return { status: 200, headers: { 'content-type': 'application/octet-stream', 'cache-control': width === TILE_WIDTH ? 'public, max-age=31536000, immutable' : 'no-store' }, body: Buffer.concat(hashes) };
+    },
+  });
+
 }

@@ -69,3 +69,62 @@ t.test("the service's own code produces the same values", async (t) => {
   t.equal(signCheckpoint({ origin: 'agent-ledger/audit/org_example', size: 8, root: Buffer.from(v.merkle.roots[8]!, 'hex') }, key), v.checkpoint.note);
   t.ok(openCheckpoint(v.checkpoint.note, parseVerifierKey(v.checkpoint.verifier_key)).signatureValid);
 });
+
+t.test('tree vectors: stored nodes, tiles, inclusion and consistency proofs', async (t) => {
+  const { appendLeaves, consistencyRanges, inclusionRanges, pieces } = await import('../../src/audit/tree.ts');
+  const { nodeHash } = await import('../../src/audit/merkle.ts');
+  const block = /<!-- tree-vectors:begin -->\n```json\n([\s\S]*?)\n```\n<!-- tree-vectors:end -->/.exec(doc)?.[1];
+  const tv = (JSON.parse(block!) as { tree_vectors: Record<string, unknown> }).tree_vectors as {
+    nodes: Record<string, string>;
+    tile_0_0_width_8: string;
+    inclusion_5_in_8: string[];
+    inclusion_2_in_7: string[];
+    consistency_3_to_8: string[];
+    consistency_4_to_7: string[];
+  };
+  // Independently: a naive tree with noble's SHA-256, straight from RFC 6962.
+  const leaves = v.merkle.leaf_hashes.map((h) => Buffer.from(h, 'hex'));
+  const node = (l: Uint8Array, r: Uint8Array) => sha256(cat(Buffer.from([1]), l, r));
+  const mth = (d: Uint8Array[]): Uint8Array => {
+    if (d.length === 1) return d[0]!;
+    let k = 1;
+    while (k * 2 < d.length) k *= 2;
+    return node(mth(d.slice(0, k)), mth(d.slice(k)));
+  };
+  for (const [key, h] of Object.entries(tv.nodes)) {
+    const [level, index] = key.split('/').map(Number) as [number, number];
+    t.equal(hex(mth(leaves.slice(index * 2 ** level, (index + 1) * 2 ** level))), h, `node ${key}`);
+  }
+  t.equal(Buffer.concat(leaves).toString('base64'), tv.tile_0_0_width_8, 'tile 0/0 is the leaf hashes, concatenated');
+  const path = (m: number, d: Uint8Array[]): Uint8Array[] => {
+    if (d.length <= 1) return [];
+    let k = 1;
+    while (k * 2 < d.length) k *= 2;
+    return m < k ? [...path(m, d.slice(0, k)), mth(d.slice(k))] : [...path(m - k, d.slice(k)), mth(d.slice(0, k))];
+  };
+  const sub = (m: number, d: Uint8Array[], b: boolean): Uint8Array[] => {
+    if (m === d.length) return b ? [] : [mth(d)];
+    let k = 1;
+    while (k * 2 < d.length) k *= 2;
+    return m <= k ? [...sub(m, d.slice(0, k), b), mth(d.slice(k))] : [...sub(m - k, d.slice(k), false), mth(d.slice(0, k))];
+  };
+  t.same(path(5, leaves).map(hex), tv.inclusion_5_in_8, 'PATH(5, D[8])');
+  t.same(path(2, leaves.slice(0, 7)).map(hex), tv.inclusion_2_in_7, 'PATH(2, D[7])');
+  t.same(sub(3, leaves, true).map(hex), tv.consistency_3_to_8, 'PROOF(3, D[8])');
+  t.same(sub(4, leaves.slice(0, 7), true).map(hex), tv.consistency_4_to_7, 'PROOF(4, D[7])');
+
+  // The service's stored-tree form: nodes from appendLeaves, proofs composed from perfect pieces.
+  const stored = new Map(appendLeaves(0, leaves, new Map()).map((n) => [`${n.level}/${n.index}`, n.hash]));
+  for (const [key, h] of Object.entries(tv.nodes)) t.equal(stored.get(key)?.toString('hex'), h, `stored node ${key}`);
+  const compose = (ranges: [number, number][]) =>
+    ranges.map(([lo, hi]) => {
+      const hs = pieces(lo, hi).map(([l, i]) => stored.get(`${l}/${i}`)!);
+      let acc = hs[hs.length - 1]!;
+      for (let i = hs.length - 2; i >= 0; i--) acc = nodeHash(hs[i]!, acc);
+      return acc.toString('hex');
+    });
+  t.same(compose(inclusionRanges(5, 8)), tv.inclusion_5_in_8, 'stored: inclusion 5 in 8');
+  t.same(compose(inclusionRanges(2, 7)), tv.inclusion_2_in_7, 'stored: inclusion 2 in 7');
+  t.same(compose(consistencyRanges(3, 8)), tv.consistency_3_to_8, 'stored: consistency 3 → 8');
+  t.same(compose(consistencyRanges(4, 7)), tv.consistency_4_to_7, 'stored: consistency 4 → 7');
+});

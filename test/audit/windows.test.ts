@@ -1,0 +1,80 @@
+import t from 'tap';
+import { orgDecider, orgStream } from '../../commands/org.ts';
+import { type AuditEntry, auditStream } from '../../src/audit/chain.ts';
+import { testLedger } from '../helpers/ledger.ts';
+
+// The verification worker is windowed and incremental: a pass verifies what is
+// past its watermark and whichever window is due, so its cost does not grow
+// with history; a tamper in the warm or cold window is found within that
+// window's staleness (default thresholds: hot 7 d every hour, warm 30 d every
+// day, older every week), never later.
+
+let nowMs = Date.parse('2026-11-21T12:00:00.000Z');
+const ledger = await testLedger(t, { now: () => new Date(nowMs), checkpointEveryEntries: 4 });
+const DAY = 86_400_000;
+
+/** An organization whose chain has entries 40, 10 and 1 days old (cold, warm, hot). */
+async function chain(org: string): Promise<void> {
+  const when = (msAgo: number) => {
+    let tick = nowMs - msAgo;
+    return { now: () => new Date((tick += 1000)) };
+  };
+  await ledger.run(orgDecider, orgStream(org), { type: 'create_org', orgId: org, name: org, defaultProjectId: `prj_${org}`, owner: { userId: `usr_${org}`, email: 'o@example.com', displayName: null } }, ledger.ctx(org, when(40 * DAY)));
+  let i = 0;
+  for (const [age, n] of [[40 * DAY - 100_000, 4], [10 * DAY, 4], [1 * DAY, 4]] as const) {
+    for (let k = 0; k < n; k++, i++) {
+      await ledger.run(orgDecider, orgStream(org), { type: 'create_project', projectId: `prj_${org}_${i}`, name: `P${i}`, slug: `p-${i}`, environment: 'test', settings: {} }, ledger.ctx(org, when(age - k * 1000)));
+    }
+  }
+  await ledger.settle();
+  await ledger.readSide.sealer.checkpointAll(true);
+  await ledger.settle();
+}
+async function tamper(org: string, seq: number): Promise<void> {
+  const { rows } = await ledger.db.query<{ data: AuditEntry }>('SELECT data FROM es_events WHERE stream_name = $1 AND stream_revision = $2', [auditStream(org), seq - 1]);
+  const e = rows[0]!.data;
+  await ledger.db.query('UPDATE es_events SET data = $3::json WHERE stream_name = $1 AND stream_revision = $2', [auditStream(org), seq - 1, JSON.stringify({ ...e, payload: { ...(e.payload as object), name: 'rewritten' } })]);
+}
+const health = async (org: string) => (await ledger.db.query<{ ok: boolean; watermark: number; tip: number; first_problem: { sequence_number: number } | null }>('SELECT ok, watermark_sequence::int AS watermark, tip_sequence::int AS tip, first_problem FROM audit_verification WHERE org_id = $1', [org])).rows[0]!;
+const size = (ranges: [number, number][]) => ranges.reduce((n, [a, b]) => n + b - a + 1, 0);
+
+await chain('org_cold');
+await chain('org_warm');
+const v = ledger.readSide.verifier;
+
+t.test('the first pass walks to the tip; the next one verifies nothing new', async (t) => {
+  const first = await v.passOrg('org_cold');
+  t.same(first.problems, []);
+  t.same(first.verified, [[1, 15]], 'from the start to the writer tip');
+  await v.passOrg('org_warm');
+  const h = await health('org_cold');
+  t.same([h.ok, h.watermark, h.tip], [true, 15, 15]);
+  t.same((await v.passOrg('org_cold')).verified, [], 'nothing due: a pass costs nothing');
+});
+
+t.test('tampers in the cold and warm windows are found within their staleness', async (t) => {
+  await tamper('org_cold', 5); // 40 days old
+  await tamper('org_warm', 9); // 10 days old
+  nowMs += 3_600_000; // +1 h: the hot window is due
+  const hot = await v.passOrg('org_cold');
+  t.ok(size(hot.verified) <= 4, `only the hot window (${JSON.stringify(hot.verified)})`);
+  t.same(hot.problems, [], 'the cold tamper is not in it');
+  t.same((await v.passOrg('org_warm')).problems, [], 'the warm tamper is not in it either');
+
+  nowMs += DAY; // the warm window is due
+  const warm = await v.passOrg('org_warm');
+  t.match(warm.problems[0], { kind: 'hash_mismatch', sequence_number: 9 }, 'warm tamper found within a day');
+  t.match(await health('org_warm'), { ok: false, first_problem: { sequence_number: 9 } });
+  t.same((await v.passOrg('org_cold')).problems, [], 'still nothing in the cold org');
+  t.equal((await health('org_cold')).ok, true);
+
+  nowMs += 6 * DAY; // seven days since the first walk: the cold cycle starts
+  const cold = await v.passOrg('org_cold');
+  t.match(cold.problems[0], { kind: 'hash_mismatch', sequence_number: 5 }, 'cold tamper found within a week');
+  t.match(await health('org_cold'), { ok: false, first_problem: { sequence_number: 5 } });
+
+  // A later pass that does not cover the break keeps health broken.
+  nowMs += 3_600_000;
+  await v.passOrg('org_cold');
+  t.equal((await health('org_cold')).ok, false, 'health stays broken until the break is re-verified clean');
+});
