@@ -23,6 +23,8 @@ import { HttpProvider } from './adapters/providers/http-provider.ts';
 import { providerRoutes } from './http/providers.ts';
 import { connectionRoutes } from './http/connections.ts';
 import { providerWebhookRoutes } from './http/provider-webhooks.ts';
+import { sessionRoutes } from './http/sessions.ts';
+import { toolCallRoutes } from './http/tool-calls.ts';
 import { platformRoutes } from './http/platform.ts';
 import { projectRoutes } from './http/projects.ts';
 import { defaultRateLimit, RateLimiter, type RateLimitConfig } from './http/ratelimit.ts';
@@ -156,6 +158,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(async (scope) => providerRoutes(scope, deps));
   await app.register(async (scope) => connectionRoutes(scope, deps));
   await app.register(async (scope) => providerWebhookRoutes(scope, deps));
+  await app.register(async (scope) => sessionRoutes(scope, deps));
+  await app.register(async (scope) => toolCallRoutes(scope, deps));
 
   await app.ready();
   return app;

@@ -7,6 +7,7 @@ import { consumerProjection } from '../projections/consumer.ts';
 import { mandateProjection } from '../projections/mandate.ts';
 import { orgProjection } from '../projections/org.ts';
 import { connectionProjection } from '../projections/connection.ts';
+import { sessionProjection } from '../projections/session.ts';
 import { SEALER_NAME, Sealer, type SealerOptions } from './audit/sealer.ts';
 import type { EventStore, Position } from './eventstore/port.ts';
 import type { Db } from './postgres/db.ts';
@@ -20,7 +21,7 @@ import { ProjectionRunner } from './projector/runner.ts';
 // Everything that follows the log to serve reads: the projections and the
 // audit sealer, and the progress tracker behind read-your-writes.
 
-export const projections: readonly Projection[] = [orgProjection, agentProjection, consumerProjection, mandateProjection, auditProjection, webhookProjection, bankConsentProjection, x402Projection, connectionProjection];
+export const projections: readonly Projection[] = [orgProjection, agentProjection, consumerProjection, mandateProjection, auditProjection, webhookProjection, bankConsentProjection, x402Projection, connectionProjection, sessionProjection];
 
 export type ReadSide = {
   progress: Progress;
