@@ -26,6 +26,7 @@ import { providerWebhookRoutes } from './http/provider-webhooks.ts';
 import { sessionRoutes } from './http/sessions.ts';
 import { toolCallRoutes } from './http/tool-calls.ts';
 import { statusStreamRoutes } from './http/status-stream.ts';
+import { sessionMcpRoutes } from './http/session-mcp.ts';
 import { platformRoutes } from './http/platform.ts';
 import { projectRoutes } from './http/projects.ts';
 import { defaultRateLimit, RateLimiter, type RateLimitConfig } from './http/ratelimit.ts';
@@ -162,6 +163,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(async (scope) => sessionRoutes(scope, deps));
   await app.register(async (scope) => toolCallRoutes(scope, deps));
   await app.register(async (scope) => statusStreamRoutes(scope, deps));
+  await app.register(async (scope) => sessionMcpRoutes(scope, deps));
 
   await app.ready();
   return app;
