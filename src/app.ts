@@ -27,6 +27,7 @@ import { sessionRoutes } from './http/sessions.ts';
 import { toolCallRoutes } from './http/tool-calls.ts';
 import { statusStreamRoutes } from './http/status-stream.ts';
 import { sessionMcpRoutes } from './http/session-mcp.ts';
+import { sessionSendRoutes } from './http/session-send.ts';
 import { platformRoutes } from './http/platform.ts';
 import { projectRoutes } from './http/projects.ts';
 import { defaultRateLimit, RateLimiter, type RateLimitConfig } from './http/ratelimit.ts';
@@ -164,6 +165,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(async (scope) => toolCallRoutes(scope, deps));
   await app.register(async (scope) => statusStreamRoutes(scope, deps));
   await app.register(async (scope) => sessionMcpRoutes(scope, deps));
+  await app.register(async (scope) => sessionSendRoutes(scope, deps));
 
   await app.ready();
   return app;
