@@ -70,6 +70,9 @@ await handleCommand(
 );
 const aIncident = '7d3c1c7e-2b1a-4c5d-8e9f-0a1b2c3d4e5f';
 await handleCommand(ledger.store, incidentDecider, incidentStream(aIncident), { type: 'open', incidentId: aIncident, orgId: a.orgId, kind: 'hash_mismatch', sequence: 1, detail: 'test' }, ledger.ctx(a.orgId));
+// A's session and one recorded (failed: no sandbox here) tool call.
+const aSession = (await app.inject({ method: 'POST', url: '/v1/sessions', headers: a.key, payload: { servers: ['clima'], user_id: 'u1' } })).json();
+const aToolCall = (await app.inject({ method: 'POST', url: `/v1/sessions/${aSession.id}/execute`, headers: a.key, payload: { tool: 'clima/get_forecast', input: { city: 'x' } } })).json().error.details.tool_call_id as string;
 await ledger.settle();
 
 /** A's real id for each path parameter, by the route family it appears in. */
@@ -89,6 +92,8 @@ function realIds(url: string): Record<string, string> {
   if (url.startsWith('/v1/mandates')) return { id: aMandate.id };
   if (url.startsWith('/v1/test/cards')) return { card_id: aCard.card_id };
   if (url.startsWith('/v1/agents')) return { agentId: url.endsWith('/revoke') && !url.includes('keys') ? aAgent.agent_did : 'buyer', kid: aAgent.kid };
+  if (url.startsWith('/v1/sessions')) return { id: aSession.id };
+  if (url.startsWith('/v1/tool-calls')) return { id: aToolCall.slice(3) }; // bare digits: an absent one is digits too
   throw new Error(`no tenancy fixture for ${url}: add one`);
 }
 const absentIds = (ids: Record<string, string>) =>
@@ -114,6 +119,9 @@ const sampleBody: Record<string, unknown> = {
   updateWebhookEndpoint: { name: 'stranger' },
   bankConsentCallback: { auth_code: 'c' },
   bankConsentCallbackLegacy: { auth_code: 'c' },
+  executeSessionTool: { tool: 'clima/get_forecast', input: { city: 'x' } },
+  sendSessionMessage: { message: 'hello' },
+  sessionMcpPost: { jsonrpc: '2.0', id: 1, method: 'tools/list' },
 };
 
 const fill = (url: string, ids: Record<string, string>) => url.replace(/:([A-Za-z_]+)/g, (_, k: string) => encodeURIComponent(ids[k]!));
