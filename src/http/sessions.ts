@@ -118,7 +118,13 @@ export async function sessionRoutes(app: FastifyInstance, deps: AppDeps): Promis
         throw err;
       }
       const environment = ctx.auth.kind === 'api_key' ? ctx.auth.environment : 'test';
-      await ctx.run(sessionDecider, sessionStream(id), { type: 'create', data: { session_id: id, org_id: tenant.orgId, project_id: tenant.projectId, user_id: body.user_id, servers, environment, created_at: deps.now().toISOString() } }, { expectedRevision: 'no_stream', projectId: tenant.projectId });
+      try {
+        await ctx.run(sessionDecider, sessionStream(id), { type: 'create', data: { session_id: id, org_id: tenant.orgId, project_id: tenant.projectId, user_id: body.user_id, servers, environment, created_at: deps.now().toISOString() } }, { expectedRevision: 'no_stream', projectId: tenant.projectId });
+      } catch (err) {
+        // Give the quota slot back: no session holds it.
+        await ctx.run(sessionQuotaDecider, sessionQuotaStream(tenant.orgId), { type: 'release', sessionId: id }, { serialize: true, projectId: tenant.projectId }).catch(() => {});
+        throw err;
+      }
       return { status: 201, body: view(deps, (await readSession(deps, tenant, id))!, tenant) };
     },
   });
