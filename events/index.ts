@@ -13,6 +13,7 @@ import { pixEvents } from './pix.ts';
 import { connectionEvents } from './connection.ts';
 import { commerceMemoryEvents } from './commerce-memory.ts';
 import { mcpEvents } from './mcp.ts';
+import { sessionEvents } from './session.ts';
 
 // The registry of every event type: one vocabulary for the log, the audit
 // chain's event_type and webhook subscriptions.
@@ -32,6 +33,7 @@ export const eventSchemas = {
   ...connectionEvents,
   ...commerceMemoryEvents,
   ...mcpEvents,
+  ...sessionEvents,
 } as const;
 
 export type EventType = keyof typeof eventSchemas;

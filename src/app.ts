@@ -34,6 +34,11 @@ import { HttpProvider } from './adapters/providers/http-provider.ts';
 import { providerRoutes } from './http/providers.ts';
 import { connectionRoutes } from './http/connections.ts';
 import { providerWebhookRoutes } from './http/provider-webhooks.ts';
+import { sessionRoutes } from './http/sessions.ts';
+import { toolCallRoutes } from './http/tool-calls.ts';
+import { statusStreamRoutes } from './http/status-stream.ts';
+import { sessionMcpRoutes } from './http/session-mcp.ts';
+import { sessionSendRoutes } from './http/session-send.ts';
 import { platformRoutes } from './http/platform.ts';
 import { registerMetrics } from './http/metrics.ts';
 import { docsRoutes } from './http/docs.ts';
@@ -202,6 +207,11 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(async (scope) => mcpServerRoutes(scope, deps));
   await app.register(async (scope) => mcpGatewayRoutes(scope, deps));
   await app.register(async (scope) => docsRoutes(scope, deps));
+  await app.register(async (scope) => sessionRoutes(scope, deps));
+  await app.register(async (scope) => toolCallRoutes(scope, deps));
+  await app.register(async (scope) => statusStreamRoutes(scope, deps));
+  await app.register(async (scope) => sessionMcpRoutes(scope, deps));
+  await app.register(async (scope) => sessionSendRoutes(scope, deps));
 
   await app.ready();
   return app;

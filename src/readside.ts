@@ -12,6 +12,7 @@ import { oauthProjection } from '../projections/oauth.ts';
 import { pixProjection } from '../projections/pix.ts';
 import { connectionProjection } from '../projections/connection.ts';
 import { commerceMemoryProjection } from '../projections/commerce-memory.ts';
+import { sessionProjection } from '../projections/session.ts';
 import { SEALER_NAME, Sealer, type SealerOptions } from './audit/sealer.ts';
 import type { EventStore, Position } from './eventstore/port.ts';
 import type { Db } from './postgres/db.ts';
@@ -27,7 +28,7 @@ import { inlineFollower } from './projector/inline.ts';
 // Everything that follows the log to serve reads: the projections and the
 // audit sealer, and the progress tracker behind read-your-writes.
 
-export const projections: readonly Projection[] = [orgProjection, agentProjection, consumerProjection, mandateProjection, auditProjection, webhookProjection, bankConsentProjection, x402Projection, policyProjection, oauthProjection, pixProjection, connectionProjection, commerceMemoryProjection, mcpProjection];
+export const projections: readonly Projection[] = [orgProjection, agentProjection, consumerProjection, mandateProjection, auditProjection, webhookProjection, bankConsentProjection, x402Projection, policyProjection, oauthProjection, pixProjection, connectionProjection, commerceMemoryProjection, mcpProjection, sessionProjection];
 
 export type ReadSide = {
   progress: Progress;

@@ -80,6 +80,9 @@ await handleCommand(ledger.store, approvalDecider, approvalStream(aApproval), {
   type: 'request',
   event: { type: 'approval.requested', data: { approval_id: aApproval, org_id: a.orgId, project_id: a.projectId, session_id: null, agent_id: 'buyer', matched_rule_id: aPolicy.id, matched_rule_name: 'a rule', tool_name: 'mandate.spend', tool_input: {}, created_at: new Date().toISOString(), expires_at: '2030-01-01T00:00:00.000Z' } },
 }, ledger.ctx(a.orgId));
+// A's session and one recorded (failed: no sandbox here) tool call.
+const aSession = (await app.inject({ method: 'POST', url: '/v1/sessions', headers: a.key, payload: { servers: ['clima'], user_id: 'u1' } })).json();
+const aToolCall = (await app.inject({ method: 'POST', url: `/v1/sessions/${aSession.id}/execute`, headers: a.key, payload: { tool: 'clima/get_forecast', input: { city: 'x' } } })).json().error.details.tool_call_id as string;
 await ledger.settle();
 
 /** A's real id for each path parameter, by the route family it appears in. */
@@ -107,6 +110,8 @@ function realIds(url: string): Record<string, string> {
   if (url.startsWith('/v1/commerce-memory/negotiations')) return { id: aNegotiation.id };
   if (url.startsWith('/v1/mcp-servers')) return { id: aMcp.id, tool: 'echo' };
   if (url.startsWith('/v1/agents')) return { agentId: url.endsWith('/revoke') && !url.includes('keys') ? aAgent.agent_did : 'buyer', kid: aAgent.kid };
+  if (url.startsWith('/v1/sessions')) return { id: aSession.id };
+  if (url.startsWith('/v1/tool-calls')) return { id: aToolCall.slice(3) }; // bare digits: an absent one is digits too
   throw new Error(`no tenancy fixture for ${url}: add one`);
 }
 const absentIds = (ids: Record<string, string>) =>
@@ -144,6 +149,9 @@ const sampleBody: Record<string, unknown> = {
   setCounterpartyPreferences: { preferences: { stranger: true } },
   patchMcpServer: { active: false },
   patchMcpTool: { active: false },
+  executeSessionTool: { tool: 'clima/get_forecast', input: { city: 'x' } },
+  sendSessionMessage: { message: 'hello' },
+  sessionMcpPost: { jsonrpc: '2.0', id: 1, method: 'tools/list' },
 };
 
 const fill = (url: string, ids: Record<string, string>) => url.replace(/:([A-Za-z_]+)/g, (_, k: string) => encodeURIComponent(ids[k]!));

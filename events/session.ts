@@ -1,0 +1,76 @@
+import { z } from 'zod';
+import { IsoTime } from './common.ts';
+
+// Facts of sessions (stream `session-<ses_id>`), of the per-organization
+// session quota (stream `session_quota-<org>`), and of tool calls (stream
+// `tool_call-<digits>`). A tool call's input and output are the agent's and the
+// provider's JSON, verbatim; credentials never pass through them.
+
+const Json = z.unknown();
+
+export const SessionCreated = z.object({
+  session_id: z.string(),
+  org_id: z.string(),
+  project_id: z.string(),
+  user_id: z.string(),
+  servers: z.array(z.string()),
+  environment: z.enum(['live', 'test']),
+  created_at: IsoTime,
+});
+export const SessionClosed = z.object({ session_id: z.string(), at: IsoTime });
+
+export const SessionQuotaClaimed = z.object({ session_id: z.string(), limit: z.number().int(), at: IsoTime });
+export const SessionQuotaReleased = z.object({ session_id: z.string(), at: IsoTime });
+
+export const ToolCallStarted = z.object({
+  tool_call_id: z.string(),
+  session_id: z.string(),
+  org_id: z.string(),
+  project_id: z.string(),
+  user_id: z.string(),
+  server_id: z.string(),
+  tool_name: z.string(),
+  input: Json,
+  routing: Json,
+  called_at: IsoTime,
+});
+export const ToolCallSucceeded = z.object({
+  tool_call_id: z.string(),
+  session_id: z.string(),
+  server_id: z.string(),
+  tool_name: z.string(),
+  output: Json,
+  duration_ms: z.number().int().nonnegative(),
+  connection_id: z.string().nullable(),
+  /** The provider's key for a charge or an identity check the call started; later webhooks carrying it move the view. */
+  idempotency_key: z.string().nullable(),
+  /** Which status view the call opened: payment (a charge), verification (an identity check), or none. */
+  view: z.enum(['payment', 'verification']).nullable(),
+  /** The initial status of that view. */
+  view_status: z.string().nullable(),
+  hosted_url: z.string().nullable(),
+  failover_trail: z.array(Json),
+  at: IsoTime,
+});
+export const ToolCallFailed = z.object({
+  tool_call_id: z.string(),
+  session_id: z.string(),
+  server_id: z.string(),
+  tool_name: z.string(),
+  error_code: z.string(),
+  error_message: z.string(),
+  retriable: z.boolean(),
+  duration_ms: z.number().int().nonnegative(),
+  failover_trail: z.array(Json),
+  at: IsoTime,
+});
+
+export const sessionEvents = {
+  'session.created': SessionCreated,
+  'session.closed': SessionClosed,
+  'session_quota.claimed': SessionQuotaClaimed,
+  'session_quota.released': SessionQuotaReleased,
+  'tool_call.started': ToolCallStarted,
+  'tool_call.succeeded': ToolCallSucceeded,
+  'tool_call.failed': ToolCallFailed,
+} as const;

@@ -1,0 +1,81 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { ApiError } from './errors.ts';
+import { defineRoute, type AppDeps, type Ctx } from './route.ts';
+import { IdParam } from './schemas.ts';
+import { readSession, tenantOf } from './sessions.ts';
+import { executeTool, type Run, type SessionRow } from './tool-exec.ts';
+
+// The session's tools over MCP Streamable HTTP (stateless: a server and a
+// transport per request, JSON responses). Tool names are `<server>.<tool>`
+// (MCP names allow [A-Za-z0-9._-]); a call runs exactly as
+// POST /v1/sessions/{id}/execute does, recorded as a tool call. A provider's
+// or caller's fault is a tool result with isError, not a protocol error.
+
+export const mcpToolName = (serverId: string, tool: string) => `${serverId}.${tool}`;
+
+function mcpServer(deps: AppDeps, run: Run, s: SessionRow): Server {
+  const server = new Server({ name: `session-${s.id}`, version: '1.0.0' }, { capabilities: { tools: {} } });
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({
+    tools: s.servers.flatMap((id) => {
+      const p = deps.providers.runtime.catalog.get(id);
+      return (p?.tools ?? []).map((tl) => ({ name: mcpToolName(p!.id, tl.name), description: tl.description, inputSchema: tl.input_schema as { type: 'object'; [k: string]: unknown } }));
+    }),
+  }));
+  server.setRequestHandler(CallToolRequestSchema, async (req) => {
+    const name = req.params.name;
+    const i = name.indexOf('.');
+    try {
+      const o = await executeTool(deps, run, s, i > 0 ? `${name.slice(0, i)}/${name.slice(i + 1)}` : name, req.params.arguments ?? {});
+      if (o.ok) return { content: [{ type: 'text' as const, text: JSON.stringify(o.output) }], structuredContent: { tool_call_id: o.id, output: o.output as unknown }, isError: false };
+      return { content: [{ type: 'text' as const, text: `${o.error.code}: ${o.error.message}` }], structuredContent: { tool_call_id: o.id, error_code: o.error.code }, isError: true };
+    } catch (err) {
+      if (err instanceof ApiError) return { content: [{ type: 'text' as const, text: `${err.code}: ${err.message}` }], isError: true };
+      throw err;
+    }
+  });
+  return server;
+}
+
+export async function sessionMcpRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
+  for (const method of ['GET', 'POST'] as const) {
+    defineRoute(app, deps, {
+      method,
+      url: '/v1/sessions/:id/mcp',
+      operationId: method === 'GET' ? 'sessionMcpGet' : 'sessionMcpPost',
+      summary: "The session's tools over MCP Streamable HTTP (stateless; JSON-RPC initialize, tools/list, tools/call)",
+      tags: ['sessions'],
+      auth: 'key_or_service',
+      scope: 'sessions:write',
+      params: z.object({ id: IdParam }),
+      ...(method === 'POST' ? { body: z.unknown() } : {}),
+      responses: { 200: null, 202: null, 400: null, 405: null, 406: null, 415: null },
+      errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found'], [409, 'session_closed']],
+      async handler(ctx: Ctx<{ id: string }, unknown, unknown, never>) {
+        const tenant = await tenantOf(ctx as never);
+        const s = await readSession(ctx.deps, tenant, ctx.params.id);
+        if (!s) throw new ApiError(404, 'not_found', 'session not found');
+        if (s.status !== 'open') throw new ApiError(409, 'session_closed', 'the session is closed');
+        const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+        const server = mcpServer(ctx.deps, ctx.run.bind(ctx) as Run, s);
+        await server.connect(transport);
+        const headers = new Headers();
+        for (const [k, v] of Object.entries(ctx.req.headers)) if (typeof v === 'string') headers.set(k, v);
+        const request = new Request(`http://localhost${ctx.req.url}`, { method, headers, ...(method === 'POST' ? { body: JSON.stringify(ctx.body ?? null) } : {}) });
+        try {
+          const res = await transport.handleRequest(request, method === 'POST' ? { parsedBody: ctx.body } : {});
+          const text = await res.text();
+          const out: Record<string, string> = {};
+          res.headers.forEach((v, k) => (out[k] = v));
+          if (!out['content-type']) out['content-type'] = 'application/json';
+          return { status: res.status, headers: out, ...(text ? { body: text } : {}) };
+        } finally {
+          await server.close().catch(() => {});
+        }
+      },
+    } as never);
+  }
+}

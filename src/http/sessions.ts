@@ -1,0 +1,234 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { sessionDecider, sessionQuotaDecider, sessionQuotaStream, sessionStream } from '../../commands/session.ts';
+import type { Tenant } from '../../commands/consumer.ts';
+import { Rejection } from '../eventstore/handler.ts';
+import type { ApiKeyAuth, ServiceAuth } from './auth.ts';
+import { ApiError, forbidden, projectResolutionFailed, RawHttpError } from './errors.ts';
+import { newId } from './ids.ts';
+import { defineRoute, type AppDeps, type Ctx } from './route.ts';
+import { IdParam, Timestamp, isoText as TS } from './schemas.ts';
+import { executeTool, toolCallError, type SessionRow } from './tool-exec.ts';
+
+// Sessions (spec 4.3, client 0.3 wire shape): POST /v1/sessions
+// {"servers": [...], "user_id": "..."}; read; close (DELETE); the attached
+// providers with their connection state; execute {"tool": "<server>/<tool>",
+// "input": {...}}. Open sessions per organization are capped (403
+// {error: quota_exceeded, limit, current}).
+
+/** Open sessions an organization may hold; SESSION_QUOTA_PER_ORG overrides. */
+export const sessionQuota = () => Number(process.env.SESSION_QUOTA_PER_ORG ?? 100);
+
+const SessionView = z
+  .object({
+    id: z.string(),
+    object: z.literal('session'),
+    user_id: z.string(),
+    servers: z.array(z.string()),
+    status: z.enum(['open', 'closed']),
+    environment: z.enum(['live', 'test']),
+    created_at: Timestamp,
+    closed_at: Timestamp.nullable(),
+    mcp: z.object({ url: z.string(), headers: z.record(z.string(), z.string()) }),
+  })
+  .meta({ id: 'Session' });
+type Row = SessionRow & { created_at: string; closed_at: string | null };
+
+export const ToolCallView = z
+  .object({
+    id: z.string(),
+    session_id: z.string(),
+    server_id: z.string(),
+    tool_name: z.string(),
+    status: z.enum(['running', 'success', 'error']),
+    called_at: Timestamp,
+    duration_ms: z.number().int().nullable(),
+    error_code: z.string().nullable(),
+    input: z.unknown().optional(),
+    output: z.unknown().optional(),
+    routing: z.unknown().optional(),
+    failover_trail: z.unknown().optional(),
+  })
+  .meta({ id: 'ToolCall' });
+
+/** The organization and project of a key, or of a service call (x-svc-project, else the default project). */
+export async function tenantOf(ctx: Ctx<unknown, unknown, unknown, ApiKeyAuth | ServiceAuth>): Promise<Tenant> {
+  const { auth, req, deps } = ctx;
+  if (auth.kind === 'api_key') return { orgId: auth.orgId, projectId: auth.projectId }; // x-svc-project resolved by the authenticator
+  const h = req.headers['x-svc-project'];
+  const wanted = typeof h === 'string' && h.trim() !== '' ? h.trim() : undefined;
+  const { rows } = wanted
+    ? await deps.db.query<{ id: string }>('SELECT id FROM projects WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL', [auth.orgId, wanted])
+    : await deps.db.query<{ id: string }>('SELECT id FROM projects WHERE org_id = $1 AND is_default AND deleted_at IS NULL', [auth.orgId]);
+  if (!rows[0]) throw wanted ? forbidden('x-svc-project names no project of this organization') : projectResolutionFailed();
+  return { orgId: auth.orgId, projectId: rows[0].id };
+}
+
+const notFound = () => new ApiError(404, 'not_found', 'session not found');
+
+export async function readSession(deps: AppDeps, t: Tenant, id: string): Promise<Row | undefined> {
+  const { rows } = await deps.db.query<Row>(
+    `SELECT id, org_id, project_id, user_id, servers, environment, status, ${TS('created_at')} AS created_at, ${TS('closed_at')} AS closed_at FROM sessions WHERE id = $1 AND org_id = $2 AND project_id = $3`,
+    [id, t.orgId, t.projectId],
+  );
+  return rows[0];
+}
+
+function view(deps: AppDeps, r: Row, t: Tenant): z.infer<typeof SessionView> {
+  return {
+    id: r.id,
+    object: 'session',
+    user_id: r.user_id,
+    servers: r.servers,
+    status: r.status as 'open' | 'closed',
+    environment: r.environment,
+    created_at: r.created_at,
+    closed_at: r.closed_at,
+    mcp: { url: `${deps.baseUrl}/v1/sessions/${r.id}/mcp`, headers: { 'x-svc-project': t.projectId } },
+  };
+}
+
+const UserId = z.string().min(1).max(128).regex(/^[\x21-\x7e]+$/, 'printable ASCII without spaces');
+const Slug = z.string().min(1).max(64);
+const SessionParams = z.object({ id: IdParam });
+
+export async function sessionRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
+  defineRoute(app, deps, {
+    method: 'POST',
+    url: '/v1/sessions',
+    operationId: 'createSession',
+    summary: 'Open a session for an end user with the providers to attach (x-svc-project selects the project)',
+    tags: ['sessions'],
+    auth: 'key_or_service',
+    scope: 'sessions:write',
+    body: z.object({ servers: z.array(Slug).max(50), user_id: UserId }),
+    responses: { 201: SessionView },
+    errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden'], [403, 'quota_exceeded'], [404, 'server_unknown']],
+    async handler(ctx) {
+      const { body, deps } = ctx;
+      const tenant = await tenantOf(ctx as never);
+      const servers = [...new Set(body.servers)];
+      for (const s of servers) if (!deps.providers.runtime.catalog.get(s)) throw new ApiError(404, 'server_unknown', `no provider ${s} in the catalog`, { server_id: s });
+      const id = newId('ses');
+      const limit = sessionQuota();
+      try {
+        await ctx.run(sessionQuotaDecider, sessionQuotaStream(tenant.orgId), { type: 'claim', sessionId: id, limit }, { serialize: true, projectId: tenant.projectId });
+      } catch (err) {
+        if (err instanceof Rejection && err.code === 'quota_exceeded') throw new RawHttpError(403, { error: 'quota_exceeded', message: err.message, ...err.details });
+        throw err;
+      }
+      const environment = ctx.auth.kind === 'api_key' ? ctx.auth.environment : 'test';
+      try {
+        await ctx.run(sessionDecider, sessionStream(id), { type: 'create', data: { session_id: id, org_id: tenant.orgId, project_id: tenant.projectId, user_id: body.user_id, servers, environment, created_at: deps.now().toISOString() } }, { expectedRevision: 'no_stream', projectId: tenant.projectId });
+      } catch (err) {
+        // Give the quota slot back: no session holds it.
+        await ctx.run(sessionQuotaDecider, sessionQuotaStream(tenant.orgId), { type: 'release', sessionId: id }, { serialize: true, projectId: tenant.projectId }).catch(() => {});
+        throw err;
+      }
+      return { status: 201, body: view(deps, (await readSession(deps, tenant, id))!, tenant) };
+    },
+  });
+
+  defineRoute(app, deps, {
+    method: 'GET',
+    url: '/v1/sessions/:id',
+    operationId: 'getSession',
+    summary: 'A session',
+    tags: ['sessions'],
+    auth: 'key_or_service',
+    scope: 'sessions:read',
+    params: SessionParams,
+    responses: { 200: SessionView },
+    errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
+    async handler(ctx) {
+      const tenant = await tenantOf(ctx as never);
+      const r = await readSession(ctx.deps, tenant, ctx.params.id);
+      if (!r) throw notFound();
+      return { status: 200, body: view(ctx.deps, r, tenant) };
+    },
+  });
+
+  defineRoute(app, deps, {
+    method: 'DELETE',
+    url: '/v1/sessions/:id',
+    operationId: 'closeSession',
+    summary: 'Close a session (its tools can no longer be called); closing twice is a no-op',
+    tags: ['sessions'],
+    auth: 'key_or_service',
+    scope: 'sessions:write',
+    params: SessionParams,
+    responses: { 200: SessionView },
+    errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
+    async handler(ctx) {
+      const tenant = await tenantOf(ctx as never);
+      if (!(await readSession(ctx.deps, tenant, ctx.params.id))) throw notFound();
+      await ctx.run(sessionDecider, sessionStream(ctx.params.id), { type: 'close', tenant }, { serialize: true, projectId: tenant.projectId });
+      await ctx.run(sessionQuotaDecider, sessionQuotaStream(tenant.orgId), { type: 'release', sessionId: ctx.params.id }, { serialize: true, projectId: tenant.projectId });
+      return { status: 200, body: view(ctx.deps, (await readSession(ctx.deps, tenant, ctx.params.id))!, tenant) };
+    },
+  });
+
+  defineRoute(app, deps, {
+    method: 'GET',
+    url: '/v1/sessions/:id/connections',
+    operationId: 'listSessionConnections',
+    summary: "The session's providers and whether the end user (or the project) holds a live connection to each",
+    tags: ['sessions'],
+    auth: 'key_or_service',
+    scope: 'sessions:read',
+    params: SessionParams,
+    responses: {
+      200: z.object({
+        data: z.array(z.object({ id: z.string(), name: z.string(), category: z.string(), country: z.string(), auth_type: z.string(), connected: z.boolean(), tools_count: z.number().int(), status: z.string() })),
+        total: z.number().int(),
+        session_id: z.string(),
+      }),
+    },
+    errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
+    async handler(ctx) {
+      const tenant = await tenantOf(ctx as never);
+      const s = await readSession(ctx.deps, tenant, ctx.params.id);
+      if (!s) throw notFound();
+      const data = [];
+      for (const id of s.servers) {
+        const p = ctx.deps.providers.runtime.catalog.get(id);
+        if (!p) continue;
+        const connected = p.auth_type === 'none' || (await ctx.deps.providers.findConnection(tenant, p.id, s.user_id)) !== undefined;
+        data.push({ id: p.id, name: p.name, category: p.category, country: p.country, auth_type: p.auth_type, connected, tools_count: p.tools.length, status: p.status });
+      }
+      return { status: 200, body: { data, total: data.length, session_id: s.id } };
+    },
+  });
+
+  defineRoute(app, deps, {
+    method: 'POST',
+    url: '/v1/sessions/:id/execute',
+    operationId: 'executeSessionTool',
+    summary: 'Execute one tool of the session ("<server>/<tool>") with the end user\'s connection; the call is recorded (tc_<digits>)',
+    tags: ['sessions'],
+    auth: 'key_or_service',
+    scope: 'sessions:write',
+    params: SessionParams,
+    body: z.object({ tool: z.string().min(3).max(200), input: z.record(z.string(), z.unknown()).default({}) }),
+    responses: { 200: ToolCallView },
+    errors: [[400, 'invalid_body'], [400, 'invalid_input'], [401, 'unauthorized'], [403, 'forbidden'], [403, 'policy_denied'], [404, 'not_found'], [404, 'server_unknown'], [404, 'tool_unknown'], [409, 'session_closed'], [424, 'not_connected'], [502, 'provider_error']],
+    async handler(ctx) {
+      const tenant = await tenantOf(ctx as never);
+      const s = await readSession(ctx.deps, tenant, ctx.params.id);
+      if (!s) throw notFound();
+      if (s.status !== 'open') throw new ApiError(409, 'session_closed', 'the session is closed');
+      const o = await executeTool(ctx.deps, ctx.run.bind(ctx), s, ctx.body.tool, ctx.body.input);
+      if (!o.ok) throw toolCallError(o);
+      return { status: 200, body: (await readToolCall(ctx.deps, tenant, o.id))! };
+    },
+  });
+}
+
+export async function readToolCall(deps: AppDeps, t: Tenant, id: string): Promise<z.infer<typeof ToolCallView> | undefined> {
+  const { rows } = await deps.db.query<z.infer<typeof ToolCallView>>(
+    `SELECT id, session_id, server_id, tool_name, status, ${TS('called_at')} AS called_at, duration_ms, error_code, input, output, routing, failover_trail
+     FROM tool_calls WHERE id = $1 AND org_id = $2 AND project_id = $3`,
+    [id, t.orgId, t.projectId],
+  );
+  return rows[0];
+}

@@ -1,0 +1,116 @@
+import { randomBytes } from 'node:crypto';
+import { toolCallDecider, toolCallStream } from '../../commands/session.ts';
+import type { Tenant } from '../../commands/consumer.ts';
+import type { CommandResult, Decider, HandleOptions } from '../eventstore/handler.ts';
+import type { ProviderDef, ToolDef } from '../providers/catalog.ts';
+import type { ToolError } from '../providers/tools.ts';
+import { ApiError } from './errors.ts';
+import type { AppDeps } from './route.ts';
+
+// Executes one tool of a session: resolve it in the catalog and in the
+// session's attached servers, ask the policy hook, record `tool_call.started`,
+// call the provider through the internal tool-execution API (the guarded
+// outbound client), record `tool_call.succeeded` or `tool_call.failed`.
+// Used by POST /v1/sessions/{id}/execute, the MCP endpoint and the agent loop.
+
+export type SessionRow = { id: string; org_id: string; project_id: string; user_id: string; servers: string[]; environment: 'live' | 'test'; status: string };
+export type Run = <S, C>(decider: Decider<S, C>, stream: string, command: C, opts?: HandleOptions<S> & { orgId?: string; projectId?: string | null }) => Promise<CommandResult<S>>;
+
+export type ToolCallOutcome =
+  | { ok: true; id: string; output: unknown; duration_ms: number }
+  | { ok: false; id: string | null; error: ToolError | { code: string; message: string; retriable: boolean } };
+
+/** A new tool call id: `tc_` and digits. */
+export function newToolCallId(): string {
+  return `tc_${(randomBytes(8).readBigUInt64BE() % 10n ** 18n).toString().padStart(18, '1')}`;
+}
+
+export type PolicyDecision = { outcome: 'allowed' } | { outcome: 'denied'; reason: string; details?: Record<string, unknown> } | { outcome: 'approval_required'; reason: string; details?: Record<string, unknown> };
+
+/**
+ * POLICY HOOK POINT. Every tool call passes here before anything is recorded or
+ * sent. The policy engine (another branch: PolicyEngine.evaluate(call, run))
+ * is wired here by the lead; until then every call is allowed.
+ */
+export async function beforeToolCall(
+  _deps: AppDeps,
+  _call: { tenant: Tenant; sessionId: string; userId: string; serverId: string; toolName: string; input: unknown },
+): Promise<PolicyDecision> {
+  return { outcome: 'allowed' };
+}
+
+/** Payment or verification view a successful call opens, from the provider's category and the tool's output. */
+function viewOf(p: ProviderDef, tool: ToolDef, output: unknown): { view: 'payment' | 'verification' | null; key: string | null; status: string | null; hostedUrl: string | null } {
+  const o = (typeof output === 'object' && output !== null ? output : {}) as Record<string, unknown>;
+  const key = [o.idempotency_key, o.id].find((k): k is string => typeof k === 'string') ?? null;
+  const str = (v: unknown) => (typeof v === 'string' ? v : null);
+  if (p.category === 'payments' && tool.request.method === 'POST' && key) {
+    const s = str(o.status);
+    return { view: 'payment', key, status: s && ['pending', 'succeeded', 'failed', 'refunded'].includes(s) ? s : 'pending', hostedUrl: null };
+  }
+  if (p.category === 'identity' && tool.request.method === 'POST' && key) {
+    const s = str(o.status);
+    return { view: 'verification', key, status: s && ['pending', 'approved', 'rejected', 'expired', 'review'].includes(s) ? s : 'pending', hostedUrl: str(o.hosted_url) };
+  }
+  return { view: null, key: null, status: null, hostedUrl: null };
+}
+
+/** Splits `<server>/<tool>`; the server must be attached to the session and the tool in the catalog. */
+export function resolveSessionTool(deps: AppDeps, session: SessionRow, name: string): { provider: ProviderDef; tool: ToolDef } {
+  const i = name.indexOf('/');
+  const serverId = i > 0 ? name.slice(0, i) : '';
+  const toolName = i > 0 ? name.slice(i + 1) : '';
+  if (!serverId || !toolName) throw new ApiError(400, 'invalid_body', 'tool must be "<server>/<tool>"', { issues: [{ path: ['tool'], code: 'invalid_format', message: 'expected <server>/<tool>' }] });
+  if (!session.servers.includes(serverId)) throw new ApiError(404, 'server_unknown', `${serverId} is not attached to this session`, { server_id: serverId });
+  const r = deps.providers.resolveTool(serverId, toolName);
+  if (!r) throw new ApiError(404, deps.providers.runtime.catalog.get(serverId) ? 'tool_unknown' : 'server_unknown', `no tool ${name} in the catalog`, { tool: name });
+  return r;
+}
+
+export async function executeTool(deps: AppDeps, run: Run, session: SessionRow, name: string, input: unknown): Promise<ToolCallOutcome> {
+  const { provider, tool } = resolveSessionTool(deps, session, name);
+  const tenant = { orgId: session.org_id, projectId: session.project_id };
+  const decision = await beforeToolCall(deps, { tenant, sessionId: session.id, userId: session.user_id, serverId: provider.id, toolName: tool.name, input });
+  if (decision.outcome !== 'allowed') return { ok: false, id: null, error: { code: decision.outcome === 'denied' ? 'policy_denied' : 'approval_required', message: decision.reason, retriable: false } };
+  const id = newToolCallId();
+  const opts = { orgId: tenant.orgId, projectId: tenant.projectId };
+  const base = { tool_call_id: id, session_id: session.id, server_id: provider.id, tool_name: tool.name };
+  await run(toolCallDecider, toolCallStream(id), {
+    type: 'start',
+    data: { ...base, org_id: tenant.orgId, project_id: tenant.projectId, user_id: session.user_id, input: input ?? null, routing: { server_id: provider.id, environment: session.environment, auth_type: provider.auth_type }, called_at: deps.now().toISOString() },
+  }, { ...opts, expectedRevision: 'no_stream' });
+  const started = Date.now();
+  const r = await deps.providers.execute({ tenant, environment: session.environment, serverId: provider.id, toolName: tool.name, input: input ?? {}, userId: session.user_id });
+  const duration_ms = Math.max(0, Date.now() - started);
+  const at = deps.now().toISOString();
+  if (r.ok) {
+    const v = viewOf(provider, tool, r.output);
+    const trail = [{ attempt: 1, server_id: provider.id, outcome: 'success', status: r.status, latency_ms: r.latency_ms }];
+    await run(toolCallDecider, toolCallStream(id), {
+      type: 'succeed',
+      data: { ...base, output: r.output ?? null, duration_ms, connection_id: r.connection_id, idempotency_key: v.key, view: v.view, view_status: v.status, hosted_url: v.hostedUrl, failover_trail: trail, at },
+    }, opts);
+    return { ok: true, id, output: r.output, duration_ms };
+  }
+  const e = r.error;
+  const trail = [{ attempt: 1, server_id: provider.id, outcome: 'error', error_code: e.code, ...(e.status ? { status: e.status } : {}) }];
+  await run(toolCallDecider, toolCallStream(id), { type: 'fail', data: { ...base, error_code: e.code, error_message: e.message.slice(0, 500), retriable: e.retriable, duration_ms, failover_trail: trail, at } }, opts);
+  return { ok: false, id, error: e };
+}
+
+/** The HTTP error of a failed call. Provider faults are 502 provider_error (retriable when the provider's fault is). */
+export function toolCallError(o: Extract<ToolCallOutcome, { ok: false }>): ApiError {
+  const e = o.error;
+  const details = { ...(o.id ? { tool_call_id: o.id } : {}), retriable: e.retriable, ...('status' in e && e.status ? { provider_status: e.status } : {}), ...('issues' in e && e.issues ? { issues: e.issues } : {}) };
+  switch (e.code) {
+    case 'not_connected':
+      return new ApiError(424, 'not_connected', e.message, details);
+    case 'invalid_input':
+      return new ApiError(400, 'invalid_input', e.message, details);
+    case 'policy_denied':
+    case 'approval_required':
+      return new ApiError(403, e.code, e.message, details);
+    default:
+      return new ApiError(502, 'provider_error', e.message, { ...details, reason: e.code, retriable: e.code === 'provider_error' || e.code === 'provider_unreachable' ? true : e.retriable });
+  }
+}

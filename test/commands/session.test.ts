@@ -1,0 +1,39 @@
+import t from 'tap';
+import { sessionDecider, sessionQuotaDecider, toolCallDecider } from '../../commands/session.ts';
+import type { DomainEvent } from '../../events/index.ts';
+import { given } from '../helpers/decider.ts';
+
+// The session, the organization's session quota and the tool call, pure.
+
+const now = '2026-11-21T12:00:00.000Z';
+const tenant = { orgId: 'org_1', projectId: 'prj_1' };
+const created: DomainEvent = { type: 'session.created', data: { session_id: 'ses_1', org_id: 'org_1', project_id: 'prj_1', user_id: 'u1', servers: ['clima'], environment: 'test', created_at: now } };
+const closed: DomainEvent = { type: 'session.closed', data: { session_id: 'ses_1', at: now } };
+const claim = (id: string): DomainEvent => ({ type: 'session_quota.claimed', data: { session_id: id, limit: 2, at: now } });
+const started: DomainEvent = {
+  type: 'tool_call.started',
+  data: { tool_call_id: 'tc_1', session_id: 'ses_1', org_id: 'org_1', project_id: 'prj_1', user_id: 'u1', server_id: 'clima', tool_name: 'get_forecast', input: {}, routing: {}, called_at: now },
+};
+const failed: DomainEvent = { type: 'tool_call.failed', data: { tool_call_id: 'tc_1', session_id: 'ses_1', server_id: 'clima', tool_name: 'get_forecast', error_code: 'provider_error', error_message: 'x', retriable: true, duration_ms: 3, failover_trail: [], at: now } };
+
+t.test('session', async (t) => {
+  given(t, sessionDecider, []).when({ type: 'create', data: created.data as never }).then([created]);
+  given(t, sessionDecider, [created]).when({ type: 'close', tenant }).then([closed]);
+  given(t, sessionDecider, [created, closed]).when({ type: 'close', tenant }).then([], 'closing twice changes nothing');
+  given(t, sessionDecider, [created]).when({ type: 'close', tenant: { orgId: 'org_2', projectId: 'prj_1' } }).rejects('not_found', 'another organization');
+  given(t, sessionDecider, [created]).when({ type: 'close', tenant: { orgId: 'org_1', projectId: 'prj_2' } }).rejects('not_found', 'another project');
+});
+
+t.test('quota', async (t) => {
+  given(t, sessionQuotaDecider, [claim('ses_1')]).when({ type: 'claim', sessionId: 'ses_2', limit: 2 }).then([claim('ses_2')]);
+  given(t, sessionQuotaDecider, [claim('ses_1'), claim('ses_2')]).when({ type: 'claim', sessionId: 'ses_3', limit: 2 }).rejects('quota_exceeded');
+  given(t, sessionQuotaDecider, [claim('ses_1'), claim('ses_2'), { type: 'session_quota.released', data: { session_id: 'ses_1', at: now } }]).when({ type: 'claim', sessionId: 'ses_3', limit: 2 }).then([claim('ses_3')], 'a release frees a slot');
+  given(t, sessionQuotaDecider, [claim('ses_1')]).when({ type: 'release', sessionId: 'ses_9' }).then([], 'releasing an unknown session changes nothing');
+});
+
+t.test('tool call: running, then success or error, once', async (t) => {
+  given(t, toolCallDecider, []).when({ type: 'start', data: started.data as never }).then([started]);
+  given(t, toolCallDecider, [started]).when({ type: 'fail', data: failed.data as never }).then([failed]);
+  given(t, toolCallDecider, [started, failed]).when({ type: 'fail', data: failed.data as never }).rejects('invalid_transition');
+  given(t, toolCallDecider, [started]).when({ type: 'start', data: started.data as never }).rejects('concurrency_conflict');
+});
