@@ -38,12 +38,14 @@ export type ApprovalView = z.infer<typeof Approval>;
 /** What executes a held call once a person approves it, by tool name; answers the execution result. */
 export type ApprovalExecutor = (approval: ApprovalView, deps: AppDeps, run: Run) => Promise<Record<string, unknown>>;
 const executors = new Map<string, ApprovalExecutor>();
-/** Each family whose calls policies can hold registers how to run one (`mandate.spend`, `<server>/<tool>` prefixes end in `/`). */
+// Each family whose calls policies can hold registers how to run one: an exact
+// name (`mandate.spend`), a prefix ending in `/`, or the key "*" followed by "/"
+// for every provider tool `<server>/<tool>`.
 export function registerApprovalExecutor(toolName: string, fn: ApprovalExecutor): void {
   executors.set(toolName, fn);
 }
 function executorFor(toolName: string): ApprovalExecutor | undefined {
-  return executors.get(toolName) ?? [...executors].find(([k]) => k.endsWith('/') && toolName.startsWith(k))?.[1];
+  return executors.get(toolName) ?? [...executors].find(([k]) => k.endsWith('/') && toolName.startsWith(k))?.[1] ?? (toolName.includes('/') ? executors.get('*/') : undefined);
 }
 
 const COLUMNS = `id, org_id, project_id, session_id, agent_id, matched_rule_id, matched_rule_name, tool_name, tool_input, status,

@@ -9,6 +9,7 @@ import { newId } from './ids.ts';
 import { defineRoute, type AppDeps, type Ctx } from './route.ts';
 import { IdParam, Timestamp, isoText as TS } from './schemas.ts';
 import { executeTool, toolCallError, type SessionRow } from './tool-exec.ts';
+import { registerApprovalExecutor } from './approvals.ts';
 
 // Sessions (spec 4.3, client 0.3 wire shape): POST /v1/sessions
 // {"servers": [...], "user_id": "..."}; read; close (DELETE); the attached
@@ -91,6 +92,16 @@ function view(deps: AppDeps, r: Row, t: Tenant): z.infer<typeof SessionView> {
 const UserId = z.string().min(1).max(128).regex(/^[\x21-\x7e]+$/, 'printable ASCII without spaces');
 const Slug = z.string().min(1).max(64);
 const SessionParams = z.object({ id: IdParam });
+
+// An approved provider tool call runs in its session with the held input, verbatim.
+registerApprovalExecutor('*/', async (a, deps, run) => {
+  if (!a.session_id || !a.project_id) throw new ApiError(409, 'session_closed', 'the held call has no session');
+  const s = await readSession(deps, { orgId: a.org_id, projectId: a.project_id }, a.session_id);
+  if (!s || s.status !== 'open') throw new ApiError(409, 'session_closed', 'the session of the held call is closed');
+  const o = await executeTool(deps, run, s, a.tool_name, a.tool_input, a.decided_by ?? 'approval');
+  if (!o.ok) throw toolCallError(o);
+  return { tool_call_id: o.id, output: (o.output ?? null) as unknown, duration_ms: o.duration_ms };
+});
 
 export async function sessionRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   defineRoute(app, deps, {

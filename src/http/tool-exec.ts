@@ -4,11 +4,13 @@ import type { Tenant } from '../../commands/consumer.ts';
 import type { CommandResult, Decider, HandleOptions } from '../eventstore/handler.ts';
 import type { ProviderDef, ToolDef } from '../providers/catalog.ts';
 import type { ToolError } from '../providers/tools.ts';
-import { ApiError } from './errors.ts';
+import { ApiError, type RawHttpError } from './errors.ts';
+import { PolicyEngine, type Denial } from '../policy/evaluator.ts';
+import { policyDenied } from './approvals.ts';
 import type { AppDeps } from './route.ts';
 
 // Executes one tool of a session: resolve it in the catalog and in the
-// session's attached servers, ask the policy hook, record `tool_call.started`,
+// session's attached servers, evaluate the policies, record `tool_call.started`,
 // call the provider through the internal tool-execution API (the guarded
 // outbound client), record `tool_call.succeeded` or `tool_call.failed`.
 // Used by POST /v1/sessions/{id}/execute, the MCP endpoint and the agent loop.
@@ -18,25 +20,11 @@ export type Run = <S, C>(decider: Decider<S, C>, stream: string, command: C, opt
 
 export type ToolCallOutcome =
   | { ok: true; id: string; output: unknown; duration_ms: number }
-  | { ok: false; id: string | null; error: ToolError | { code: string; message: string; retriable: boolean } };
+  | { ok: false; id: string | null; error: ToolError | { code: string; message: string; retriable: boolean }; policy?: Denial };
 
 /** A new tool call id: `tc_` and digits. */
 export function newToolCallId(): string {
   return `tc_${(randomBytes(8).readBigUInt64BE() % 10n ** 18n).toString().padStart(18, '1')}`;
-}
-
-export type PolicyDecision = { outcome: 'allowed' } | { outcome: 'denied'; reason: string; details?: Record<string, unknown> } | { outcome: 'approval_required'; reason: string; details?: Record<string, unknown> };
-
-/**
- * POLICY HOOK POINT. Every tool call passes here before anything is recorded or
- * sent. The policy engine (another branch: PolicyEngine.evaluate(call, run))
- * is wired here by the lead; until then every call is allowed.
- */
-export async function beforeToolCall(
-  _deps: AppDeps,
-  _call: { tenant: Tenant; sessionId: string; userId: string; serverId: string; toolName: string; input: unknown },
-): Promise<PolicyDecision> {
-  return { outcome: 'allowed' };
 }
 
 /** Payment or verification view a successful call opens, from the provider's category and the tool's output. */
@@ -67,11 +55,22 @@ export function resolveSessionTool(deps: AppDeps, session: SessionRow, name: str
   return r;
 }
 
-export async function executeTool(deps: AppDeps, run: Run, session: SessionRow, name: string, input: unknown): Promise<ToolCallOutcome> {
+/**
+ * Executes one tool call. The organization's policies come first (tool name
+ * `<server>/<tool>`, the session's end user as the agent); a denial or a held
+ * call records nothing of the call itself and answers the policy's body.
+ * `approvedBy` is set when a person approved this very call.
+ */
+export async function executeTool(deps: AppDeps, run: Run, session: SessionRow, name: string, input: unknown, approvedBy: string | null = null): Promise<ToolCallOutcome> {
   const { provider, tool } = resolveSessionTool(deps, session, name);
   const tenant = { orgId: session.org_id, projectId: session.project_id };
-  const decision = await beforeToolCall(deps, { tenant, sessionId: session.id, userId: session.user_id, serverId: provider.id, toolName: tool.name, input });
-  if (decision.outcome !== 'allowed') return { ok: false, id: null, error: { code: decision.outcome === 'denied' ? 'policy_denied' : 'approval_required', message: decision.reason, retriable: false } };
+  const toolInput = (typeof input === 'object' && input !== null && !Array.isArray(input) ? input : {}) as Record<string, unknown>;
+  const amount = typeof toolInput.amount_minor === 'number' && Number.isSafeInteger(toolInput.amount_minor) ? BigInt(toolInput.amount_minor) : typeof toolInput.amount_minor === 'string' && /^\d{1,16}$/.test(toolInput.amount_minor) ? BigInt(toolInput.amount_minor) : null;
+  const policy = await new PolicyEngine(deps.store, deps.now).evaluate(
+    { orgId: tenant.orgId, projectId: tenant.projectId, sessionId: session.id, agentId: session.user_id, toolName: `${provider.id}/${tool.name}`, toolInput, amountMinor: amount, currency: typeof toolInput.currency === 'string' ? toolInput.currency : null, approvedBy },
+    run,
+  );
+  if (policy.decision !== 'allowed') return { ok: false, id: null, error: { code: policy.decision === 'denied' ? 'policy_denied' : 'approval_required', message: `the call was ${policy.decision === 'denied' ? 'denied' : 'held for approval'} by policy ${policy.body.ruleId}`, retriable: false }, policy: policy.body };
   const id = newToolCallId();
   const opts = { orgId: tenant.orgId, projectId: tenant.projectId };
   const base = { tool_call_id: id, session_id: session.id, server_id: provider.id, tool_name: tool.name };
@@ -95,11 +94,14 @@ export async function executeTool(deps: AppDeps, run: Run, session: SessionRow, 
   const e = r.error;
   const trail = [{ attempt: 1, server_id: provider.id, outcome: 'error', error_code: e.code, ...(e.status ? { status: e.status } : {}) }];
   await run(toolCallDecider, toolCallStream(id), { type: 'fail', data: { ...base, error_code: e.code, error_message: e.message.slice(0, 500), retriable: e.retriable, duration_ms, failover_trail: trail, at } }, opts);
+  await policy.release();
   return { ok: false, id, error: e };
 }
 
 /** The HTTP error of a failed call. Provider faults are 502 provider_error (retriable when the provider's fault is). */
-export function toolCallError(o: Extract<ToolCallOutcome, { ok: false }>): ApiError {
+export function toolCallError(o: Extract<ToolCallOutcome, { ok: false }>): ApiError | RawHttpError {
+  // A policy denial is the spec's bare 403 {reason, ruleType, ruleId} (+ approval_id, expires_at).
+  if (o.policy) return policyDenied(o.policy);
   const e = o.error;
   const details = { ...(o.id ? { tool_call_id: o.id } : {}), retriable: e.retriable, ...('status' in e && e.status ? { provider_status: e.status } : {}), ...('issues' in e && e.issues ? { issues: e.issues } : {}) };
   switch (e.code) {
