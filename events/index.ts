@@ -8,6 +8,7 @@ import { bankConsentEvents } from './bank-consent.ts';
 import { x402Events } from './x402.ts';
 import { orgEvents } from './org.ts';
 import { connectionEvents } from './connection.ts';
+import { connectLinkEvents } from './connect-link.ts';
 
 // The registry of every event type: one vocabulary for the log, the audit
 // chain's event_type and webhook subscriptions.
@@ -22,6 +23,7 @@ export const eventSchemas = {
   ...bankConsentEvents,
   ...x402Events,
   ...connectionEvents,
+  ...connectLinkEvents,
 } as const;
 
 export type EventType = keyof typeof eventSchemas;

@@ -23,6 +23,7 @@ import { HttpProvider } from './adapters/providers/http-provider.ts';
 import { providerRoutes } from './http/providers.ts';
 import { connectionRoutes } from './http/connections.ts';
 import { providerWebhookRoutes } from './http/provider-webhooks.ts';
+import { connectLinkRoutes } from './http/connect-links.ts';
 import { platformRoutes } from './http/platform.ts';
 import { projectRoutes } from './http/projects.ts';
 import { defaultRateLimit, RateLimiter, type RateLimitConfig } from './http/ratelimit.ts';
@@ -138,7 +139,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     x402: opts.x402,
     webhookTargets: opts.webhookTargets ?? { loopback: false, private: false },
     didDomain: opts.didDomain ?? didDomainOf(opts.baseUrl),
-    providers: new ProviderTools(opts.db, opts.vault, opts.providers ?? { catalog: Catalog.load(), client: new HttpProvider({ allow: opts.webhookTargets ?? { loopback: false, private: false } }), sandbox: undefined }),
+    providers: new ProviderTools(opts.db, opts.vault, opts.providers ?? { catalog: Catalog.load(), client: new HttpProvider({ allow: opts.webhookTargets ?? { loopback: false, private: false } }), sandbox: undefined }, { store: opts.store, now: opts.now ?? (() => new Date()), waitFor: (p, ms) => opts.readSide.waitFor(p, ms) }),
   };
 
   app.decorate('routeSpecs', deps.routes);
@@ -156,6 +157,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(async (scope) => providerRoutes(scope, deps));
   await app.register(async (scope) => connectionRoutes(scope, deps));
   await app.register(async (scope) => providerWebhookRoutes(scope, deps));
+  await app.register(async (scope) => connectLinkRoutes(scope, deps));
 
   await app.ready();
   return app;

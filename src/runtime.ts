@@ -20,6 +20,7 @@ import type { Network, X402Deps } from './adapters/chain/x402.ts';
 import { X402SettlementReactor } from './reactors/x402-settlement.ts';
 import { Catalog } from './providers/catalog.ts';
 import type { ProviderRuntime } from './providers/tools.ts';
+import { parseOAuthClients } from './providers/oauth.ts';
 import { HttpProvider } from './adapters/providers/http-provider.ts';
 import { SandboxProviders } from './adapters/providers/sandbox-providers.ts';
 
@@ -129,6 +130,7 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
       catalog,
       client: new HttpProvider({ allow: webhookTargets, ...(sandboxProviders ? { extraCa: [sandboxProviders.caPem], sandboxOrigins: [sandboxProviders.url, sandboxProviders.tlsUrl] } : {}) }),
       sandbox: sandboxProviders ? { http: sandboxProviders.url, https: sandboxProviders.tlsUrl } : undefined,
+      oauthClients: { ...parseOAuthClients(process.env.PROVIDER_OAUTH_CLIENTS), ...sandboxProviders?.platformOAuthClients(`${config.publicBaseUrl}/v1/connections/callback`) },
     };
     const x = opts.followers === false ? { deps: undefined, stop: async () => {} } : await openX402(config);
     const settlementReactor = x.deps ? new X402SettlementReactor(db, store, x.deps) : undefined;
