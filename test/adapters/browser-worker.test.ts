@@ -57,6 +57,11 @@ t.test('embedded Chromium: contexts, capacity, deadline, stall', { skip: chromiu
     await s2.page.goto(`${base}/hang`, { timeout: 0 });
   }).catch((e: unknown) => e);
   t.match(err2, { code: 'drive_stalled', step: 'open' }, 'a run stuck on a page that never answers fails with drive_stalled');
-  const ok = await drive(await w.open(), { deadlineMs: 10_000, stallMs: 5_000 }, async () => 42);
+  const s3 = await w.open();
+  const ok = await drive(s3, { deadlineMs: 10_000, stallMs: 5_000 }, async () => 42);
   t.equal(ok, 42);
+  await s3.close();
+  await s1.close();
+  await s2.close();
+  t.equal(w.active, 0, 'every context closed');
 });

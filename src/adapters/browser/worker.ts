@@ -35,6 +35,11 @@ export interface BrowserWorker {
   close(): Promise<void>;
 }
 
+function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([p, new Promise<never>((_r, reject) => (timer = setTimeout(() => reject(new Error(`${what} timed out`)), ms)))]).finally(() => clearTimeout(timer));
+}
+
 class PooledWorker implements BrowserWorker {
   private browser: Promise<Browser> | undefined;
   active = 0;
@@ -65,21 +70,19 @@ class PooledWorker implements BrowserWorker {
     if (this.active >= this.limits.maxContexts) throw new WorkerError('capacity', `the browser worker has ${this.active} of ${this.limits.maxContexts} contexts open`);
     this.active++;
     try {
-      // The bundled Chromium runs --single-process: closing a context now and then takes the browser down with it; a fresh one is started.
+      // Embedded: one Chromium process per session (the bundled Chromium runs --single-process,
+      // where closing one context can take the whole browser down); remote: one shared connection.
+      const b = this.kind === 'embedded' ? await withTimeout(this.connect(), 30_000, 'launch') : await this.get();
       let context: BrowserContext | undefined;
       let page: Page | undefined;
-      for (let attempt = 1; !page; attempt++) {
-        const b = await this.get();
-        try {
-          context = await b.newContext();
-          page = await context.newPage();
-        } catch (err) {
-          await context?.close().catch(() => {});
-          if (attempt >= 3) throw err;
-          if (this.browser) void this.browser.then((x) => x.close()).catch(() => {});
-          this.browser = undefined;
-        }
+      try {
+        context = await withTimeout(b.newContext(), 15_000, 'newContext');
+        page = await withTimeout(context.newPage(), 15_000, 'newPage');
+      } catch (err) {
+        if (this.kind === 'embedded') await b.close().catch(() => {});
+        throw err;
       }
+      const owned = this.kind === 'embedded' ? b : undefined;
       const ctx = context!;
       let closed = false;
       return {
@@ -91,6 +94,7 @@ class PooledWorker implements BrowserWorker {
           closed = true;
           this.active--;
           await ctx.close().catch(() => {});
+          await owned?.close().catch(() => {});
         },
       };
     } catch (err) {
@@ -143,6 +147,7 @@ export async function drive<T>(session: BrowserSession, limits: Pick<WorkerLimit
       bound,
     ]);
   } finally {
+    progressHook = () => {};
     clearTimeout(stallTimer);
     clearTimeout(deadlineTimer);
   }
