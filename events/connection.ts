@@ -28,6 +28,8 @@ export const ConnectionCreated = z.object({
   secret_ref: z.string(),
   expires_at: IsoTime.nullable(),
   created_at: IsoTime,
+  /** Provider metadata written by an OAuth callback or provisioning (scope, refresh_ref, account_id); absent for a pasted key. */
+  metadata: Json.nullable().optional(),
 });
 
 export const ConnectionCredentialRotated = z.object({
@@ -39,6 +41,8 @@ export const ConnectionCredentialRotated = z.object({
   connection_metadata: Json.optional(),
   expires_at: IsoTime.nullable(),
   at: IsoTime,
+  /** Provider metadata replaced by an OAuth callback or a token refresh. */
+  metadata: Json.nullable().optional(),
 });
 
 export const ConnectionRevoked = z.object({ connection_id: z.string(), from: z.string(), purged_refs: z.array(z.string()), at: IsoTime });

@@ -14,6 +14,7 @@ import { connectionEvents } from './connection.ts';
 import { commerceMemoryEvents } from './commerce-memory.ts';
 import { mcpEvents } from './mcp.ts';
 import { sessionEvents } from './session.ts';
+import { connectLinkEvents } from './connect-link.ts';
 
 // The registry of every event type: one vocabulary for the log, the audit
 // chain's event_type and webhook subscriptions.
@@ -34,6 +35,7 @@ export const eventSchemas = {
   ...commerceMemoryEvents,
   ...mcpEvents,
   ...sessionEvents,
+  ...connectLinkEvents,
 } as const;
 
 export type EventType = keyof typeof eventSchemas;

@@ -42,9 +42,9 @@ export const connectionProjection: Projection = {
       case 'connection.created': {
         const d = e.data;
         await tx.query(
-          `INSERT INTO ${T} (id, org_id, project_id, user_id, server_id, auth_type, status, display_name, connection_metadata, cert_metadata, secret_ref, created_at, connected_at, expires_at, position)
-           VALUES ($1, $2, $3, $4, $5, $6, 'connected', $7, $8, $9, $10, $11, $11, $12, $13) ON CONFLICT (id) DO NOTHING`,
-          [d.connection_id, d.org_id, d.project_id, d.user_id, d.server_id, d.auth_type, d.display_name, JSON.stringify(d.connection_metadata), JSON.stringify(d.cert_metadata), d.secret_ref, d.created_at, d.expires_at, pos],
+          `INSERT INTO ${T} (id, org_id, project_id, user_id, server_id, auth_type, status, display_name, connection_metadata, cert_metadata, secret_ref, created_at, connected_at, expires_at, position, metadata)
+           VALUES ($1, $2, $3, $4, $5, $6, 'connected', $7, $8, $9, $10, $11, $11, $12, $13, $14) ON CONFLICT (id) DO NOTHING`,
+          [d.connection_id, d.org_id, d.project_id, d.user_id, d.server_id, d.auth_type, d.display_name, JSON.stringify(d.connection_metadata), JSON.stringify(d.cert_metadata), d.secret_ref, d.created_at, d.expires_at, pos, d.metadata ? JSON.stringify(d.metadata) : null],
         );
         return;
       }
@@ -52,9 +52,10 @@ export const connectionProjection: Projection = {
         const d = e.data;
         await tx.query(
           `UPDATE ${T} SET secret_ref = $2, cert_metadata = $3, expires_at = $4, connected_at = $5,
-             display_name = CASE WHEN $6::boolean THEN $7 ELSE display_name END, connection_metadata = coalesce($8::jsonb, connection_metadata), position = $9
+             display_name = CASE WHEN $6::boolean THEN $7 ELSE display_name END, connection_metadata = coalesce($8::jsonb, connection_metadata), position = $9,
+             metadata = coalesce($10::jsonb, metadata)
            WHERE id = $1 AND position < $9`,
-          [d.connection_id, d.secret_ref, JSON.stringify(d.cert_metadata), d.expires_at, d.at, d.display_name !== undefined, d.display_name ?? null, d.connection_metadata ? JSON.stringify(d.connection_metadata) : null, pos],
+          [d.connection_id, d.secret_ref, JSON.stringify(d.cert_metadata), d.expires_at, d.at, d.display_name !== undefined, d.display_name ?? null, d.connection_metadata ? JSON.stringify(d.connection_metadata) : null, pos, d.metadata ? JSON.stringify(d.metadata) : null],
         );
         return;
       }
@@ -86,8 +87,10 @@ export type ConnectionRecord = {
   connection_metadata: Record<string, unknown>;
   secret_ref: string | null;
   webhook_secret_ref: string | null;
+  /** Provider metadata (OAuth scope, refresh_ref, account_id); null for a pasted key. */
+  metadata?: Record<string, unknown> | null;
 };
-const RECORD = 'id, org_id, project_id, user_id, server_id, auth_type, status, connection_metadata, secret_ref, webhook_secret_ref';
+const RECORD = 'id, org_id, project_id, user_id, server_id, auth_type, status, connection_metadata, secret_ref, webhook_secret_ref, metadata';
 
 /** A connection by id, whatever its tenant (inbound webhooks authenticate by signature, not by credential). */
 export async function connectionById(db: Queryable, id: string): Promise<ConnectionRecord | undefined> {

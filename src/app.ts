@@ -39,6 +39,7 @@ import { toolCallRoutes } from './http/tool-calls.ts';
 import { statusStreamRoutes } from './http/status-stream.ts';
 import { sessionMcpRoutes } from './http/session-mcp.ts';
 import { sessionSendRoutes } from './http/session-send.ts';
+import { connectLinkRoutes } from './http/connect-links.ts';
 import { platformRoutes } from './http/platform.ts';
 import { registerMetrics } from './http/metrics.ts';
 import { docsRoutes } from './http/docs.ts';
@@ -177,8 +178,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     pix: opts.pix ?? { sandbox: undefined, live: new UnconfiguredPsp() },
     webhookTargets: opts.webhookTargets ?? { loopback: false, private: false },
     didDomain: opts.didDomain ?? didDomainOf(opts.baseUrl),
-    providers: new ProviderTools(opts.db, opts.vault, opts.providers ?? { catalog: Catalog.load(), client: new HttpProvider({ allow: opts.webhookTargets ?? { loopback: false, private: false } }), sandbox: undefined }),
     mcp: { ...defaultMcpConfig(opts.baseUrl), ...opts.mcp },
+    providers: new ProviderTools(opts.db, opts.vault, opts.providers ?? { catalog: Catalog.load(), client: new HttpProvider({ allow: opts.webhookTargets ?? { loopback: false, private: false } }), sandbox: undefined }, { store: opts.store, now: opts.now ?? (() => new Date()), waitFor: (p, ms) => opts.readSide.waitFor(p, ms) }),
   };
 
   app.decorate('routeSpecs', deps.routes);
@@ -212,6 +213,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(async (scope) => statusStreamRoutes(scope, deps));
   await app.register(async (scope) => sessionMcpRoutes(scope, deps));
   await app.register(async (scope) => sessionSendRoutes(scope, deps));
+  await app.register(async (scope) => connectLinkRoutes(scope, deps));
 
   await app.ready();
   return app;

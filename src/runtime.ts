@@ -23,6 +23,7 @@ import type { PixDeps } from './adapters/psp/port.ts';
 import { openPix } from './adapters/psp/config.ts';
 import { Catalog } from './providers/catalog.ts';
 import type { ProviderRuntime } from './providers/tools.ts';
+import { parseOAuthClients } from './providers/oauth.ts';
 import { HttpProvider } from './adapters/providers/http-provider.ts';
 import { SandboxProviders } from './adapters/providers/sandbox-providers.ts';
 
@@ -133,6 +134,7 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
       catalog,
       client: new HttpProvider({ allow: webhookTargets, ...(sandboxProviders ? { extraCa: [sandboxProviders.caPem], sandboxOrigins: [sandboxProviders.url, sandboxProviders.tlsUrl] } : {}) }),
       sandbox: sandboxProviders ? { http: sandboxProviders.url, https: sandboxProviders.tlsUrl } : undefined,
+      oauthClients: { ...parseOAuthClients(process.env.PROVIDER_OAUTH_CLIENTS), ...sandboxProviders?.platformOAuthClients(`${config.publicBaseUrl}/v1/connections/callback`) },
     };
     const x = opts.followers === false ? { deps: undefined, stop: async () => {} } : await openX402(config);
     const settlementReactor = x.deps ? new X402SettlementReactor(db, store, x.deps) : undefined;

@@ -5,6 +5,7 @@ import type { Queryable } from '../postgres/db.ts';
 import { baseUrlOf, type Catalog, type ProviderDef, type SandboxUrls, type ToolDef } from './catalog.ts';
 import { decodeCredential } from './credentials.ts';
 import { validate, type InputIssue } from './json-schema.ts';
+import { needsRefresh, refreshConnection, type OAuthClients, type OAuthRefreshDeps } from './oauth.ts';
 
 /**
  * The internal tool-execution API (for sessions and tool calls).
@@ -33,7 +34,13 @@ import { validate, type InputIssue } from './json-schema.ts';
  * Secrets never appear in a result.
  */
 
-export type ProviderRuntime = { catalog: Catalog; client: HttpProvider; sandbox: SandboxUrls | undefined };
+export type ProviderRuntime = {
+  catalog: Catalog;
+  client: HttpProvider;
+  sandbox: SandboxUrls | undefined;
+  /** The platform's OAuth client at each `oauth` provider (connect links, token refresh); none configured when absent. */
+  oauthClients?: OAuthClients;
+};
 export type Tenant = { orgId: string; projectId: string };
 export type Environment = 'live' | 'test';
 
@@ -78,6 +85,8 @@ export class ProviderTools {
     private readonly db: Queryable,
     private readonly vault: Vault,
     readonly runtime: ProviderRuntime,
+    /** With the event store, an expired OAuth access token is refreshed before use (and the rotation recorded). */
+    private readonly refresh?: Pick<OAuthRefreshDeps, 'store' | 'now' | 'waitFor'>,
   ) {}
 
   resolveTool(serverId: string, toolName: string): { provider: ProviderDef; tool: ToolDef } | undefined {
@@ -110,7 +119,11 @@ export class ProviderTools {
   async credentialFor(p: ProviderDef, t: Tenant, userId: string | null, opts: { exact?: boolean } = {}): Promise<{ ok: true; credential: Credential | undefined; connectionId: string | null } | { ok: false; error: ToolError }> {
     if (p.auth_type === 'none') return { ok: true, credential: undefined, connectionId: null };
     const c = await this.findConnection(t, p.id, userId, opts);
-    const credential = c ? await this.readCredential(c) : undefined;
+    let credential = c ? await this.readCredential(c) : undefined;
+    if (c && p.auth_type === 'oauth' && this.refresh && needsRefresh(credential, this.refresh.now())) {
+      const d = { ...this.refresh, vault: this.vault, client: this.runtime.client, clients: this.runtime.oauthClients ?? {}, sandbox: this.runtime.sandbox };
+      credential = (await refreshConnection(d, p, c, credential as Record<string, string>)) ?? credential;
+    }
     if (!c || !credential) return { ok: false, error: { code: 'not_connected', message: `no live connection to ${p.id}${userId ? ` for user ${userId}` : ''}`, retriable: false } };
     return { ok: true, credential, connectionId: c.id };
   }

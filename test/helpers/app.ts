@@ -17,12 +17,13 @@ import { Catalog } from '../../src/providers/catalog.ts';
 import { HttpProvider } from '../../src/adapters/providers/http-provider.ts';
 import { SandboxProviders } from '../../src/adapters/providers/sandbox-providers.ts';
 import type { McpConfig } from '../../src/mcp/config.ts';
+import type { ProviderRuntime } from '../../src/providers/tools.ts';
 
 // The HTTP app over a whole test ledger, and a bootstrapped organization.
 
 export const SERVICE_SECRET = 'svc_test_secret_0123456789abcdefghijklmnop';
 
-export type TestApp = { app: FastifyInstance; ledger: TestLedger; vault: Vault; webhooks: WebhookDispatcher; x402: X402Deps | undefined; sandboxProviders: SandboxProviders | undefined };
+export type TestApp = { app: FastifyInstance; ledger: TestLedger; vault: Vault; webhooks: WebhookDispatcher; x402: X402Deps | undefined; sandboxProviders: SandboxProviders | undefined; providerRuntime: ProviderRuntime };
 
 export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: RateLimitConfig; now?: () => Date; webhooks?: Partial<WebhookConfig>; webhookWorker?: boolean; banks?: Map<string, Bank>; x402?: boolean; oauth?: OAuthOptions; pix?: PixDeps; providers?: boolean; providerTimeoutMs?: number; logStream?: { write(line: string): void }; mcp?: Partial<McpConfig>; store?: 'postgres' | 'esdb' } = {}): Promise<TestApp> {
   const ledger = await testLedger(t, { ...(opts.now ? { now: opts.now } : {}), ...(opts.store ? { store: opts.store } : {}) });
@@ -55,14 +56,15 @@ export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: 
   let sandboxProviders: SandboxProviders | undefined;
   const catalog = Catalog.load();
   if (opts.providers) {
-    sandboxProviders = new SandboxProviders(catalog);
+    sandboxProviders = new SandboxProviders(catalog, opts.now ? { now: opts.now } : {});
     await sandboxProviders.start();
     t.teardown(() => sandboxProviders!.stop());
   }
-  const providers = {
+  const providers: ProviderRuntime = {
     catalog,
     client: new HttpProvider({ allow: webhookTargets, timeoutMs: opts.providerTimeoutMs ?? 2_000, ...(sandboxProviders ? { extraCa: [sandboxProviders.caPem] } : {}) }),
     sandbox: sandboxProviders ? { http: sandboxProviders.url, https: sandboxProviders.tlsUrl } : undefined,
+    oauthClients: sandboxProviders?.platformOAuthClients('http://127.0.0.1:8080/v1/connections/callback'),
   };
   const app = await buildApp({
     vault,
@@ -86,7 +88,7 @@ export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: 
     ...(opts.oauth ? { oauth: opts.oauth } : {}),
   });
   t.teardown(() => app.close());
-  return { app, ledger, vault, webhooks, x402, sandboxProviders };
+  return { app, ledger, vault, webhooks, x402, sandboxProviders, providerRuntime: providers };
 }
 
 export type Org = { orgId: string; ownerId: string; projectId: string; testKey: string; liveKey: string; owner: Record<string, string>; key: Record<string, string> };

@@ -140,4 +140,32 @@ export class HttpProvider {
     }
     return { status: res.status, json, latencyMs };
   }
+
+  /** A form POST to a provider's OAuth token endpoint (guarded like every provider call); the JSON answer, whatever its status. */
+  async postForm(url: string, form: Record<string, string>): Promise<{ status: number; json: Record<string, unknown> }> {
+    const origin = new URL(url).origin;
+    const allow = this.o.sandboxOrigins?.includes(origin) ? { ...this.o.allow, loopback: true } : this.o.allow;
+    let res;
+    try {
+      res = await guardedRequest(url, allow, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json', 'user-agent': 'agent-ledger-providers/1' },
+        body: new URLSearchParams(form).toString(),
+        timeoutMs: this.o.timeoutMs ?? 10_000,
+        maxBodyBytes: this.o.maxBodyBytes ?? 262_144,
+        ...(this.ca ? { tls: { ca: this.ca } } : {}),
+      });
+    } catch (err) {
+      if (err instanceof UnsafeTarget) throw new ProviderError('unreachable', `the token endpoint at ${new URL(url).host} is not reachable from here: ${err.reason}`);
+      throw new ProviderError('unreachable', `the token endpoint at ${new URL(url).host} could not be reached`);
+    }
+    let json: Record<string, unknown> = {};
+    try {
+      const j = JSON.parse(res.body) as unknown;
+      if (j && typeof j === 'object' && !Array.isArray(j)) json = j as Record<string, unknown>;
+    } catch {
+      // not JSON
+    }
+    return { status: res.status, json };
+  }
 }

@@ -7,6 +7,7 @@ import type { Catalog, ProviderDef } from '../../providers/catalog.ts';
 import { hmacRequestSignature, sameHex, verifyEs256Jwt } from './signing.ts';
 import { issueCertificate, type Issued } from './x509.ts';
 import type { Credential } from './http-provider.ts';
+import { SandboxOAuth } from './sandbox-oauth.ts';
 
 // The sandbox providers: one server on loopback serving every catalog provider
 // whose test endpoint is `sandbox:` (plain HTTP, at /<slug>/...) or
@@ -40,8 +41,14 @@ export class SandboxProviders {
   private readonly serverCert: Issued;
   url = '';
   tlsUrl = '';
+  /** The OAuth authorization servers of the `oauth` providers (authorize page, token endpoint with PKCE). */
+  readonly oauth: SandboxOAuth;
 
-  constructor(private readonly catalog: Catalog) {
+  constructor(
+    private readonly catalog: Catalog,
+    opts: { now?: () => Date } = {},
+  ) {
+    this.oauth = new SandboxOAuth(opts.now ?? (() => new Date()), (slug, email) => this.accountFor(slug, email));
     this.caCert = issueCertificate({ commonName: 'Sandbox Providers Test CA', ca: true, days: 3650 });
     this.serverCert = issueCertificate({ commonName: 'localhost', issuer: this.caCert, altNames: ['localhost', '127.0.0.1'] });
   }
@@ -128,6 +135,25 @@ export class SandboxProviders {
     return cred;
   }
 
+  /** Registers the platform's OAuth client at every sandbox `oauth` provider, redirecting to `callbackUrl`. */
+  platformOAuthClients(callbackUrl: string): Record<string, { client_id: string; client_secret: string }> {
+    const out: Record<string, { client_id: string; client_secret: string }> = {};
+    for (const p of this.catalog.providers) {
+      if (p.auth_type !== 'oauth' || p.endpoints.test !== 'sandbox:') continue;
+      const c = this.oauth.registerClient(p.id, [callbackUrl]);
+      out[p.id] = { client_id: c.client_id, client_secret: c.client_secret };
+    }
+    return out;
+  }
+
+  /** The sandbox account of an OAuth provider for a person's e-mail (created on first consent). */
+  private accountFor(slug: string, email: string): { id: string; name: string } {
+    for (const a of this.accounts.values()) if (a.slug === slug && a.name === email) return a;
+    const a: Account = { id: `acct_${randomBytes(6).toString('hex')}`, name: email, slug, data: new Map() };
+    this.accounts.set(`${slug}:email:${email}`, a);
+    return a;
+  }
+
   private send(res: http.ServerResponse, r: Reply): void {
     res.writeHead(r.status, { ...(r.body !== undefined ? { 'content-type': 'application/json' } : {}), ...r.headers });
     res.end(r.body !== undefined ? JSON.stringify(r.body) : undefined);
@@ -151,6 +177,7 @@ export class SandboxProviders {
     if (!p || p.endpoints.test !== wanted) return this.send(res, { status: 404, body: { error: 'not_found', message: 'no such sandbox provider' } });
     this.seen.push({ slug: p.id, method: req.method ?? 'GET', headers: req.headers });
     if (this.seen.length > SEEN_MAX) this.seen.splice(0, this.seen.length - SEEN_MAX);
+    if (p.auth_type === 'oauth' && segs[1] === 'oauth') return this.oauth.handle(p.id, segs.slice(2).join('/'), req.method ?? 'GET', url, raw, res);
     const fault = this.faults.get(p.id);
     if (fault === 'slow') {
       await new Promise<void>((resolve) => {
@@ -238,7 +265,8 @@ export class SandboxProviders {
       }
       case 'oauth': {
         const token = /^Bearer (.+)$/.exec(h('authorization') ?? '')?.[1];
-        const a = token ? find(token) : undefined;
+        const issued = token ? this.oauth.accessToken(p.id, token) : undefined;
+        const a = token ? (issued ? this.accounts.get(`${p.id}:email:${issued}`) : find(token)) : undefined;
         return a ? { account: a, rest } : { error: 'invalid or expired access token' };
       }
       default:
