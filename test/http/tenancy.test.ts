@@ -163,10 +163,11 @@ const strip = (body: unknown) => {
   return body;
 };
 
-// Open routes (DID documents) are public by design; audit sequence numbers are
-// numbered per organization, so a number names the caller's own entry.
+// Open routes (DID documents) are public by design; audit sequence numbers and
+// tile coordinates are numbered per organization, so a number names the
+// caller's own entry or tile.
 // The provider catalog is global (its slugs name no tenant's resource).
-const withIds = app.routeSpecs.filter((r) => r.url.includes(':') && r.auth !== 'open' && !r.url.includes(':sequence_number') && !r.url.startsWith('/v1/providers/'));
+const withIds = app.routeSpecs.filter((r) => r.url.includes(':') && r.auth !== 'open' && !r.url.includes(':sequence_number') && !r.url.includes('/tile/:level') && !r.url.startsWith('/v1/providers/'));
 t.ok(withIds.length >= 8, 'the routes with ids are all covered');
 
 for (const route of withIds) {
