@@ -107,7 +107,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     logController: new LogController({ requestIdLogLabel: 'request_id' }),
     bodyLimit: HTTP_BODY_MAX_BYTES,
     // Path parameters up to 256 characters reach their schemas (a Pix charge reference is up to 128).
-    maxParamLength: 256,
+    routerOptions: { maxParamLength: 256 },
     // Echo a well-formed incoming X-Request-Id, else mint one.
     genReqId: (req) => {
       const h = req.headers['x-request-id'];
