@@ -19,7 +19,7 @@ import type { AppDeps } from './route.ts';
 // page lives in this process; a verification for a run whose page is gone
 // (restart, pause expired) fails it with `resume_inputs_unavailable`.
 
-type Paused = { session: BrowserSession; deliver: (code: string) => void; resend: () => Promise<void>; timer: NodeJS.Timeout };
+type Paused = { deps: AppDeps; session: BrowserSession; deliver: (code: string) => void; resend: () => Promise<void>; timer: NodeJS.Timeout };
 const paused = new Map<string, Paused>();
 const workers = new WeakMap<AppDeps, BrowserWorker | null>();
 
@@ -28,7 +28,16 @@ export function workerOf(app: FastifyInstance, deps: AppDeps): BrowserWorker | u
   if (!workers.has(deps)) {
     const w = workerFromEnv(process.env);
     workers.set(deps, w ?? null);
-    if (w) app.addHook('onClose', async () => w.close());
+    app.addHook('onClose', async () => {
+      // Paused pages of this app end with it (their runs fail on a later verification: resume_inputs_unavailable).
+      for (const [id, p] of paused)
+        if (p.deps === deps) {
+          paused.delete(id);
+          clearTimeout(p.timer);
+          await p.session.close();
+        }
+      await w?.close();
+    });
   }
   return workers.get(deps) ?? undefined;
 }
@@ -92,6 +101,7 @@ async function runSignup(deps: AppDeps, worker: BrowserWorker, a: RunArgs): Prom
       }, SIGNUP_PAUSE_TTL_MS);
       timer.unref();
       paused.set(a.runId, {
+        deps,
         session,
         deliver: resolve,
         timer,
