@@ -43,6 +43,21 @@ function viewOf(r: SignupRun): View {
   };
 }
 
+type Row = { id: string; status: SignupRun['status']; prompt: string | null; mechanism: string | null; resend: boolean; pause_expires_at: Date | null; connection_id: string | null; code: string | null; failed_step_id: string | null; probe_result: unknown; probed: boolean };
+const runOfRow = (r: Row): SignupRun =>
+  ({
+    run_id: r.id,
+    status: r.status,
+    prompt: r.prompt,
+    mechanism: r.mechanism,
+    resend: r.resend,
+    pauseExpiresAt: r.pause_expires_at ? new Date(r.pause_expires_at).toISOString() : null,
+    connectionId: r.connection_id,
+    code: r.code,
+    failedStepId: r.failed_step_id,
+    probeResult: r.probed ? { value: r.probe_result } : null,
+  }) as SignupRun;
+
 const RunParams = z.object({ id: IdParam });
 const StartBody = z.object({
   server_id: z.string().min(1).max(64),
@@ -94,7 +109,14 @@ export async function signupRunRoutes(app: FastifyInstance, deps: import('./rout
     responses: { 200: SignupRunView },
     errors: [[401, 'unauthorized'], [404, 'not_found'], [410, 'run_stale']],
     async handler(ctx) {
-      const r = await load({ orgId: ctx.auth.orgId, projectId: ctx.auth.projectId }, ctx.params.id);
+      // Served from the read model (projections/signup-run.ts).
+      const { rows } = await deps.db.query<Row>(
+        `SELECT id, status, prompt, mechanism, resend, pause_expires_at, connection_id, code, failed_step_id, probe_result, probed FROM signup_runs WHERE id = $1 AND org_id = $2 AND project_id = $3`,
+        [ctx.params.id, ctx.auth.orgId, ctx.auth.projectId],
+      );
+      const row = rows[0];
+      if (!row) throw new ApiError(404, 'not_found', 'signup run not found');
+      const r = runOfRow(row);
       if (isStale(r, deps.now().toISOString())) throw stale(r);
       return { status: 200, body: viewOf(r) };
     },
