@@ -15,6 +15,7 @@ import { commerceMemoryEvents } from './commerce-memory.ts';
 import { mcpEvents } from './mcp.ts';
 import { sessionEvents } from './session.ts';
 import { connectLinkEvents } from './connect-link.ts';
+import { signupRunEvents } from './signup-run.ts';
 
 // The registry of every event type: one vocabulary for the log, the audit
 // chain's event_type and webhook subscriptions.
@@ -36,6 +37,7 @@ export const eventSchemas = {
   ...mcpEvents,
   ...sessionEvents,
   ...connectLinkEvents,
+  ...signupRunEvents,
 } as const;
 
 export type EventType = keyof typeof eventSchemas;

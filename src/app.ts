@@ -40,6 +40,7 @@ import { statusStreamRoutes } from './http/status-stream.ts';
 import { sessionMcpRoutes } from './http/session-mcp.ts';
 import { sessionSendRoutes } from './http/session-send.ts';
 import { connectLinkRoutes } from './http/connect-links.ts';
+import { signupRunRoutes } from './http/signup-runs.ts';
 import { platformRoutes } from './http/platform.ts';
 import { registerMetrics } from './http/metrics.ts';
 import { docsRoutes } from './http/docs.ts';
@@ -214,6 +215,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(async (scope) => sessionMcpRoutes(scope, deps));
   await app.register(async (scope) => sessionSendRoutes(scope, deps));
   await app.register(async (scope) => connectLinkRoutes(scope, deps));
+  await app.register(async (scope) => signupRunRoutes(scope, deps));
 
   await app.ready();
   return app;

@@ -11,6 +11,7 @@ import { policyProjection } from '../projections/policy.ts';
 import { oauthProjection } from '../projections/oauth.ts';
 import { pixProjection } from '../projections/pix.ts';
 import { connectionProjection } from '../projections/connection.ts';
+import { signupRunProjection } from '../projections/signup-run.ts';
 import { commerceMemoryProjection } from '../projections/commerce-memory.ts';
 import { sessionProjection } from '../projections/session.ts';
 import { SEALER_NAME, Sealer, type SealerOptions } from './audit/sealer.ts';
@@ -28,7 +29,7 @@ import { inlineFollower } from './projector/inline.ts';
 // Everything that follows the log to serve reads: the projections and the
 // audit sealer, and the progress tracker behind read-your-writes.
 
-export const projections: readonly Projection[] = [orgProjection, agentProjection, consumerProjection, mandateProjection, auditProjection, webhookProjection, bankConsentProjection, x402Projection, policyProjection, oauthProjection, pixProjection, connectionProjection, commerceMemoryProjection, mcpProjection, sessionProjection];
+export const projections: readonly Projection[] = [orgProjection, agentProjection, consumerProjection, mandateProjection, auditProjection, webhookProjection, bankConsentProjection, x402Projection, policyProjection, oauthProjection, pixProjection, connectionProjection, commerceMemoryProjection, mcpProjection, sessionProjection, signupRunProjection];
 
 export type ReadSide = {
   progress: Progress;

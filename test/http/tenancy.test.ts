@@ -3,6 +3,7 @@ import { incidentDecider, incidentStream } from '../../commands/audit.ts';
 import { consentDecider, consentStream } from '../../commands/bank-consent.ts';
 import { fauthDecider, fauthStream } from '../../commands/x402.ts';
 import { approvalDecider, approvalStream } from '../../commands/approval.ts';
+import { signupRunDecider, signupRunStream } from '../../commands/signup-run.ts';
 import { handleCommand } from '../../src/eventstore/handler.ts';
 import { bootstrapOrg, testApp } from '../helpers/app.ts';
 import { until } from '../helpers/wait.ts';
@@ -36,6 +37,15 @@ await ledger.settle();
 const aDelivery = await until(
   async () => (await ledger.db.query<{ id: string; event_id: string }>('SELECT id::text, event_id::text FROM webhook_deliveries WHERE trigger_id = $1', [aTrigger.id])).rows[0],
   'a dispatched delivery',
+);
+// A's browser signup run, written straight to the log (no browser is needed to own one).
+const aRun = 'sr_tenancySignupRun0';
+await handleCommand(
+  ledger.store,
+  signupRunDecider,
+  signupRunStream(aRun),
+  { type: 'start', data: { run_id: aRun, org_id: a.orgId, project_id: a.projectId, server_id: 'acme-payments', user_id: 'ana', email: 'ana@alpha.example', environment: 'test', created_at: new Date().toISOString() } },
+  ledger.ctx(a.orgId),
 );
 // A's bank consent, written straight to the log (the sandbox bank is not needed to own one).
 const aConsent = 'ofb_tenancyConsent000';
@@ -105,6 +115,7 @@ function realIds(url: string): Record<string, string> {
   if (url.startsWith('/v1/consumers')) return { id: aConsumer.id };
   if (url.startsWith('/v1/mandates')) return { id: aMandate.id };
   if (url.startsWith('/v1/test/cards')) return { card_id: aCard.card_id };
+  if (url.startsWith('/v1/connections/engine')) return { id: aRun };
   if (url.startsWith('/v1/connections')) return { id: aConnection.id };
   if (url.startsWith('/v1/counterparties') || url.startsWith('/v1/commerce-memory/counterparties')) return { id: aCounterparty.id };
   if (url.startsWith('/v1/commerce-memory/negotiations')) return { id: aNegotiation.id };
@@ -146,6 +157,7 @@ const sampleBody: Record<string, unknown> = {
   updatePolicy: { enabled: false },
   decideApproval: { decision: 'deny' },
   updateConnectionMetadata: { connection_metadata: { a: 1 } },
+  submitSignupVerification: { code: '123456' },
   setCounterpartyPreferences: { preferences: { stranger: true } },
   patchMcpServer: { active: false },
   patchMcpTool: { active: false },

@@ -8,6 +8,7 @@ import { hmacRequestSignature, sameHex, verifyEs256Jwt } from './signing.ts';
 import { issueCertificate, type Issued } from './x509.ts';
 import type { Credential } from './http-provider.ts';
 import { SandboxOAuth } from './sandbox-oauth.ts';
+import { SandboxSignup } from './sandbox-signup.ts';
 
 // The sandbox providers: one server on loopback serving every catalog provider
 // whose test endpoint is `sandbox:` (plain HTTP, at /<slug>/...) or
@@ -43,12 +44,15 @@ export class SandboxProviders {
   tlsUrl = '';
   /** The OAuth authorization servers of the `oauth` providers (authorize page, token endpoint with PKCE). */
   readonly oauth: SandboxOAuth;
+  /** The signup site of the `api_key` providers (browser signup runs): /_sandbox/<slug>/signup. */
+  readonly signup: SandboxSignup;
 
   constructor(
     private readonly catalog: Catalog,
     opts: { now?: () => Date } = {},
   ) {
     this.oauth = new SandboxOAuth(opts.now ?? (() => new Date()), (slug, email) => this.accountFor(slug, email));
+    this.signup = new SandboxSignup((slug, email) => String(this.issueCredential(slug, email)));
     this.caCert = issueCertificate({ commonName: 'Sandbox Providers Test CA', ca: true, days: 3650 });
     this.serverCert = issueCertificate({ commonName: 'localhost', issuer: this.caCert, altNames: ['localhost', '127.0.0.1'] });
   }
@@ -75,8 +79,14 @@ export class SandboxProviders {
     }
   }
 
+  /** The mail the signup site sent to an address (verification codes), oldest first. */
+  outbox(email: string) {
+    return this.signup.outbox(email);
+  }
+
   /** Answers every request held by the `slow` fault (with a 200 nobody waits for any more). */
   releaseSlow(): void {
+    this.signup.release();
     for (const release of this.held) release();
     this.held.clear();
   }
@@ -172,6 +182,7 @@ export class SandboxProviders {
         return this.send(res, { status: 400, body: { error: (err as Error).message } });
       }
     }
+    if (!tls && segs[0] === '_sandbox' && segs[2] === 'signup' && this.catalog.get(segs[1] ?? '')?.auth_type === 'api_key') return this.signup.handle(segs[1]!, segs.length > 3 ? `/${segs.slice(3).join('/')}` : '', req.method ?? 'GET', url, raw, res);
     const p = this.catalog.get(segs[0] ?? '');
     const wanted = tls ? 'sandbox-tls:' : 'sandbox:';
     if (!p || p.endpoints.test !== wanted) return this.send(res, { status: 404, body: { error: 'not_found', message: 'no such sandbox provider' } });

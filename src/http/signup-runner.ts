@@ -1,0 +1,200 @@
+import type { FastifyInstance } from 'fastify';
+import { connectionDecider, connectionSlotDecider, connectionSlotStream, connectionStream } from '../../commands/connection.ts';
+import type { Tenant } from '../../commands/consumer.ts';
+import { SIGNUP_PAUSE_TTL_MS, signupRunDecider, signupRunStream, type SignupRunCommand } from '../../commands/signup-run.ts';
+import { drive, WorkerError, workerFromEnv, type BrowserSession, type BrowserWorker } from '../adapters/browser/worker.ts';
+import { handleCommand, loadState, Rejection, type HandleOptions } from '../eventstore/handler.ts';
+import type { Decider } from '../eventstore/handler.ts';
+import { checkCredential, encodeCredential } from '../providers/credentials.ts';
+import { RawHttpError } from './errors.ts';
+import { newId } from './ids.ts';
+import { probeProvider } from './providers.ts';
+import type { AppDeps } from './route.ts';
+
+// The in-process task behind a browser signup run. It drives the sandbox (or
+// provider) signup site in a browser-worker context, appending each state
+// change to the run's stream: page 1 (e-mail, name) → pause on page 2 until
+// the verification code is given → type it → read the key on page 3 → vault →
+// connection (the same streams as POST /v1/connections) → probe. The paused
+// page lives in this process; a verification for a run whose page is gone
+// (restart, pause expired) fails it with `resume_inputs_unavailable`.
+
+type Paused = { deps: AppDeps; session: BrowserSession; deliver: (code: string) => void; resend: () => Promise<void>; timer: NodeJS.Timeout };
+const paused = new Map<string, Paused>();
+const workers = new WeakMap<AppDeps, BrowserWorker | null>();
+
+/** The browser worker of this app: the configured one (BROWSER_WORKER_URL, BROWSER_WORKER=none) or the embedded default. */
+export function workerOf(app: FastifyInstance, deps: AppDeps): BrowserWorker | undefined {
+  if (!workers.has(deps)) {
+    const w = workerFromEnv(process.env);
+    workers.set(deps, w ?? null);
+    app.addHook('onClose', async () => {
+      // Paused pages of this app end with it (their runs fail on a later verification: resume_inputs_unavailable).
+      for (const [id, p] of paused)
+        if (p.deps === deps) {
+          paused.delete(id);
+          clearTimeout(p.timer);
+          await p.session.close();
+        }
+      await w?.close();
+    });
+  }
+  return workers.get(deps) ?? undefined;
+}
+
+export const signupUrlOf = (deps: AppDeps, serverId: string) => (deps.providers.runtime.sandbox ? `${deps.providers.runtime.sandbox.http}/_sandbox/${serverId}/signup` : undefined);
+
+type RunArgs = { runId: string; tenant: Tenant; serverId: string; userId: string; email: string; name: string };
+
+function commander(deps: AppDeps, tenant: Tenant) {
+  const cctx = { orgId: tenant.orgId, projectId: tenant.projectId, actor: { kind: 'system' as const, id: 'signup-run' }, requestId: null, now: deps.now };
+  return async <S, C>(decider: Decider<S, C>, stream: string, command: C, opts: HandleOptions<S> = {}) => {
+    const r = await handleCommand(deps.store, decider, stream, command, cctx, { serialize: true, ...opts });
+    if (r.lastPosition) await deps.readSide.waitFor(r.lastPosition, deps.readWaitMs);
+    return r;
+  };
+}
+
+/** Starts the run in the background; every outcome is an event on the run's stream. */
+export function launchRun(deps: AppDeps, worker: BrowserWorker, a: RunArgs): void {
+  void runSignup(deps, worker, a).catch(() => {}); // every outcome it can reach is already an event
+}
+
+async function runSignup(deps: AppDeps, worker: BrowserWorker, a: RunArgs): Promise<void> {
+  const run = commander(deps, a.tenant);
+  const stream = signupRunStream(a.runId);
+  const act = (c: SignupRunCommand) => run(signupRunDecider, stream, c);
+  const fail = async (code: string, step: string, detail: string | null) => act({ type: 'fail', code, failedStepId: step, detail: detail?.slice(0, 500) ?? null }).catch(() => {});
+  const url = signupUrlOf(deps, a.serverId);
+  if (!url) return void (await fail('provider_account_not_registered', 'open_signup', 'no signup site is configured for this provider'));
+  let session: BrowserSession;
+  try {
+    session = await worker.open();
+  } catch (err) {
+    return void (await fail(err instanceof WorkerError && err.code === 'capacity' ? 'capacity' : 'flow_failed', 'open_browser', (err as Error).message));
+  }
+  let step = 'open_signup';
+  const failOf = async (err: unknown) => {
+    const code = err instanceof WorkerError && (err.code === 'drive_deadline_exceeded' || err.code === 'drive_stalled') ? err.code : err instanceof Rejection && err.code === 'no_credential_captured' ? err.code : 'flow_failed';
+    await session.close();
+    await fail(code, (err as { step?: string }).step ?? step, (err as Error).message.split('\n')[0] ?? null);
+  };
+  const page = session.page;
+  const limits = worker.limits;
+  let code: string;
+  try {
+    const prompt = await drive(session, limits, async (progress) => {
+      progress((step = 'open_signup'));
+      await page.goto(url, { timeout: limits.stallMs });
+      progress((step = 'fill_signup'));
+      await page.fill('#email', a.email, { timeout: 5_000 });
+      await page.fill('#name', a.name, { timeout: 5_000 });
+      progress((step = 'submit_signup'));
+      await Promise.all([page.waitForURL(/\/verify/, { timeout: limits.stallMs }), page.click('#submit', { timeout: 5_000 })]);
+      progress((step = 'await_verification'));
+      return ((await page.textContent('#prompt', { timeout: 5_000 })) ?? 'Enter the code the provider e-mailed').trim();
+    });
+    const codeP = new Promise<string>((resolve) => {
+      const timer = setTimeout(() => {
+        paused.delete(a.runId);
+        void session.close();
+      }, SIGNUP_PAUSE_TTL_MS);
+      timer.unref();
+      paused.set(a.runId, {
+        deps,
+        session,
+        deliver: resolve,
+        timer,
+        resend: async () => {
+          await Promise.all([page.waitForURL(/\/verify/, { timeout: limits.stallMs }), page.click('#resend', { timeout: 5_000 })]);
+        },
+      });
+    });
+    await act({ type: 'pause', prompt, mechanism: 'email_code', resend: true });
+    code = await codeP;
+  } catch (err) {
+    paused.delete(a.runId);
+    return failOf(err);
+  }
+  let key: string;
+  try {
+    key = await drive(session, limits, async (progress) => {
+      progress((step = 'submit_code'));
+      await page.fill('#code', code, { timeout: 5_000 });
+      await Promise.all([page.waitForURL(/\/done/, { timeout: limits.stallMs }), page.click('#verify', { timeout: 5_000 })]);
+      progress((step = 'capture_credential'));
+      const el = await page.$('#api-key');
+      const text = el ? ((await el.textContent()) ?? '').trim() : '';
+      if (!text) throw new Rejection('no_credential_captured', 'the last page showed no API key');
+      return text;
+    });
+  } catch (err) {
+    return failOf(err);
+  }
+  await session.close();
+  step = 'store_connection';
+  const p = deps.providers.runtime.catalog.get(a.serverId);
+  let connectionId: string;
+  try {
+    if (!p) throw new Error('provider left the catalog');
+    const checked = checkCredential(p, key);
+    const ref = await deps.vault.put(a.tenant.orgId, `connection:${p.id}`, encodeCredential(checked.credential));
+    connectionId = await upsert(deps, a, p.id, p.auth_type, ref);
+  } catch (err) {
+    return void (await fail('no_credential_captured', step, (err as Error).message));
+  }
+  await act({ type: 'provision', connectionId });
+  let probeResult: unknown;
+  try {
+    probeResult = (await probeProvider(deps, p, 'test', key, a.runId)).body;
+  } catch (err) {
+    probeResult = err instanceof RawHttpError ? err.body : { ok: false, error: 'probe_failed' };
+  }
+  await act({ type: 'probed', probeResult }).catch(() => {});
+}
+
+/** Creates the connection for the run's server and end user, or rotates the live one (as POST /v1/connections does). */
+async function upsert(deps: AppDeps, a: RunArgs, serverId: string, authType: string, ref: string): Promise<string> {
+  const run = commander(deps, a.tenant);
+  const slot = connectionSlotStream(a.tenant, serverId, a.userId);
+  for (let attempt = 0; ; attempt++) {
+    const holder = (await loadState(deps.store, slot, connectionSlotDecider)).state.holder;
+    if (holder) {
+      const r = await run(connectionDecider, connectionStream(holder), { type: 'rotate', tenant: a.tenant, data: { secret_ref: ref, cert_metadata: {}, expires_at: null } });
+      const rotated = r.events[0];
+      if (rotated?.type === 'connection.credential_rotated') await deps.vault.delete(a.tenant.orgId, rotated.data.previous_secret_ref).catch(() => {});
+      return holder;
+    }
+    const id = newId('ca');
+    try {
+      await run(connectionSlotDecider, slot, { type: 'claim', connectionId: id }, { maxAttempts: 1 });
+    } catch (err) {
+      if (attempt < 3 && err instanceof Rejection && (err.code === 'slot_taken' || err.code === 'concurrency_conflict')) continue;
+      throw err;
+    }
+    const data = { connection_id: id, org_id: a.tenant.orgId, project_id: a.tenant.projectId, server_id: serverId, auth_type: authType, user_id: a.userId, display_name: null, connection_metadata: {}, cert_metadata: {}, secret_ref: ref, expires_at: null, created_at: deps.now().toISOString() };
+    await run(connectionDecider, connectionStream(id), { type: 'create', data }, { expectedRevision: 'no_stream' });
+    return id;
+  }
+}
+
+/** Hands the code to the paused page; false when the page is gone (the run is then failed). */
+export function deliverCode(runId: string, code: string): boolean {
+  const p = paused.get(runId);
+  if (!p) return false;
+  paused.delete(runId);
+  clearTimeout(p.timer);
+  p.deliver(code);
+  return true;
+}
+
+export async function resendCode(runId: string): Promise<boolean> {
+  const p = paused.get(runId);
+  if (!p) return false;
+  await p.resend();
+  return true;
+}
+
+export async function failUnavailable(deps: AppDeps, tenant: Tenant, runId: string): Promise<void> {
+  await commander(deps, tenant)(signupRunDecider, signupRunStream(runId), { type: 'fail', code: 'resume_inputs_unavailable', failedStepId: 'await_verification', detail: 'the paused browser page is no longer available' }).catch(() => {});
+}
