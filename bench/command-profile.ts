@@ -23,7 +23,7 @@ const orig = pg.Client.prototype.query;
 (pg.Client.prototype as unknown as { query: unknown }).query = function (this: pg.Client, ...args: unknown[]) {
   if (counting) {
     const q = args[0] as string | { text: string };
-    const text = (typeof q === 'string' ? q : q.text).replace(/\s+/g, ' ').slice(0, 70);
+    const text = (typeof q === 'string' ? q : q.text).replace(/\s+/g, ' ').slice(0, Number(process.env.QLEN ?? 70));
     counts.set(text, (counts.get(text) ?? 0) + 1);
     total++;
     const s = process.hrtime.bigint();

@@ -100,9 +100,10 @@ type Folded = { state: unknown; revision: bigint };
 // Folded states by store and decider, keyed by stream, each with the revision
 // it folds up to. A command starts from the cached state and reads only the
 // events after that revision (none, usually), so its cost does not grow with
-// the stream. Safe with other writers: whatever another process appended is
-// read from the cached revision forward before deciding, and the append's
-// expected revision rejects anything that slips in between. Relies on
+// the stream. Safe with other writers: a command decides on the cached state
+// and appends expecting exactly its revision, so whatever another process
+// appended meanwhile makes the append fail and the command re-reads from the
+// cached revision forward (loadState, used by reads, always reads forward). Relies on
 // `evolve` never mutating the state it is given (every decider returns a new
 // state), so a cached state is never changed under a reader.
 const folded = new WeakMap<EventStore, WeakMap<object, Map<string, Folded>>>();
@@ -122,6 +123,12 @@ function remember(cache: Map<string, Folded>, stream: string, state: unknown, re
   cache.delete(stream);
   cache.set(stream, { state, revision });
   if (cache.size > STATE_CACHE_MAX_STREAMS) cache.delete(cache.keys().next().value!);
+}
+
+/** The cached folded state of a stream, without reading (undefined when this process has none). */
+function cachedState<State>(store: EventStore, stream: string, decider: object): { state: State; revision: bigint } | undefined {
+  const hit = cacheOf(store, decider).get(stream);
+  return hit ? { state: hit.state as State, revision: hit.revision } : undefined;
 }
 
 export async function loadState<State>(store: EventStore, stream: string, decider: Pick<Decider<State, unknown>, 'initialState' | 'evolve'>) {
@@ -170,15 +177,41 @@ async function decideAndAppend<State, Command>(
 ): Promise<CommandResult<State>> {
   const maxAttempts = opts.maxAttempts ?? 20;
   let first: State | undefined;
+  // Optimistic first try: decide on the cached state and append expecting its
+  // revision, without reading the stream. If another process appended since,
+  // the append is refused (nothing written) and the command runs again from a
+  // fresh read, as if the cached try never happened; so does a refusal or a
+  // no-op decided on the cached state. Not with an overridden expected
+  // revision: that append would not prove the cached state current.
+  let optimistic = opts.expectedRevision === undefined;
   for (let attempt = 1; ; attempt++) {
-    const { state, revision } = await loadState(store, stream, decider);
+    const cached = optimistic ? cachedState<State>(store, stream, decider) : undefined;
+    optimistic = false;
+    const { state, revision } = cached ?? (await loadState(store, stream, decider));
     if (attempt === 1) first = state;
     else if (opts.conflictCode && !(opts.retryIf?.(first as State, state) ?? false)) {
       throw new Rejection(opts.conflictCode, 'the resource changed while the command was being decided', { stream });
     }
     const now = ctx.now().toISOString();
-    const produced = decider.decide(command, state, { now });
-    if (produced.length === 0) return { state, events: [], changed: false, lastPosition: null };
+    let produced: DomainEvent[];
+    try {
+      produced = decider.decide(command, state, { now });
+    } catch (err) {
+      // A refusal (or a no-op below) is only answered from a state read from the
+      // stream: only an accepted append proves the cached state was current.
+      if (cached) {
+        attempt--;
+        continue;
+      }
+      throw err;
+    }
+    if (produced.length === 0) {
+      if (cached) {
+        attempt--;
+        continue;
+      }
+      return { state, events: [], changed: false, lastPosition: null };
+    }
     // Assert on the write side: every event matches its schema before it is appended.
     const newEvents: NewEvent[] = produced.map((e) => ({
       type: e.type,
@@ -201,6 +234,10 @@ async function decideAndAppend<State, Command>(
       return { state: next, events: produced, changed: true, lastPosition: res.lastPosition };
     } catch (err) {
       if (!(err instanceof WrongExpectedRevision)) throw err;
+      if (cached) {
+        attempt--; // the cached state was stale: not a conflict of this command
+        continue;
+      }
       if (opts.conflictCode && !opts.retryIf) throw new Rejection(opts.conflictCode, 'the resource changed while the command was being decided', { stream });
       if (opts.expectedRevision !== undefined || attempt >= maxAttempts) {
         throw new Rejection('concurrency_conflict', 'the resource kept changing; retry the request', { stream, attempts: attempt });

@@ -39,6 +39,8 @@ import {
 // append is checked against its own expected revision and answered on its own.
 
 const NOTIFY_CHANNEL = 'es_appended';
+/** How many of this process's latest transactions local subscriptions can take from memory. */
+const TAIL_TRANSACTIONS = 256;
 const POSITION_DIGITS = 20;
 
 const SENTINEL: Record<'no_stream' | 'stream_exists' | 'any', bigint> = { no_stream: -1n, stream_exists: -2n, any: -3n };
@@ -272,13 +274,35 @@ export class PostgresEventStore implements EventStore {
   private readonly signal = new HeadSignal();
   private stopListening: (() => Promise<void>) | undefined;
   private closed = false;
+  /** The highest log head this process knows of: its own commits and other processes' NOTIFYs. */
+  private knownHead: Position = START;
+  /**
+   * The head of this process's transaction that holds the log-head lock, once
+   * its appends are written. Its NOTIFY can arrive before its COMMIT answers:
+   * such a NOTIFY is ours (no other process can commit an append while we hold
+   * the lock), and the local wake after the commit covers it.
+   */
+  private lockedHead: Position = START;
+  /**
+   * The local tail: the events of this process's latest commits, keyed by the
+   * position just before each transaction's first event. A subscription standing
+   * exactly at such a position takes the transaction's events from here instead
+   * of reading them back; anything else (another process's appends) is read.
+   */
+  private readonly tail = new Map<Position, RecordedEvent[]>();
 
   private constructor(private readonly db: Db) {}
 
   static async open(db: Db): Promise<PostgresEventStore> {
     await migrateEventStore(db);
     const store = new PostgresEventStore(db);
-    store.stopListening = await db.listen(NOTIFY_CHANNEL, () => store.signal.fire());
+    store.stopListening = await db.listen(NOTIFY_CHANNEL, (payload) => {
+      // Our own commits were announced locally already; an older head says nothing new.
+      const head = /^\d{1,20}$/.test(payload) ? formatPosition(BigInt(payload)) : undefined;
+      if (head !== undefined && (head <= store.knownHead || head <= store.lockedHead)) return;
+      if (head !== undefined) store.knownHead = head;
+      store.signal.fire();
+    });
     return store;
   }
 
@@ -405,6 +429,8 @@ export class PostgresEventStore implements EventStore {
   private async commit(batch: Pending[], useInline = true): Promise<void> {
     let rows: AppendRow[];
     const hook: { after: InlineOutcome | void } = { after: undefined };
+    // Everything the transaction wrote to the log (the batch, and the inline followers' appends).
+    const written: RecordedEvent[] = [];
     const params = PostgresEventStore.encode(batch);
     const inline = useInline ? this.inline : undefined;
     if (!inline) {
@@ -429,8 +455,10 @@ export class PostgresEventStore implements EventStore {
           });
           if (before !== undefined) {
             events.sort((a, b) => (a.position < b.position ? -1 : 1));
+            written.push(...events);
+            this.lockedHead = events[events.length - 1]!.position;
             try {
-              hook.after = await inline(this.inlineTx(tx), formatPosition(before), events);
+              hook.after = await inline(this.inlineTx(tx, written), formatPosition(before), events);
             } catch (err) {
               followersFailed = true;
               this.onInlineError?.(err);
@@ -440,6 +468,9 @@ export class PostgresEventStore implements EventStore {
           return rs;
         });
       } catch (err) {
+        written.length = 0;
+        // Nothing of ours committed: NOTIFYs we ignored meanwhile were other processes'.
+        this.signal.fire();
         hook.after?.rolledBack?.();
         // A follower failed: its work and the appends were rolled back together.
         // Write the appends alone (each checked again); the asynchronous
@@ -448,6 +479,8 @@ export class PostgresEventStore implements EventStore {
         throw err;
       }
     }
+    if (!inline) batch.forEach((p, i) => rows[i]!.ok && written.push(...PostgresEventStore.recorded(p, rows[i]!)));
+    this.remember(written);
     let moved = false;
     batch.forEach((p, i) => {
       const r = rows[i]!;
@@ -463,7 +496,19 @@ export class PostgresEventStore implements EventStore {
     if (moved) this.signal.fire();
   }
 
-  private inlineTx(tx: Queryable): InlineTx {
+  /** Keeps a committed transaction's events for local subscriptions, when they cover its positions without a gap. */
+  private remember(written: RecordedEvent[]): void {
+    if (written.length === 0) return;
+    written.sort((a, b) => (a.position < b.position ? -1 : 1));
+    const first = parsePosition(written[0]!.position);
+    const last = written[written.length - 1]!.position;
+    if (last > this.knownHead) this.knownHead = last;
+    if (parsePosition(last) - first + 1n !== BigInt(written.length)) return;
+    this.tail.set(formatPosition(first - 1n), written);
+    while (this.tail.size > TAIL_TRANSACTIONS) this.tail.delete(this.tail.keys().next().value!);
+  }
+
+  private inlineTx(tx: Queryable, written: RecordedEvent[] = []): InlineTx {
     return {
       query: (text, params, opts) => tx.query(text, params, opts),
       append: async (appends) => {
@@ -471,7 +516,13 @@ export class PostgresEventStore implements EventStore {
         const { rows } = await tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, PostgresEventStore.encode(items), { name: 'es_append_v3' });
         return items.map((p, i) => {
           const r = rows[i]!;
-          if (r.ok) return { ok: true as const, events: PostgresEventStore.recorded(p, r) };
+          if (r.ok) {
+            const events = PostgresEventStore.recorded(p, r);
+            written.push(...events);
+            const last = events[events.length - 1]?.position;
+            if (last !== undefined && last > this.lockedHead) this.lockedHead = last;
+            return { ok: true as const, events };
+          }
           const actual = BigInt(r.actual);
           return { ok: false as const, actual: actual < 0n ? ('no_stream' as const) : actual };
         });
@@ -543,6 +594,23 @@ export class PostgresEventStore implements EventStore {
     let caughtUp = false;
     while (!signal?.aborted && !this.closed) {
       const woken = this.signal.next();
+      if (caughtUp && !filter) {
+        // This process's own commits, straight from memory while they continue exactly where we stand.
+        let served = false;
+        for (let events = this.tail.get(after); events; events = this.tail.get(after)) {
+          for (const event of events) {
+            if (signal?.aborted) return;
+            yield { kind: 'event', event };
+            after = event.position;
+          }
+          served = true;
+        }
+        // Nothing newer is known: wait (a NOTIFY from another process, or the poll, reads the log).
+        if (served && after >= this.knownHead) {
+          await sleep(SUBSCRIPTION_POLL_MS, signal, woken);
+          continue;
+        }
+      }
       // The head is needed once, to say where "caught up" was reached.
       let head: Position = '';
       let batch: RecordedEvent[];

@@ -124,10 +124,23 @@ const SpendBody = z.object({
 const SpendResult = z.object({ transaction_id: z.string(), mandate_id: z.string(), amount_minor: z.string(), currency: z.string(), merchant: z.string(), decision: z.literal('approved'), remaining_minor: z.string(), at: Timestamp });
 const spendErrors = Object.entries(SPEND_CODES).map(([code, status]) => [status, code] as const);
 
+// A mandate's agent, organization and project never change once granted, so a
+// found answer is remembered (bounded); a miss is always asked again.
+const agentsOfMandates = new Map<string, string>();
+const AGENT_CACHE_MAX = 50_000;
+
 /** The mandate's agent, for policy matching; null when the mandate is not the tenant's (the decider answers that). */
 async function mandateAgent(deps: AppDeps, tenant: { orgId: string; projectId: string }, mandateId: string): Promise<string | null> {
+  const key = `${tenant.orgId}\u0000${tenant.projectId}\u0000${mandateId}`;
+  const known = agentsOfMandates.get(key);
+  if (known !== undefined) return known;
   const { rows } = await deps.db.query<{ agent_id: string }>('SELECT agent_id FROM mandates WHERE id = $1 AND org_id = $2 AND project_id = $3', [mandateId, tenant.orgId, tenant.projectId]);
-  return rows[0]?.agent_id ?? null;
+  const agent = rows[0]?.agent_id ?? null;
+  if (agent !== null) {
+    if (agentsOfMandates.size >= AGENT_CACHE_MAX) agentsOfMandates.clear();
+    agentsOfMandates.set(key, agent);
+  }
+  return agent;
 }
 
 type SpendRun = Pick<MCtx, 'run' | 'deps'> & { tenant: { orgId: string; projectId: string } };

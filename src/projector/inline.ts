@@ -57,8 +57,8 @@ export function inlineFollower(projections: readonly Projection[], sealer: Seale
       // One statement moves every checkpoint and wakes waiters in other processes.
       await tx.query(
         `WITH moved AS (UPDATE checkpoints SET position = $2, applied_position = CASE WHEN name = ANY($3) THEN $2 ELSE applied_position END, status = 'running', error = NULL, error_position = NULL, updated_at = now() WHERE name = ANY($1) RETURNING 1)
-         SELECT pg_notify($4, 'inline') FROM (SELECT count(*) FROM moved) m`,
-        [caught.map((r) => r.name), head, applied, PROGRESS_CHANNEL],
+         SELECT pg_notify($4, $5) FROM (SELECT count(*) FROM moved) m`,
+        [caught.map((r) => r.name), head, applied, PROGRESS_CHANNEL, progress.origin],
         { name: 'inline_checkpoints' },
       );
       return {

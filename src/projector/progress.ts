@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { Db } from '../postgres/db.ts';
 import type { Position } from '../eventstore/port.ts';
 import { appliedKey, PROGRESS_CHANNEL } from './checkpoints.ts';
@@ -13,6 +14,8 @@ export class Progress {
   private waiters = new Set<() => void>();
   private stopListening: (() => Promise<void>) | undefined;
   private poller: NodeJS.Timeout | undefined;
+  /** Names this process in the NOTIFYs of its inline commits, whose positions it has already reported. */
+  readonly origin = `inline:${randomUUID()}`;
 
   constructor(
     private readonly db: Db,
@@ -21,7 +24,9 @@ export class Progress {
 
   async start(): Promise<void> {
     await this.refresh();
-    this.stopListening = await this.db.listen(PROGRESS_CHANNEL, () => void this.refresh());
+    this.stopListening = await this.db.listen(PROGRESS_CHANNEL, (payload) => {
+      if (payload !== this.origin) void this.refresh();
+    });
     this.poller = setInterval(() => {
       if (this.waiters.size > 0) void this.refresh();
     }, POLL_MS);
