@@ -135,6 +135,7 @@ t.test('the person logs in through the live view; finish stores the login as a c
     await page.mouse.click(box.x + (b.x + b.w / 2) * scale, box.y + (b.y + b.h / 2) * scale);
   };
   const flushed = () => until(async () => (await attr('data-sent')) === (await attr('data-done')), 'the live view sent every input');
+  t.same(sm.signedIn('merchant-a'), [], 'nobody is signed in at the merchant yet');
   const seqBefore = await attr('data-seq');
   await clickRemote(LOGIN_LAYOUT.username);
   await page.keyboard.type(SANDBOX_MERCHANT_USER.username);
@@ -275,4 +276,11 @@ t.test('a worker failure: 502 browser_worker_failed, recorded; a retry mints a n
   t.equal(real.active, 1, 'one context open');
   const refused = await f.app.inject({ method: 'POST', url: '/v1/cart/merchant-b/connect/finish', headers: o.key, payload: { session_id: recorded[0]!.data.session_id } });
   t.equal(refused.statusCode, 404, 'the failed attempt has no session to finish');
+
+  // The merchant's login page unreachable: 502 too, and the context that could not load it is closed.
+  await f.sandboxMerchants!.stop();
+  const unreachable = await f.app.inject({ method: 'POST', url: '/v1/cart/merchant-a/connect/start', headers: o.key });
+  t.equal(unreachable.statusCode, 502);
+  t.match(unreachable.json(), { error: { code: 'browser_worker_failed', details: { reason: 'navigation_failed', retriable: true } } });
+  t.equal(real.active, 1, 'still only the one good context open');
 });
