@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { PassThrough } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import type { CDPSession } from 'playwright-core';
@@ -32,6 +32,8 @@ type Live = {
   session: BrowserSession;
   cdp: CDPSession;
   viewKey: string;
+  /** SHA-256 of the cookie of the browser that first opened the live view: only that browser may watch and type. */
+  viewerKey: string | undefined;
   frame: Frame | undefined;
   title: string;
   viewers: Set<Viewer>;
@@ -108,6 +110,7 @@ export async function openHosted(deps: AppDeps, worker: BrowserWorker, site: Mer
     session,
     cdp,
     viewKey: viewKeyOf(viewToken),
+    viewerKey: undefined,
     frame: undefined,
     title: '',
     viewers: new Set(),
@@ -186,11 +189,26 @@ export function liveSession(deps: AppDeps, sessionId: string): Live | undefined 
   return l && l.deps === deps && l.state !== 'ended' ? l : undefined;
 }
 
-/** The open context a live-view token opens. */
-export function liveView(deps: AppDeps, token: string): Live | undefined {
+/**
+ * The open context a live-view token opens, for the browser holding `viewerCookie`.
+ * The first browser to open the page (`claim`) binds the live view to itself: a
+ * copy of the URL opened anywhere else later is refused as if it did not exist.
+ * Returns the cookie value to set when this call bound the view.
+ */
+export function liveView(deps: AppDeps, token: string, viewerCookie: string | undefined, claim = false): { live: Live; setCookie: string | undefined } | undefined {
   const l = byView.get(viewKeyOf(token));
-  return l && l.deps === deps && l.state !== 'ended' ? l : undefined;
+  if (!l || l.deps !== deps || l.state === 'ended') return undefined;
+  if (l.viewerKey === undefined) {
+    if (!claim) return undefined;
+    const secret = randomBytes(32).toString('base64url');
+    l.viewerKey = viewKeyOf(secret);
+    return { live: l, setCookie: secret };
+  }
+  if (!viewerCookie || !sameKey(viewKeyOf(viewerCookie), l.viewerKey)) return undefined;
+  return { live: l, setCookie: undefined };
 }
+
+const sameKey = (a: string, b: string) => a.length === b.length && timingSafeEqual(Buffer.from(a), Buffer.from(b));
 
 /**
  * The finish step on the in-process side: refuses (`not_logged_in`) unless the

@@ -50,8 +50,18 @@ const InputBody = z.discriminatedUnion('type', [
   z.object({ type: z.literal('key'), key: z.enum(Object.keys(SPECIAL_KEYS) as [SpecialKey, ...SpecialKey[]]) }),
 ]);
 
+/** The cookie binding a live view to the browser that first opened it (Path: that live view only). */
+const VIEWER_COOKIE = 'hosted_viewer';
+function viewerCookieOf(header: string | undefined): string | undefined {
+  for (const part of (header ?? '').split(';')) {
+    const i = part.indexOf('=');
+    if (i > 0 && part.slice(0, i).trim() === VIEWER_COOKIE) return part.slice(i + 1).trim();
+  }
+  return undefined;
+}
+
 const endedPage = () =>
-  `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>This live view has ended</title></head><body><h1>This live view has ended</h1><p>The browser session is closed or the link is not valid. Return to the application and start again.</p></body></html>`;
+  `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>This live view has ended</title></head><body><h1>This live view has ended</h1><p>The browser session is closed, the link is not valid, or it is already open in another browser. Return to the application and start again.</p></body></html>`;
 
 function viewerPage(merchant: HostedMerchant, nonce: string): string {
   const name = escapeHtml(NAMES[merchant]);
@@ -202,12 +212,18 @@ export async function hostedConnectRoutes(app: FastifyInstance, deps: AppDeps): 
     tags: ['cart'],
     auth: 'open',
     params: z.object({ token: z.string().max(200) }),
-    responses: { 200: null, 404: null },
-    async handler({ params }) {
-      const live = Token.safeParse(params.token).success ? liveView(deps, params.token) : undefined;
-      if (!live) return { status: 404, body: endedPage(), headers: { 'content-type': 'text/html; charset=utf-8', ...pageSecurityHeaders() } };
+    responses: { 200: null },
+    errors: [[404, 'not_found']],
+    async handler({ params, req }) {
+      const found = Token.safeParse(params.token).success ? liveView(deps, params.token, viewerCookieOf(req.headers.cookie), true) : undefined;
+      if (!found) {
+        // A person's browser gets a page that says what happened; any other client the envelope.
+        if (!String(req.headers.accept ?? '').includes('text/html')) throw new ApiError(404, 'not_found', 'no open live view has this token');
+        return { status: 404, body: endedPage(), headers: { 'content-type': 'text/html; charset=utf-8', ...pageSecurityHeaders() } };
+      }
       const nonce = randomBytes(16).toString('base64');
-      return { status: 200, body: viewerPage(live.merchant, nonce), headers: { 'content-type': 'text/html; charset=utf-8', ...pageSecurityHeaders({ scriptNonce: nonce, dataImages: true, connectSelf: true }) } };
+      const cookie: Record<string, string> = found.setCookie ? { 'set-cookie': `${VIEWER_COOKIE}=${found.setCookie}; Path=${LIVE_VIEW_PATH}/${params.token}; HttpOnly; SameSite=Lax${deps.baseUrl.startsWith('https:') ? '; Secure' : ''}` } : {};
+      return { status: 200, body: viewerPage(found.live.merchant, nonce), headers: { 'content-type': 'text/html; charset=utf-8', ...pageSecurityHeaders({ scriptNonce: nonce, dataImages: true, connectSelf: true }), ...cookie } };
     },
   });
 
@@ -222,7 +238,7 @@ export async function hostedConnectRoutes(app: FastifyInstance, deps: AppDeps): 
     responses: { 200: null },
     errors: [[404, 'not_found']],
     async handler(ctx) {
-      const live = Token.safeParse(ctx.params.token).success ? liveView(deps, ctx.params.token) : undefined;
+      const live = Token.safeParse(ctx.params.token).success ? liveView(deps, ctx.params.token, viewerCookieOf(ctx.req.headers.cookie))?.live : undefined;
       if (!live) throw new ApiError(404, 'not_found', 'no open live view has this token');
       const body = openViewerStream(live, (f) => ctx.reply.raw.on('close', f));
       return { status: 200, body, headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', connection: 'keep-alive', 'x-accel-buffering': 'no', 'x-content-type-options': 'nosniff', 'referrer-policy': 'no-referrer' } };
@@ -241,7 +257,7 @@ export async function hostedConnectRoutes(app: FastifyInstance, deps: AppDeps): 
     responses: { 204: null },
     errors: [[400, 'invalid_body'], [404, 'not_found']],
     async handler(ctx) {
-      const live = Token.safeParse(ctx.params.token).success ? liveView(deps, ctx.params.token) : undefined;
+      const live = Token.safeParse(ctx.params.token).success ? liveView(deps, ctx.params.token, viewerCookieOf(ctx.req.headers.cookie))?.live : undefined;
       if (!live) throw new ApiError(404, 'not_found', 'no open live view has this token');
       await forwardInput(live, ctx.body).catch(() => {}); // a page mid-navigation may drop one input; the person sees it and retries
       return { status: 204, headers: { 'cache-control': 'no-store' } };

@@ -85,7 +85,7 @@ t.test('start: ids per call; merchant-a carries checkout_supported false and the
   const late = await finish('merchant-a', ids[0].session_id);
   t.equal(late.statusCode, 410);
   t.equal(late.json().error.code, 'session_expired');
-  const view = await fetch(`${origin}${new URL(ids[1].live_view_url).pathname}`);
+  const view = await fetch(`${origin}${new URL(ids[1].live_view_url).pathname}`, { headers: { accept: 'text/html' } });
   t.equal(view.status, 404, 'an ended live view is gone');
   t.match(await view.text(), /This live view has ended/);
 });
@@ -114,6 +114,13 @@ t.test('the person logs in through the live view; finish stores the login as a c
   t.equal(h['referrer-policy'], 'no-referrer');
   t.equal(h['cache-control'], 'no-store');
   t.equal(h['x-content-type-options'], 'nosniff');
+
+  t.match((await res!.allHeaders())['set-cookie'], /^hosted_viewer=[A-Za-z0-9_-]{43}; Path=\/connect\/live\/[A-Za-z0-9_-]{43}; HttpOnly; SameSite=Lax$/, 'the live view binds itself to this browser');
+  // A copy of the URL opened in any other browser afterwards shows nothing and types nothing.
+  const copy = await fetch(`${origin}${viewPath}`, { headers: { accept: 'text/html' } });
+  t.equal(copy.status, 404, 'a second browser gets the ended page');
+  t.equal((await fetch(`${origin}${viewPath}/frames`)).status, 404, 'and no frames');
+  t.equal((await fetch(`${origin}${viewPath}/input`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ type: 'text', text: 'x' }) })).status, 404, 'and cannot type');
 
   // The live view shows the merchant's login page: its title and address, and a real JPEG frame of it.
   const shows = (sel: string, text: string) => until(async () => (await page.textContent(sel)) === text, `the live view's ${sel} reads ${text}`);
@@ -221,9 +228,13 @@ t.test('input for a live view is validated; an unknown token is 404', async (t) 
   const unknown = await app.inject({ method: 'POST', url: `/connect/live/${'A'.repeat(43)}/input`, payload: { type: 'text', text: 'x' } });
   t.equal(unknown.statusCode, 404);
   t.equal((await app.inject({ method: 'GET', url: `/connect/live/${'A'.repeat(43)}/frames` })).statusCode, 404);
-  const page = await app.inject({ method: 'GET', url: '/connect/live/short' });
+  const page = await app.inject({ method: 'GET', url: '/connect/live/short', headers: { accept: 'text/html,*/*' } });
   t.equal(page.statusCode, 404);
-  t.equal(page.headers['x-frame-options'], 'DENY');
+  t.equal(page.headers['x-frame-options'], 'DENY', "a person's browser gets the ended page, with the page headers");
+  t.match(page.body, /This live view has ended/);
+  const api = await app.inject({ method: 'GET', url: '/connect/live/short' });
+  t.equal(api.statusCode, 404);
+  t.equal(api.json().error.code, 'not_found', 'any other client the envelope');
 });
 
 t.test('BROWSER_WORKER=none: 503 browser_worker_unavailable, nothing written', async (t) => {
