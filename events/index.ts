@@ -16,6 +16,7 @@ import { mcpEvents } from './mcp.ts';
 import { sessionEvents } from './session.ts';
 import { connectLinkEvents } from './connect-link.ts';
 import { signupRunEvents } from './signup-run.ts';
+import { hostedConnectEvents } from './hosted-connect.ts';
 
 // The registry of every event type: one vocabulary for the log, the audit
 // chain's event_type and webhook subscriptions.
@@ -38,6 +39,7 @@ export const eventSchemas = {
   ...sessionEvents,
   ...connectLinkEvents,
   ...signupRunEvents,
+  ...hostedConnectEvents,
 } as const;
 
 export type EventType = keyof typeof eventSchemas;

@@ -41,6 +41,9 @@ import { sessionMcpRoutes } from './http/session-mcp.ts';
 import { sessionSendRoutes } from './http/session-send.ts';
 import { connectLinkRoutes } from './http/connect-links.ts';
 import { signupRunRoutes } from './http/signup-runs.ts';
+import { hostedConnectRoutes } from './http/hosted-connect.ts';
+import type { BrowserWorker } from './adapters/browser/worker.ts';
+import type { MerchantSites } from './adapters/merchants/sites.ts';
 import { platformRoutes } from './http/platform.ts';
 import { registerMetrics } from './http/metrics.ts';
 import { docsRoutes } from './http/docs.ts';
@@ -91,6 +94,10 @@ export type BuildOptions = {
   logStream?: { write(line: string): void };
   /** Bearer token for GET /metrics from other than loopback (METRICS_TOKEN). */
   metricsToken?: string;
+  /** The hosted-connect merchants' login pages (none: start answers 503 for that merchant). */
+  merchants?: MerchantSites;
+  /** The browser worker (null: none configured); from BROWSER_WORKER / BROWSER_WORKER_URL when absent. */
+  browserWorker?: BrowserWorker | null;
 };
 
 /** did:web domain of a base URL: the host, a port percent-encoded (did:web spec). */
@@ -180,6 +187,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     webhookTargets: opts.webhookTargets ?? { loopback: false, private: false },
     didDomain: opts.didDomain ?? didDomainOf(opts.baseUrl),
     mcp: { ...defaultMcpConfig(opts.baseUrl), ...opts.mcp },
+    merchants: opts.merchants ?? {},
+    ...(opts.browserWorker !== undefined ? { browserWorker: opts.browserWorker } : {}),
     providers: new ProviderTools(opts.db, opts.vault, opts.providers ?? { catalog: Catalog.load(), client: new HttpProvider({ allow: opts.webhookTargets ?? { loopback: false, private: false } }), sandbox: undefined }, { store: opts.store, now: opts.now ?? (() => new Date()), waitFor: (p, ms) => opts.readSide.waitFor(p, ms) }),
   };
 
@@ -216,6 +225,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(async (scope) => sessionSendRoutes(scope, deps));
   await app.register(async (scope) => connectLinkRoutes(scope, deps));
   await app.register(async (scope) => signupRunRoutes(scope, deps));
+  await app.register(async (scope) => hostedConnectRoutes(scope, deps));
 
   await app.ready();
   return app;

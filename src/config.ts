@@ -15,6 +15,11 @@ const schema = z.object({
   SVC_ALLOW_PRIVATE_TARGETS: z.string().regex(/^((loopback|private)(,(loopback|private))*)?$/).optional(),
   SANDBOX_BANK: z.enum(['on', 'off']).default('on'),
   SANDBOX_PROVIDERS: z.enum(['on', 'off']).default('on'),
+  SANDBOX_MERCHANTS: z.enum(['on', 'off']).default('on'),
+  MERCHANT_A_LOGIN_URL: z.string().url().optional(),
+  MERCHANT_A_SESSION_COOKIE: z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$/).optional(),
+  MERCHANT_B_LOGIN_URL: z.string().url().optional(),
+  MERCHANT_B_SESSION_COOKIE: z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$/).optional(),
   BANKS: z.string().optional(),
   SANDBOX_CHAIN: z.enum(['on', 'off']).default('on'),
   X402_TEST_RPC_URL: z.string().url().optional(),
@@ -50,6 +55,10 @@ export type Config = {
   sandboxBank: boolean;
   /** Whether the sandbox providers run on loopback (the catalog's `sandbox:` test endpoints). */
   sandboxProviders: boolean;
+  /** Whether the sandbox shopping merchants (hosted-browser connect) run on loopback. */
+  sandboxMerchants: boolean;
+  /** Hosted-connect merchants configured by URL (a live deployment); the sandbox merchants fill the rest. */
+  merchants: { 'merchant-a'?: { loginUrl: string; sessionCookie: string | undefined }; 'merchant-b'?: { loginUrl: string; sessionCookie: string | undefined } };
   /** Live banks by bank_id: BANKS is JSON {"<bank_id>": {"baseUrl", "clientId", "clientSecret"}}. */
   banks: Record<string, { baseUrl: string; clientId: string; clientSecret: string }>;
   x402: {
@@ -96,6 +105,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`invalid environment: ${lines.join('; ')}`);
   }
   const e = parsed.data;
+  for (const m of ['A', 'B'] as const)
+    if (e[`MERCHANT_${m}_LOGIN_URL`] && !e[`MERCHANT_${m}_SESSION_COOKIE`]) throw new ConfigError(`MERCHANT_${m}_LOGIN_URL needs MERCHANT_${m}_SESSION_COOKIE (the cookie that says the person is logged in)`);
   return {
     host: e.HOST,
     port: e.PORT,
@@ -111,6 +122,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     allowPrivateTargets: e.SVC_ALLOW_PRIVATE_TARGETS,
     sandboxBank: e.SANDBOX_BANK === 'on',
     sandboxProviders: e.SANDBOX_PROVIDERS === 'on',
+    sandboxMerchants: e.SANDBOX_MERCHANTS === 'on',
+    merchants: {
+      ...(e.MERCHANT_A_LOGIN_URL ? { 'merchant-a': { loginUrl: e.MERCHANT_A_LOGIN_URL, sessionCookie: e.MERCHANT_A_SESSION_COOKIE } } : {}),
+      ...(e.MERCHANT_B_LOGIN_URL ? { 'merchant-b': { loginUrl: e.MERCHANT_B_LOGIN_URL, sessionCookie: e.MERCHANT_B_SESSION_COOKIE } } : {}),
+    },
     x402: {
       sandboxChain: e.SANDBOX_CHAIN === 'on',
       testRpcUrl: e.X402_TEST_RPC_URL,

@@ -71,3 +71,8 @@ export const INBOUND_WEBHOOK_TOLERANCE_SECONDS = 300;
 export const ESDB_RETRY_ATTEMPTS = 6;
 export const ESDB_RETRY_BASE_MS = 100;
 export const ESDB_RETRY_MAX_MS = 5_000;
+/** Hosted-browser connect: an open context closes after this long without a viewer or an input, and after the lifetime in all. */
+export const HOSTED_CONNECT_IDLE_MS = 10 * 60 * 1000;
+export const HOSTED_CONNECT_MAX_MS = 30 * 60 * 1000;
+/** Hosted-browser connect: the largest text one live-view input carries (a pasted password fits). */
+export const HOSTED_INPUT_TEXT_MAX_CHARS = 512;

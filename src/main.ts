@@ -30,6 +30,7 @@ const app = await buildApp({
   ...(runtime.x402 ? { x402: runtime.x402 } : {}),
   ...(runtime.pix ? { pix: runtime.pix } : {}),
   providers: runtime.providers,
+  merchants: runtime.merchants,
   ...(config.didDomain ? { didDomain: config.didDomain } : {}),
   baseUrl: config.publicBaseUrl,
   readWaitMs: config.readWaitMs,

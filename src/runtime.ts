@@ -26,6 +26,8 @@ import type { ProviderRuntime } from './providers/tools.ts';
 import { parseOAuthClients } from './providers/oauth.ts';
 import { HttpProvider } from './adapters/providers/http-provider.ts';
 import { SandboxProviders } from './adapters/providers/sandbox-providers.ts';
+import { SandboxMerchants } from './adapters/merchants/sandbox-merchants.ts';
+import { SANDBOX_SESSION_COOKIE, type MerchantSites } from './adapters/merchants/sites.ts';
 
 /** USDC on Base mainnet. */
 const BASE_USDC = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
@@ -48,6 +50,8 @@ export type Runtime = {
   pix: PixDeps | undefined;
   /** The provider catalog, its HTTP adapter and the sandbox providers (when SANDBOX_PROVIDERS is on). */
   providers: ProviderRuntime;
+  /** The hosted-connect merchants' login pages: MERCHANT_*_LOGIN_URL, else the sandbox merchants (SANDBOX_MERCHANTS). */
+  merchants: MerchantSites;
   /** Where the generated platform secret lives (null when it came from the environment). */
   serviceSecretFile: string | null;
   /** Absent when opened with `followers: false` (one-shot CLI commands). */
@@ -136,6 +140,15 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
       sandbox: sandboxProviders ? { http: sandboxProviders.url, https: sandboxProviders.tlsUrl } : undefined,
       oauthClients: { ...parseOAuthClients(process.env.PROVIDER_OAUTH_CLIENTS), ...sandboxProviders?.platformOAuthClients(`${config.publicBaseUrl}/v1/connections/callback`) },
     };
+    // Hosted-connect merchants: configured by URL, else the sandbox merchants on loopback.
+    let sandboxMerchants: SandboxMerchants | undefined;
+    const merchants: MerchantSites = {};
+    if (config.sandboxMerchants && opts.followers !== false && (!config.merchants['merchant-a'] || !config.merchants['merchant-b'])) {
+      sandboxMerchants = new SandboxMerchants();
+      await sandboxMerchants.start();
+      Object.assign(merchants, sandboxMerchants.sites());
+    }
+    for (const [m, site] of Object.entries(config.merchants)) if (site) merchants[m as keyof MerchantSites] = { loginUrl: site.loginUrl, sessionCookie: site.sessionCookie ?? SANDBOX_SESSION_COOKIE };
     const x = opts.followers === false ? { deps: undefined, stop: async () => {} } : await openX402(config);
     const settlementReactor = x.deps ? new X402SettlementReactor(db, store, x.deps) : undefined;
     settlementReactor?.start();
@@ -155,6 +168,7 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
       x402: x.deps,
       pix: pix?.deps,
       providers,
+      merchants,
       serviceSecretFile: secret.file,
       readSide,
       async close() {
@@ -164,6 +178,7 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
         await pix?.stop().catch(() => {});
         await sandbox?.stop().catch(() => {});
         await sandboxProviders?.stop().catch(() => {});
+        await sandboxMerchants?.stop().catch(() => {});
         await webhooks?.stop().catch(() => {});
         await readSide?.stop().catch(() => {});
         await store.close().catch(() => {});

@@ -35,7 +35,8 @@ const StartBody = z.object({
 const StartResponse = z.object({ authorize_url: z.string(), link_token: z.string(), expires_at: Timestamp }).meta({ id: 'ConnectLink' });
 
 /** Creates the connection for the link's server and end user, or rotates the live one in place. */
-async function upsertConnection(ctx: Ctx<unknown, unknown, unknown, never>, tenant: Tenant, serverId: string, userId: string, ref: string, metadata: Record<string, unknown>): Promise<string> {
+/** Creates the connection of this server and end user, or rotates the credential of the live one (as POST /v1/connections does). */
+export async function upsertConnection(ctx: Ctx<unknown, unknown, unknown, never>, tenant: Tenant, serverId: string, userId: string | null, ref: string, metadata: Record<string, unknown>, authType = 'oauth'): Promise<string> {
   const { deps } = ctx;
   const slot = connectionSlotStream(tenant, serverId, userId);
   for (let attempt = 0; ; attempt++) {
@@ -58,7 +59,7 @@ async function upsertConnection(ctx: Ctx<unknown, unknown, unknown, never>, tena
       org_id: tenant.orgId,
       project_id: tenant.projectId,
       server_id: serverId,
-      auth_type: 'oauth',
+      auth_type: authType,
       user_id: userId,
       display_name: null,
       connection_metadata: {},

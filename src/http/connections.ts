@@ -42,7 +42,7 @@ const COLUMNS = `id, user_id, server_id, auth_type, status, display_name, metada
 
 const notFound = () => new ApiError(404, 'not_found', 'connection not found');
 
-async function readConnection(deps: AppDeps, t: Tenant, id: string): Promise<View | undefined> {
+export async function readConnection(deps: AppDeps, t: Tenant, id: string): Promise<View | undefined> {
   const { rows } = await deps.db.query<View>(`SELECT ${COLUMNS} FROM connections WHERE id = $1 AND org_id = $2 AND project_id = $3`, [id, t.orgId, t.projectId]);
   return rows[0];
 }

@@ -95,6 +95,11 @@ export const REJECTION_STATUS: Record<string, number> = {
   not_test_environment: 422,
   not_awaiting_verification: 409,
   run_stale: 410,
+  // hosted-browser connect
+  session_used: 409,
+  session_expired: 410,
+  not_logged_in: 409,
+  session_exists: 409,
   link_exists: 409,
   metadata_update_failed: 409,
   connection_not_active: 409,

@@ -10,6 +10,7 @@ import { RawHttpError } from './errors.ts';
 import { type AddressLimits, type oauthUrls, param, redirectUriMatches } from './oauth-common.ts';
 import { mintSecret, newGrantId } from './oauth-tokens.ts';
 import type { AppDeps } from './route.ts';
+import { escapeHtml, securityHeaders } from './html.ts';
 
 // The consent pages (spec Part 4.1): GET /oauth/authorize checks the request
 // and shows who asks for what; POST /oauth/authorize takes the pasted API key
@@ -36,19 +37,6 @@ export async function migrateConsent(db: Db): Promise<void> {
   CREATE INDEX IF NOT EXISTS oauth_consent_requests_expires ON oauth_consent_requests (expires_at)`);
 }
 
-const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
-
-function securityHeaders(reply: FastifyReply, formTarget?: string): void {
-  const formAction = formTarget ? ` form-action 'self' ${formTarget};` : " form-action 'self';";
-  reply
-    .header('x-frame-options', 'DENY')
-    .header('content-security-policy', `default-src 'none'; style-src 'unsafe-inline';${formAction} frame-ancestors 'none'; base-uri 'none'`)
-    .header('cache-control', 'no-store')
-    .header('pragma', 'no-cache')
-    .header('referrer-policy', 'no-referrer')
-    .header('x-content-type-options', 'nosniff');
-}
-
 const STYLE = 'body{font-family:system-ui,sans-serif;max-width:34rem;margin:3rem auto;padding:0 1rem;color:#1a1a1a}code{background:#f2f2f2;padding:0 .2rem}label{display:block;margin:1rem 0 .3rem}input[type=password]{width:100%;padding:.4rem}button{margin:1rem .5rem 0 0;padding:.4rem 1rem}';
 
 function layout(title: string, body: string): string {
@@ -56,7 +44,7 @@ function layout(title: string, body: string): string {
 }
 
 function sendPage(reply: FastifyReply, status: number, title: string, body: string, formTarget?: string): FastifyReply {
-  securityHeaders(reply, formTarget);
+  securityHeaders(reply, formTarget ? { formTarget } : {});
   return reply.code(status).type('text/html; charset=utf-8').send(layout(title, body));
 }
 

@@ -13,6 +13,8 @@ import type { AllowedTargets } from '../adapters/outbound-http.ts';
 import type { WebhookDispatcher } from '../reactors/webhooks.ts';
 import type { ProviderTools } from '../providers/tools.ts';
 import type { McpConfig } from '../mcp/config.ts';
+import type { BrowserWorker } from '../adapters/browser/worker.ts';
+import type { MerchantSites } from '../adapters/merchants/sites.ts';
 import type { Auth, Authenticator, AuthMode, Role } from './auth.ts';
 import { ApiError, errorResponse, sendResponse, toIssues } from './errors.ts';
 import { checkKey, type IdempotencyStore, requestHash } from './idempotency.ts';
@@ -54,6 +56,10 @@ export type AppDeps = {
   providers: ProviderTools;
   /** Monetized MCP servers: gateway base, upstream timeouts, sweep lease (defaults from baseUrl when absent). */
   mcp?: McpConfig;
+  /** The login pages of the hosted-connect merchants (sandbox merchants by default; MERCHANT_*_LOGIN_URL). */
+  merchants: MerchantSites;
+  /** The browser worker when the builder chose one (null: none, answers 503); absent: from the environment (workerOf). */
+  browserWorker?: BrowserWorker | null;
 };
 
 export type Reply = { status: number; body?: unknown; headers?: Record<string, string> };

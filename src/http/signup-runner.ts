@@ -23,10 +23,10 @@ type Paused = { deps: AppDeps; session: BrowserSession; deliver: (code: string) 
 const paused = new Map<string, Paused>();
 const workers = new WeakMap<AppDeps, BrowserWorker | null>();
 
-/** The browser worker of this app: the configured one (BROWSER_WORKER_URL, BROWSER_WORKER=none) or the embedded default. */
+/** The browser worker of this app: the one the builder gave (deps.browserWorker), else the configured one (BROWSER_WORKER_URL, BROWSER_WORKER=none) or the embedded default. */
 export function workerOf(app: FastifyInstance, deps: AppDeps): BrowserWorker | undefined {
   if (!workers.has(deps)) {
-    const w = workerFromEnv(process.env);
+    const w = deps.browserWorker !== undefined ? (deps.browserWorker ?? undefined) : workerFromEnv(process.env);
     workers.set(deps, w ?? null);
     app.addHook('onClose', async () => {
       // Paused pages of this app end with it (their runs fail on a later verification: resume_inputs_unavailable).

@@ -18,14 +18,16 @@ import { HttpProvider } from '../../src/adapters/providers/http-provider.ts';
 import { SandboxProviders } from '../../src/adapters/providers/sandbox-providers.ts';
 import type { McpConfig } from '../../src/mcp/config.ts';
 import type { ProviderRuntime } from '../../src/providers/tools.ts';
+import { SandboxMerchants } from '../../src/adapters/merchants/sandbox-merchants.ts';
+import type { BrowserWorker } from '../../src/adapters/browser/worker.ts';
 
 // The HTTP app over a whole test ledger, and a bootstrapped organization.
 
 export const SERVICE_SECRET = 'svc_test_secret_0123456789abcdefghijklmnop';
 
-export type TestApp = { app: FastifyInstance; ledger: TestLedger; vault: Vault; webhooks: WebhookDispatcher; x402: X402Deps | undefined; sandboxProviders: SandboxProviders | undefined; providerRuntime: ProviderRuntime };
+export type TestApp = { app: FastifyInstance; ledger: TestLedger; vault: Vault; webhooks: WebhookDispatcher; x402: X402Deps | undefined; sandboxProviders: SandboxProviders | undefined; providerRuntime: ProviderRuntime; sandboxMerchants: SandboxMerchants | undefined };
 
-export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: RateLimitConfig; now?: () => Date; webhooks?: Partial<WebhookConfig>; webhookWorker?: boolean; banks?: Map<string, Bank>; x402?: boolean; oauth?: OAuthOptions; pix?: PixDeps; providers?: boolean; providerTimeoutMs?: number; logStream?: { write(line: string): void }; mcp?: Partial<McpConfig>; store?: 'postgres' | 'esdb' } = {}): Promise<TestApp> {
+export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: RateLimitConfig; now?: () => Date; webhooks?: Partial<WebhookConfig>; webhookWorker?: boolean; banks?: Map<string, Bank>; x402?: boolean; oauth?: OAuthOptions; pix?: PixDeps; providers?: boolean; providerTimeoutMs?: number; logStream?: { write(line: string): void }; mcp?: Partial<McpConfig>; store?: 'postgres' | 'esdb'; merchants?: boolean; browserWorker?: BrowserWorker | null } = {}): Promise<TestApp> {
   const ledger = await testLedger(t, { ...(opts.now ? { now: opts.now } : {}), ...(opts.store ? { store: opts.store } : {}) });
   const vault = await Vault.open(ledger.db, randomBytes(32));
   // Tests reach their receivers on loopback; deliveries retry on a compressed schedule.
@@ -66,8 +68,17 @@ export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: 
     sandbox: sandboxProviders ? { http: sandboxProviders.url, https: sandboxProviders.tlsUrl } : undefined,
     oauthClients: sandboxProviders?.platformOAuthClients('http://127.0.0.1:8080/v1/connections/callback'),
   };
+  // The sandbox shopping merchants (hosted-browser connect) on loopback.
+  let sandboxMerchants: SandboxMerchants | undefined;
+  if (opts.merchants) {
+    sandboxMerchants = new SandboxMerchants();
+    await sandboxMerchants.start();
+    t.teardown(() => sandboxMerchants!.stop());
+  }
   const app = await buildApp({
     vault,
+    ...(sandboxMerchants ? { merchants: sandboxMerchants.sites() } : {}),
+    ...(opts.browserWorker !== undefined ? { browserWorker: opts.browserWorker } : {}),
     providers,
     ...(opts.logStream ? { logStream: opts.logStream } : {}),
     webhooks,
@@ -88,7 +99,7 @@ export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: 
     ...(opts.oauth ? { oauth: opts.oauth } : {}),
   });
   t.teardown(() => app.close());
-  return { app, ledger, vault, webhooks, x402, sandboxProviders, providerRuntime: providers };
+  return { app, ledger, vault, webhooks, x402, sandboxProviders, providerRuntime: providers, sandboxMerchants };
 }
 
 export type Org = { orgId: string; ownerId: string; projectId: string; testKey: string; liveKey: string; owner: Record<string, string>; key: Record<string, string> };

@@ -4,6 +4,7 @@ import { consentDecider, consentStream } from '../../commands/bank-consent.ts';
 import { fauthDecider, fauthStream } from '../../commands/x402.ts';
 import { approvalDecider, approvalStream } from '../../commands/approval.ts';
 import { signupRunDecider, signupRunStream } from '../../commands/signup-run.ts';
+import { hostedConnectDecider, hostedConnectStream } from '../../commands/hosted-connect.ts';
 import { handleCommand } from '../../src/eventstore/handler.ts';
 import { bootstrapOrg, testApp } from '../helpers/app.ts';
 import { until } from '../helpers/wait.ts';
@@ -45,6 +46,15 @@ await handleCommand(
   signupRunDecider,
   signupRunStream(aRun),
   { type: 'start', data: { run_id: aRun, org_id: a.orgId, project_id: a.projectId, server_id: 'acme-payments', user_id: 'ana', email: 'ana@alpha.example', environment: 'test', created_at: new Date().toISOString() } },
+  ledger.ctx(a.orgId),
+);
+// A's hosted-browser connect session, written straight to the log (its session id travels in the finish body, not the path).
+const aHosted = 'hcs_tenancyHostedSession0000';
+await handleCommand(
+  ledger.store,
+  hostedConnectDecider,
+  hostedConnectStream(aHosted),
+  { type: 'start', data: { session_id: aHosted, context_id: 'ctx_tenancy', merchant: 'merchant-a', org_id: a.orgId, project_id: a.projectId, created_at: new Date().toISOString() } },
   ledger.ctx(a.orgId),
 );
 // A's bank consent, written straight to the log (the sandbox bank is not needed to own one).
@@ -196,6 +206,21 @@ for (const route of withIds) {
     t.ok(foreign.statusCode === (route.url.startsWith('/v1/orgs/') ? 403 : 404), `answers ${foreign.statusCode}`);
   });
 }
+
+t.test("another organization's or project's hosted connect session id answers as an absent one", async (t) => {
+  const third = (await app.inject({ method: 'POST', url: '/v1/projects', headers: a.key, payload: { name: 'Hosted elsewhere', slug: 'hosted-elsewhere' } })).json();
+  for (const [who, headers] of [['another organization', b.key], ['another project', { ...a.key, 'x-svc-project': third.id }]] as const) {
+    for (const merchant of ['merchant-a', 'merchant-b']) {
+      const send = (sessionId: string) => app.inject({ method: 'POST', url: `/v1/cart/${merchant}/connect/finish`, headers, payload: { session_id: sessionId } });
+      const foreign = await send(aHosted);
+      const absent = await send('hcs_absentAbsentAbsentAbsent00');
+      t.equal(foreign.statusCode, 404, `${who}, ${merchant}`);
+      t.same(strip(foreign.json()), strip(absent.json()), `${who}, ${merchant}: same body as an absent id`);
+    }
+  }
+  const own = await app.inject({ method: 'POST', url: '/v1/cart/merchant-a/connect/finish', headers: a.key, payload: { session_id: aHosted } });
+  t.equal(own.json().error.code, 'session_expired', 'its own project reaches it (no browser holds it here: expired)');
+});
 
 t.test("A's resources are untouched by B's attempts", async (t) => {
   const p = await app.inject({ method: 'GET', url: `/v1/projects/${a.projectId}`, headers: a.key });
