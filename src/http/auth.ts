@@ -61,11 +61,7 @@ function bearer(req: FastifyRequest): string | undefined {
   return m?.[1];
 }
 
-function sameSecret(a: string, b: string): boolean {
-  const ha = createHash('sha256').update(a).digest();
-  const hb = createHash('sha256').update(b).digest();
-  return timingSafeEqual(ha, hb);
-}
+const sha256 = (s: string) => createHash('sha256').update(s).digest();
 
 type KeyRow = { key_id: string; org_id: string; project_id: string | null; environment: 'live' | 'test'; scopes: string[]; key_hash: string; revoked_at: string | null };
 
@@ -77,10 +73,15 @@ export class Authenticator {
    */
   constructor(
     private readonly db: Queryable,
-    private readonly serviceSecret: string,
+    serviceSecret: string,
     private readonly cache: ReadCache<unknown>,
     private readonly opts: { resourceMetadataUrl?: string; now?: () => Date } = {},
-  ) {}
+  ) {
+    this.serviceDigest = sha256(serviceSecret);
+  }
+
+  /** The platform secret's digest: a presented bearer is hashed once and compared in constant time. */
+  private readonly serviceDigest: Buffer;
 
   /** 401 for a bad bearer: the bare body, plus where to discover the OAuth server (RFC 9728 §5.1). */
   private unauthorizedBearer() {
@@ -129,16 +130,17 @@ export class Authenticator {
   async authenticate(req: FastifyRequest, mode: AuthMode, scope: string | undefined, minRole: Role | undefined): Promise<Auth> {
     if (mode === 'open') return { kind: 'open' };
     const token = bearer(req);
-    const isService = token !== undefined && sameSecret(token, this.serviceSecret);
+    const digest = token !== undefined ? sha256(token) : undefined;
+    const isService = digest !== undefined && timingSafeEqual(digest, this.serviceDigest);
     if (mode === 'api_key' || (mode === 'org_admin' && !isService)) {
       if (!token || isService || !(API_KEY_PATTERN.test(token) || ACCESS_TOKEN_PATTERN.test(token))) throw this.unauthorizedBearer();
-      const auth = await this.apiKey(req, token, scope);
+      const auth = await this.apiKey(req, token, scope, digest!);
       if (mode === 'org_admin' && auth.projectBound) throw forbidden('a project API key cannot act for the whole organization');
       return auth;
     }
     if (mode === 'key_or_service' && !isService) {
       if (!token || !API_KEY_PATTERN.test(token)) throw unauthorized();
-      return this.apiKey(req, token, scope);
+      return this.apiKey(req, token, scope, digest!);
     }
     if (mode === 'key_or_service' && typeof req.headers['x-svc-user'] !== 'string') throw insufficientRole(minRole ?? 'admin');
     if (mode === 'org_admin') minRole ??= 'admin';
@@ -159,7 +161,7 @@ export class Authenticator {
     return auth;
   }
 
-  private async apiKey(req: FastifyRequest, token: string, scope: string | undefined): Promise<ApiKeyAuth> {
+  private async apiKey(req: FastifyRequest, token: string, scope: string | undefined, digest: Buffer): Promise<ApiKeyAuth> {
     let row: KeyRow | null;
     let grant: { scopes: string[]; grantId: string } | undefined;
     if (ACCESS_TOKEN_PATTERN.test(token)) {
@@ -167,9 +169,9 @@ export class Authenticator {
       row = t.row;
       grant = t;
     } else {
-      const hash = hashKey(token);
+      const hash = digest.toString('hex');
       row = await this.keyRow(hash);
-      if (!row || row.revoked_at !== null || !timingSafeEqual(Buffer.from(row.key_hash, 'hex'), Buffer.from(hash, 'hex'))) throw this.unauthorizedBearer();
+      if (!row || row.revoked_at !== null || !timingSafeEqual(Buffer.from(row.key_hash, 'hex'), digest)) throw this.unauthorizedBearer();
     }
     if (scope && !hasScope(row.scopes, scope)) throw forbidden(`this API key lacks the scope ${scope}`);
     if (scope && grant && !hasScope(grant.scopes, scope)) throw forbidden(`this access token was not granted the scope ${scope}`);
