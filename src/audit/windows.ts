@@ -1,4 +1,4 @@
-import type { EventStore } from '../eventstore/port.ts';
+import { type EventStore, type Position, type RecordedEvent, START } from '../eventstore/port.ts';
 import type { Db } from '../postgres/db.ts';
 import { type AuditEntry, auditStream, genesisHash } from './chain.ts';
 import { leafHash, nodeHash } from './merkle.ts';
@@ -19,6 +19,46 @@ import { checkEntry, checkSource, type Problem, type StoredEntry, storedCheckpoi
 export type RangeReport = { from: number; to: number; entries: number; problems: Problem[] };
 
 const PAGE = 2_000;
+/** At most this many log events are scanned to prefetch one page's sources (the rest are looked up one by one). */
+const PREFETCH_BUDGET = PAGE * 8;
+
+const sourceKey = (stream: string, revision: string | bigint) => `${stream}@${revision}`;
+
+/**
+ * The source events of a page of entries, in one pass over the log: sources
+ * are sealed in log order, so they lie after the previous entry's source and
+ * up to this page's last one. The pass stops at a budget (an organization
+ * whose events are far apart in a busy shared log); what it did not reach is
+ * looked up one by one, so the result is the same either way.
+ */
+async function prefetchSources(store: EventStore, after: Position, sources: ReadonlyArray<AuditEntry['source']>, budget: number): Promise<Map<string, RecordedEvent>> {
+  const found = new Map<string, RecordedEvent>();
+  const wanted = new Set<string>();
+  let last: Position = START;
+  for (const s of sources) {
+    if (typeof s?.stream !== 'string' || typeof s.position !== 'string') continue;
+    wanted.add(sourceKey(s.stream, s.revision));
+    if (s.position > last) last = s.position;
+  }
+  if (wanted.size === 0) return found;
+  try {
+    let cursor = after;
+    for (let scanned = 0; cursor < last && scanned < budget; ) {
+      const events = await store.readAll({ after: cursor, maxCount: Math.min(1_000, budget - scanned) });
+      if (events.length === 0) break;
+      for (const e of events) {
+        if (e.position > last) break;
+        const k = sourceKey(e.streamName, e.revision);
+        if (wanted.has(k)) found.set(k, e);
+      }
+      scanned += events.length;
+      cursor = events[events.length - 1]!.position;
+    }
+  } catch {
+    // A position the store cannot read (a rewritten entry): every source is looked up alone.
+  }
+  return found;
+}
 
 export async function verifyRange(
   store: EventStore,
@@ -28,18 +68,25 @@ export async function verifyRange(
   to: number,
   key: { name: string; publicKey: Uint8Array },
   origin: string,
+  opts: { prefetchBudget?: number } = {},
 ): Promise<RangeReport> {
   const problems: Problem[] = [];
   const add = (p: Problem | null) => {
     if (p && problems.length < 100) problems.push(p);
   };
   let prevHash = genesisHash(orgId);
+  let prevSource: Position = START;
   if (from > 1) {
     const [prev] = await store.readStream(auditStream(orgId), { fromRevision: BigInt(from - 2), maxCount: 1 });
-    prevHash = (prev?.data as unknown as AuditEntry | undefined)?.entry_hash ?? prevHash;
+    const entry = prev?.data as unknown as AuditEntry | undefined;
+    prevHash = entry?.entry_hash ?? prevHash;
+    if (typeof entry?.source?.position === 'string') prevSource = entry.source.position;
   }
+  let prefetched = new Map<string, RecordedEvent>();
   const lookup = async (s: AuditEntry['source']) => {
     if (typeof s?.stream !== 'string') return undefined;
+    const hit = prefetched.get(sourceKey(s.stream, s.revision));
+    if (hit) return hit;
     const rev = BigInt(s.revision);
     return (await store.readStream(s.stream, { fromRevision: rev, maxCount: 1 })).find((e) => e.revision === rev);
   };
@@ -49,6 +96,9 @@ export async function verifyRange(
   for (let rev = BigInt(from - 1); rev <= BigInt(to - 1); ) {
     const page = await store.readStream(auditStream(orgId), { fromRevision: rev, maxCount: Math.min(PAGE, to - Number(rev)) });
     if (page.length === 0) break;
+    const sources = page.map((e) => (e.data as unknown as AuditEntry).source);
+    prefetched = await prefetchSources(store, prevSource, sources, opts.prefetchBudget ?? PREFETCH_BUDGET);
+    for (const s of sources) if (typeof s?.position === 'string' && s.position > prevSource) prevSource = s.position;
     for (const e of page) {
       if (e.revision !== expected) {
         add({ kind: 'sequence_gap', sequence_number: Number(expected) + 1, to_sequence: Number(e.revision), detail: `entries ${Number(expected) + 1}..${Number(e.revision)} are missing` });

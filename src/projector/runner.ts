@@ -209,9 +209,12 @@ export type RebuildProgress = { processed: number; position: Position; head: Pos
 export async function rebuildProjection(db: Db, store: EventStore, p: Projection, onProgress?: (r: RebuildProgress) => void): Promise<RebuildProgress> {
   const shadow = shadowTables(p);
   const live = liveTables(p);
-  for (const name of Object.values(shadow)) await db.query(`DROP TABLE IF EXISTS ${name}`);
   // Shadow tables skip the WAL while they fill; they become logged at the swap.
-  await ensureTables(db, p, shadow, { unlogged: true });
+  // Their DDL goes in one transaction: one commit rather than one per statement.
+  await db.transaction(async (tx) => {
+    for (const name of Object.values(shadow)) await tx.query(`DROP TABLE IF EXISTS ${name}`);
+    await ensureTables(tx, p, shadow, { unlogged: true });
+  });
   await ensureCheckpoint(db, p.name, 'projection', p.version);
   let pos: Position = '';
   let processed = 0;

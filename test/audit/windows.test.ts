@@ -1,6 +1,7 @@
 import t from 'tap';
 import { orgDecider, orgStream } from '../../commands/org.ts';
 import { type AuditEntry, auditStream } from '../../src/audit/chain.ts';
+import { verifyRange } from '../../src/audit/windows.ts';
 import { testLedger } from '../helpers/ledger.ts';
 
 // The verification worker is windowed and incremental: a pass verifies what is
@@ -77,4 +78,29 @@ t.test('tampers in the cold and warm windows are found within their staleness', 
   nowMs += 3_600_000;
   await v.passOrg('org_cold');
   t.equal((await health('org_cold')).ok, false, 'health stays broken until the break is re-verified clean');
+});
+
+t.test('a range pass finds a source edited after sealing, whether its sources were fetched in one pass or one by one', async (t) => {
+  // Two organizations writing in turn: each one's sources are spread over a shared log.
+  for (const org of ['org_src_a', 'org_src_b']) {
+    await ledger.run(orgDecider, orgStream(org), { type: 'create_org', orgId: org, name: org, defaultProjectId: `prj_${org}`, owner: { userId: `usr_${org}`, email: 'o@example.com', displayName: null } }, ledger.ctx(org));
+  }
+  for (let i = 0; i < 6; i++) {
+    for (const org of ['org_src_a', 'org_src_b']) {
+      await ledger.run(orgDecider, orgStream(org), { type: 'create_project', projectId: `prj_${org}_${i}`, name: `P${i}`, slug: `p-${i}`, environment: 'test', settings: {} }, ledger.ctx(org));
+    }
+  }
+  await ledger.settle();
+  const tip = (await ledger.store.readStream(auditStream('org_src_a'))).length;
+  const key = { name: ledger.key.name, publicKey: ledger.key.publicKey };
+  for (const budget of [undefined, 0]) {
+    const clean = await verifyRange(ledger.store, ledger.db, 'org_src_a', 1, tip, key, ledger.origin, { prefetchBudget: budget });
+    t.same(clean.problems, [], `untouched: no problem (prefetch budget ${budget ?? 'default'})`);
+  }
+  const { rows } = await ledger.db.query<{ data: AuditEntry }>('SELECT data FROM es_events WHERE stream_name = $1 AND stream_revision = $2', [auditStream('org_src_a'), 7]);
+  await ledger.db.query(`UPDATE es_events SET data = json_build_object('project_id', 'prj_x', 'name', 'edited', 'slug', 'edited', 'environment', 'test', 'is_default', false, 'settings', '{}'::json, 'created_at', '2026-01-01T00:00:00.000Z') WHERE event_id = $1`, [rows[0]!.data.source.event_id]);
+  for (const budget of [undefined, 0]) {
+    const r = await verifyRange(ledger.store, ledger.db, 'org_src_a', 1, tip, key, ledger.origin, { prefetchBudget: budget });
+    t.match(r.problems[0], { kind: 'source_mismatch', sequence_number: 8 }, `the edited source is found at its entry (prefetch budget ${budget ?? 'default'})`);
+  }
 });
