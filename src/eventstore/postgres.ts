@@ -39,8 +39,9 @@ import {
 // append is checked against its own expected revision and answered on its own.
 
 const NOTIFY_CHANNEL = 'es_appended';
-/** How many of this process's latest transactions local subscriptions can take from memory. */
+/** How much of this process's latest commits local subscriptions can take from memory. */
 const TAIL_TRANSACTIONS = 256;
+const TAIL_EVENTS = 10_000;
 const POSITION_DIGITS = 20;
 
 const SENTINEL: Record<'no_stream' | 'stream_exists' | 'any', bigint> = { no_stream: -1n, stream_exists: -2n, any: -3n };
@@ -290,6 +291,7 @@ export class PostgresEventStore implements EventStore {
    * of reading them back; anything else (another process's appends) is read.
    */
   private readonly tail = new Map<Position, RecordedEvent[]>();
+  private tailEvents = 0;
 
   private constructor(private readonly db: Db) {}
 
@@ -505,7 +507,12 @@ export class PostgresEventStore implements EventStore {
     if (last > this.knownHead) this.knownHead = last;
     if (parsePosition(last) - first + 1n !== BigInt(written.length)) return;
     this.tail.set(formatPosition(first - 1n), written);
-    while (this.tail.size > TAIL_TRANSACTIONS) this.tail.delete(this.tail.keys().next().value!);
+    this.tailEvents += written.length;
+    while (this.tail.size > TAIL_TRANSACTIONS || (this.tailEvents > TAIL_EVENTS && this.tail.size > 1)) {
+      const [oldest, events] = this.tail.entries().next().value!;
+      this.tail.delete(oldest);
+      this.tailEvents -= events.length;
+    }
   }
 
   private inlineTx(tx: Queryable, written: RecordedEvent[] = []): InlineTx {
