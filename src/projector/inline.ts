@@ -4,7 +4,7 @@ import type { Sealer } from '../audit/sealer.ts';
 import { SEALER_NAME } from '../audit/sealer.ts';
 import { appliedKey, PROGRESS_CHANNEL } from './checkpoints.ts';
 import type { Progress } from './progress.ts';
-import { applyBatch } from './runner.ts';
+import { applyInline } from './runner.ts';
 import { liveTables, type Projection } from './projection.ts';
 
 // Inline followers (Postgres event store only): in the append transaction
@@ -46,14 +46,17 @@ export function inlineFollower(projections: readonly Projection[], sealer: Seale
     }
     try {
       const head = all[all.length - 1]!.position;
-      const applied: string[] = [];
-      for (const r of caught) {
+      const todo = caught.flatMap((r) => {
         const p = byName.get(r.name);
-        if (!p) continue;
-        if (!all.some((e) => p.eventTypes.has(e.type))) continue;
-        await applyBatch(tx, p, all, liveTables(p));
-        applied.push(p.name);
-      }
+        return p && all.some((e) => p.eventTypes.has(e.type)) ? [p] : [];
+      });
+      // Each projection writes only its own tables, so they apply together: their
+      // statements queue on the one connection and go out back to back, without a
+      // turn of the event loop between one projection's statement and the next's.
+      const results = await Promise.allSettled(todo.map((p) => applyInline(tx, p, all, liveTables(p))));
+      const failed = results.find((r) => r.status === 'rejected');
+      if (failed) throw (failed as PromiseRejectedResult).reason;
+      const applied = todo.map((p) => p.name);
       // One statement moves every checkpoint and wakes waiters in other processes.
       await tx.query(
         `WITH moved AS (UPDATE checkpoints SET position = $2, applied_position = CASE WHEN name = ANY($3) THEN $2 ELSE applied_position END, status = 'running', error = NULL, error_position = NULL, updated_at = now() WHERE name = ANY($1) RETURNING 1)

@@ -53,6 +53,19 @@ export async function applyBatch(tx: Queryable, p: Projection, events: readonly 
   }
 }
 
+/**
+ * The same for a batch inside the append transaction (inline followers): no
+ * savepoint, since a failure there rolls the whole transaction back and the
+ * batch is written again without inline followers, whose runners then apply
+ * it with the fallback above.
+ */
+export async function applyInline(tx: Queryable, p: Projection, events: readonly RecordedEvent[], t: TableNames): Promise<void> {
+  const handled = events.filter((e) => p.eventTypes.has(e.type));
+  if (handled.length === 0) return;
+  if (!p.applyBatch || handled.length === 1) return applyEach(tx, p, handled, t);
+  await p.applyBatch(tx, handled, t);
+}
+
 class ApplyError extends Error {
   constructor(
     readonly position: Position,
