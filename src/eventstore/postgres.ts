@@ -292,6 +292,8 @@ export class PostgresEventStore implements EventStore {
    */
   private readonly tail = new Map<Position, RecordedEvent[]>();
   private tailEvents = 0;
+  /** Subscriptions open in this process: without any, commits keep no tail. */
+  private subscribers = 0;
 
   private constructor(private readonly db: Db) {}
 
@@ -481,7 +483,7 @@ export class PostgresEventStore implements EventStore {
         throw err;
       }
     }
-    if (!inline) batch.forEach((p, i) => rows[i]!.ok && written.push(...PostgresEventStore.recorded(p, rows[i]!)));
+    if (!inline && this.subscribers > 0) batch.forEach((p, i) => rows[i]!.ok && written.push(...PostgresEventStore.recorded(p, rows[i]!)));
     this.remember(written);
     let moved = false;
     batch.forEach((p, i) => {
@@ -500,7 +502,11 @@ export class PostgresEventStore implements EventStore {
 
   /** Keeps a committed transaction's events for local subscriptions, when they cover its positions without a gap. */
   private remember(written: RecordedEvent[]): void {
-    if (written.length === 0) return;
+    if (written.length === 0 || this.subscribers === 0) {
+      const last = written[written.length - 1]?.position;
+      if (last !== undefined && last > this.knownHead) this.knownHead = last;
+      return;
+    }
     written.sort((a, b) => (a.position < b.position ? -1 : 1));
     const first = parsePosition(written[0]!.position);
     const last = written[written.length - 1]!.position;
@@ -595,6 +601,15 @@ export class PostgresEventStore implements EventStore {
   }
 
   private async *subscription(opts: SubscribeOptions): AsyncGenerator<SubscriptionItem> {
+    this.subscribers++;
+    try {
+      yield* this.follow(opts);
+    } finally {
+      this.subscribers--;
+    }
+  }
+
+  private async *follow(opts: SubscribeOptions): AsyncGenerator<SubscriptionItem> {
     const { signal, filter } = opts;
     let after = opts.after ?? START;
     parsePosition(after);
