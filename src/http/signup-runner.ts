@@ -1,13 +1,12 @@
 import type { FastifyInstance } from 'fastify';
-import { connectionDecider, connectionSlotDecider, connectionSlotStream, connectionStream } from '../../commands/connection.ts';
 import type { Tenant } from '../../commands/consumer.ts';
 import { SIGNUP_PAUSE_TTL_MS, signupRunDecider, signupRunStream, type SignupRunCommand } from '../../commands/signup-run.ts';
 import { drive, WorkerError, workerFromEnv, type BrowserSession, type BrowserWorker } from '../adapters/browser/worker.ts';
-import { handleCommand, loadState, Rejection, type HandleOptions } from '../eventstore/handler.ts';
+import { handleCommand, Rejection, type HandleOptions } from '../eventstore/handler.ts';
 import type { Decider } from '../eventstore/handler.ts';
 import { checkCredential, encodeCredential } from '../providers/credentials.ts';
+import { upsertConnection } from './connect-links.ts';
 import { RawHttpError } from './errors.ts';
-import { newId } from './ids.ts';
 import { probeProvider } from './providers.ts';
 import type { AppDeps } from './route.ts';
 
@@ -135,12 +134,15 @@ async function runSignup(deps: AppDeps, worker: BrowserWorker, a: RunArgs): Prom
   step = 'store_connection';
   const p = deps.providers.runtime.catalog.get(a.serverId);
   let connectionId: string;
+  let ref: string | undefined;
   try {
     if (!p) throw new Error('provider left the catalog');
     const checked = checkCredential(p, key);
-    const ref = await deps.vault.put(a.tenant.orgId, `connection:${p.id}`, encodeCredential(checked.credential));
-    connectionId = await upsert(deps, a, p.id, p.auth_type, ref);
+    ref = await deps.vault.put(a.tenant.orgId, `connection:${p.id}`, encodeCredential(checked.credential));
+    // The same create-or-rotate as the OAuth callback and hosted connect, under this run's system actor.
+    connectionId = await upsertConnection({ deps, run: commander(deps, a.tenant) }, a.tenant, p.id, a.userId, ref, undefined, p.auth_type);
   } catch (err) {
+    if (ref) await deps.vault.delete(a.tenant.orgId, ref).catch(() => {});
     return void (await fail('no_credential_captured', step, (err as Error).message));
   }
   await act({ type: 'provision', connectionId });
@@ -151,31 +153,6 @@ async function runSignup(deps: AppDeps, worker: BrowserWorker, a: RunArgs): Prom
     probeResult = err instanceof RawHttpError ? err.body : { ok: false, error: 'probe_failed' };
   }
   await act({ type: 'probed', probeResult }).catch(() => {});
-}
-
-/** Creates the connection for the run's server and end user, or rotates the live one (as POST /v1/connections does). */
-async function upsert(deps: AppDeps, a: RunArgs, serverId: string, authType: string, ref: string): Promise<string> {
-  const run = commander(deps, a.tenant);
-  const slot = connectionSlotStream(a.tenant, serverId, a.userId);
-  for (let attempt = 0; ; attempt++) {
-    const holder = (await loadState(deps.store, slot, connectionSlotDecider)).state.holder;
-    if (holder) {
-      const r = await run(connectionDecider, connectionStream(holder), { type: 'rotate', tenant: a.tenant, data: { secret_ref: ref, cert_metadata: {}, expires_at: null } });
-      const rotated = r.events[0];
-      if (rotated?.type === 'connection.credential_rotated') await deps.vault.delete(a.tenant.orgId, rotated.data.previous_secret_ref).catch(() => {});
-      return holder;
-    }
-    const id = newId('ca');
-    try {
-      await run(connectionSlotDecider, slot, { type: 'claim', connectionId: id }, { maxAttempts: 1 });
-    } catch (err) {
-      if (attempt < 3 && err instanceof Rejection && (err.code === 'slot_taken' || err.code === 'concurrency_conflict')) continue;
-      throw err;
-    }
-    const data = { connection_id: id, org_id: a.tenant.orgId, project_id: a.tenant.projectId, server_id: serverId, auth_type: authType, user_id: a.userId, display_name: null, connection_metadata: {}, cert_metadata: {}, secret_ref: ref, expires_at: null, created_at: deps.now().toISOString() };
-    await run(connectionDecider, connectionStream(id), { type: 'create', data }, { expectedRevision: 'no_stream' });
-    return id;
-  }
 }
 
 /** Hands the code to the paused page; false when the page is gone (the run is then failed). */
