@@ -7,7 +7,7 @@ import type { Tenant } from '../../commands/consumer.ts';
 import { ProviderError } from '../adapters/providers/http-provider.ts';
 import { loadState, Rejection } from '../eventstore/handler.ts';
 import { encodeCredential } from '../providers/credentials.ts';
-import { credentialOfTokens, metadataOfTokens, oauthUrlsOf, requestToken, type OAuthTokenSet } from '../providers/oauth.ts';
+import { credentialOfTokens, metadataOfTokens, oauthClientOf, oauthUrlsOf, requestToken, type OAuthTokenSet } from '../providers/oauth.ts';
 import { ApiError } from './errors.ts';
 import { newId } from './ids.ts';
 import { defineRoute, type AppDeps, type Ctx } from './route.ts';
@@ -101,7 +101,7 @@ export async function connectLinkRoutes(app: FastifyInstance, deps: AppDeps): Pr
         if (!p) throw new ApiError(404, 'server_unknown', `no provider ${body.server_id} in the catalog`, { server_id: body.server_id });
         if (p.auth_type !== 'oauth' || !p.oauth) throw new ApiError(404, 'oauth_not_configured', `the catalog has no OAuth configuration for ${p.id}`, { server_id: p.id, auth_type: p.auth_type });
         const urls = oauthUrlsOf(p, auth.environment, runtime.sandbox);
-        const client = runtime.oauthClients?.[p.id];
+        const client = oauthClientOf(p, auth.environment, runtime);
         if (!urls || !client) throw new ApiError(500, 'oauth_client_not_configured', `the platform's OAuth client for ${p.id} is not configured`, { server_id: p.id });
         const scopes = body.scopes === undefined ? p.oauth.scopes : body.scopes.split(/\s+/).filter(Boolean);
         const unknown = scopes.filter((s) => !p.oauth!.scopes.includes(s));
@@ -187,7 +187,7 @@ export async function connectLinkRoutes(app: FastifyInstance, deps: AppDeps): Pr
       if (!query.code) return fail('code_missing', null);
       const p = deps.providers.runtime.catalog.get(link.server_id);
       const urls = p ? oauthUrlsOf(p, link.environment, deps.providers.runtime.sandbox) : undefined;
-      const client = deps.providers.runtime.oauthClients?.[link.server_id];
+      const client = p ? oauthClientOf(p, link.environment, deps.providers.runtime) : undefined;
       if (!p || !urls || !client || !verifier) return fail('oauth_client_not_configured', null);
       let tokens: OAuthTokenSet;
       try {
