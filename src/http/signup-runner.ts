@@ -18,8 +18,37 @@ import type { AppDeps } from './route.ts';
 // page lives in this process; a verification for a run whose page is gone
 // (restart, pause expired) fails it with `resume_inputs_unavailable`.
 
-type Paused = { deps: AppDeps; session: BrowserSession; deliver: (code: string) => void; resend: () => Promise<void>; timer: NodeJS.Timeout };
+// A paused page is kept until the run's pause expires by the app's clock (deps.now: the
+// needs_verification event's expires_at, renewed by a resend), then closed by the sweep.
+type Paused = { deps: AppDeps; session: BrowserSession; deliver: (code: string) => void; resend: () => Promise<void>; expiresAt: number };
 const paused = new Map<string, Paused>();
+const SWEEP_EVERY_MS = 1_000;
+let sweeper: NodeJS.Timeout | undefined;
+
+/** Closes the paused pages whose pause has expired (by each app's clock); runs every second while any page is paused. */
+export async function sweepPausedPages(): Promise<void> {
+  for (const [id, p] of paused)
+    if (p.deps.now().getTime() >= p.expiresAt) {
+      paused.delete(id);
+      await p.session.close();
+    }
+  if (paused.size === 0 && sweeper) {
+    clearInterval(sweeper);
+    sweeper = undefined;
+  }
+}
+
+function keepPaused(runId: string, p: Paused): void {
+  paused.set(runId, p);
+  sweeper ??= setInterval(() => void sweepPausedPages(), SWEEP_EVERY_MS);
+  sweeper.unref();
+}
+
+/** A resend renewed the run's pause: the page lives until the new expiry. */
+export function renewPause(runId: string, expiresAt: string | null): void {
+  const p = paused.get(runId);
+  if (p && expiresAt) p.expiresAt = Date.parse(expiresAt);
+}
 const workers = new WeakMap<AppDeps, BrowserWorker | null>();
 
 /** The browser worker of this app: the one the builder gave (deps.browserWorker), else the configured one (BROWSER_WORKER_URL, BROWSER_WORKER=none) or the embedded default. */
@@ -32,7 +61,6 @@ export function workerOf(app: FastifyInstance, deps: AppDeps): BrowserWorker | u
       for (const [id, p] of paused)
         if (p.deps === deps) {
           paused.delete(id);
-          clearTimeout(p.timer);
           await p.session.close();
         }
       await w?.close();
@@ -94,22 +122,18 @@ async function runSignup(deps: AppDeps, worker: BrowserWorker, a: RunArgs): Prom
       return ((await page.textContent('#prompt', { timeout: 5_000 })) ?? 'Enter the code the provider e-mailed').trim();
     });
     const codeP = new Promise<string>((resolve) => {
-      const timer = setTimeout(() => {
-        paused.delete(a.runId);
-        void session.close();
-      }, SIGNUP_PAUSE_TTL_MS);
-      timer.unref();
-      paused.set(a.runId, {
+      keepPaused(a.runId, {
         deps,
         session,
         deliver: resolve,
-        timer,
+        expiresAt: deps.now().getTime() + SIGNUP_PAUSE_TTL_MS, // until the pause event says
         resend: async () => {
           await Promise.all([page.waitForURL(/\/verify/, { timeout: limits.stallMs }), page.click('#resend', { timeout: 5_000 })]);
         },
       });
     });
-    await act({ type: 'pause', prompt, mechanism: 'email_code', resend: true });
+    const pausedAt = (await act({ type: 'pause', prompt, mechanism: 'email_code', resend: true })).events[0];
+    if (pausedAt?.type === 'signup_run.needs_verification') renewPause(a.runId, pausedAt.data.expires_at);
     code = await codeP;
   } catch (err) {
     paused.delete(a.runId);
@@ -160,7 +184,6 @@ export function deliverCode(runId: string, code: string): boolean {
   const p = paused.get(runId);
   if (!p) return false;
   paused.delete(runId);
-  clearTimeout(p.timer);
   p.deliver(code);
   return true;
 }

@@ -1,7 +1,8 @@
 import t, { type Test } from 'tap';
 import { findChromium } from '../../src/adapters/browser/chromium.ts';
 import { embeddedWorker } from '../../src/adapters/browser/worker.ts';
-import { bootstrapOrg, testApp } from '../helpers/app.ts';
+import { sweepPausedPages } from '../../src/http/signup-runner.ts';
+import { bootstrapOrg, testApp, testClock } from '../helpers/app.ts';
 import { until } from '../helpers/wait.ts';
 
 // A browser signup run's bounds (issue 23, Build item 4; spec Part 2 "Browser
@@ -12,7 +13,8 @@ import { until } from '../helpers/wait.ts';
 // machine cannot trip them; the bounds are tightened while the run waits for
 // the code, so only the hung page meets them. Afterwards the run is `failed`
 // with the code and the step in GET .../status, and the browser context is
-// released (worker.active back to 0).
+// released (worker.active back to 0). The paused page itself is bounded by the
+// run's pause (ten minutes by the app's clock, renewed by a resend).
 
 const chromium = await findChromium();
 const skip = chromium ? false : 'no Chromium found (findChromium() returned null): signup run bound tests skipped';
@@ -21,10 +23,10 @@ const GENEROUS = { deadlineMs: 120_000, stallMs: 60_000 };
 
 t.test('signup run bounds over HTTP', { skip }, async (t) => {
   const worker = embeddedWorker({ maxContexts: 2, ...GENEROUS });
-  const { app, sandboxProviders } = await testApp(t, { providers: true, browserWorker: worker });
+  const clock = testClock();
+  const { app, sandboxProviders } = await testApp(t, { providers: true, browserWorker: worker, now: clock.now });
   const sb = sandboxProviders!;
   const org = await bootstrapOrg(app, 'Bounds');
-  sb.signup.faults.set('acme-payments', 'hang');
   t.teardown(() => {
     sb.signup.faults.delete('acme-payments');
     sb.signup.release();
@@ -62,6 +64,42 @@ t.test('signup run bounds over HTTP', { skip }, async (t) => {
     return done;
   }
 
+  await t.test('the paused page lives as long as the pause: a resend renews it; past the expiry it is closed', async (t) => {
+    const email = 'pause.bounds@example.com';
+    const runId = (await app.inject({ method: 'POST', url: '/v1/connections/engine/start', headers: org.key, payload: { server_id: 'acme-payments', user_id: 'pause', email } })).json().run_id as string;
+    t.equal((await waitStatus(runId, ['needs_verification', 'failed'])).status, 'needs_verification');
+    t.equal(worker.active, 1);
+    let advanced = 0;
+    const advance = (ms: number) => {
+      clock.advance(ms);
+      advanced += ms;
+    };
+    t.teardown(() => clock.advance(-advanced));
+    advance(9 * 60_000);
+    const resent = await app.inject({ method: 'POST', url: `/v1/connections/engine/${runId}/resend`, headers: org.key });
+    t.equal(resent.statusCode, 200, resent.body);
+    advance(3 * 60_000); // twelve minutes after the pause, three after the resend
+    await sweepPausedPages();
+    t.equal(worker.active, 1, 'the page outlives the first pause: the resend renewed it');
+    const given = await app.inject({ method: 'POST', url: `/v1/connections/engine/${runId}/verification`, headers: org.key, payload: { code: sb.outbox(email).at(-1)!.code } });
+    t.equal(given.statusCode, 202, given.body);
+    const done = await waitStatus(runId, ['provisioned', 'failed']);
+    t.equal(done.status, 'provisioned', JSON.stringify(done));
+    await until(() => worker.active === 0, 'the provisioned run closes its page');
+
+    const lateEmail = 'late.bounds@example.com';
+    const late = (await app.inject({ method: 'POST', url: '/v1/connections/engine/start', headers: org.key, payload: { server_id: 'acme-payments', user_id: 'late', email: lateEmail } })).json().run_id as string;
+    t.equal((await waitStatus(late, ['needs_verification', 'failed'])).status, 'needs_verification');
+    t.equal(worker.active, 1);
+    advance(10 * 60_000);
+    await sweepPausedPages();
+    t.equal(worker.active, 0, 'an expired pause releases its browser context');
+    const stale = await app.inject({ method: 'POST', url: `/v1/connections/engine/${late}/verification`, headers: org.key, payload: { code: sb.outbox(lateEmail).at(-1)!.code } });
+    t.equal(stale.statusCode, 410);
+    t.equal(stale.json().error.code, 'run_stale');
+  });
+
+  sb.signup.faults.set('acme-payments', 'hang');
   await t.test('no progress for stallMs on the hung page: failed, drive_stalled at submit_code', async (t) => {
     const done = await hungRun(t, 'stall.bounds@example.com', { deadlineMs: GENEROUS.deadlineMs, stallMs: 300 });
     t.match(done, { status: 'failed', code: 'drive_stalled', failed_step_id: 'submit_code' });
