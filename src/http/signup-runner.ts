@@ -188,11 +188,18 @@ export function deliverCode(runId: string, code: string): boolean {
   return true;
 }
 
+/** Clicks the page's resend button; false when the page is gone or the resend failed (the page is then closed: the run is failed). */
 export async function resendCode(runId: string): Promise<boolean> {
   const p = paused.get(runId);
   if (!p) return false;
-  await p.resend();
-  return true;
+  try {
+    await p.resend();
+    return true;
+  } catch {
+    if (paused.get(runId) === p) paused.delete(runId);
+    await p.session.close();
+    return false;
+  }
 }
 
 export async function failUnavailable(deps: AppDeps, tenant: Tenant, runId: string): Promise<void> {

@@ -99,6 +99,18 @@ t.test('signup run bounds over HTTP', { skip }, async (t) => {
     t.equal(stale.json().error.code, 'run_stale');
   });
 
+  await t.test('a resend that fails on the page fails the run and closes its page at once', async (t) => {
+    sb.signup.faults.set('acme-payments', 'no_resend');
+    t.teardown(() => void sb.signup.faults.delete('acme-payments'));
+    const runId = (await app.inject({ method: 'POST', url: '/v1/connections/engine/start', headers: org.key, payload: { server_id: 'acme-payments', user_id: 'resend', email: 'resend.bounds@example.com' } })).json().run_id as string;
+    t.equal((await waitStatus(runId, ['needs_verification', 'failed'])).status, 'needs_verification');
+    t.equal(worker.active, 1);
+    const r = await app.inject({ method: 'POST', url: `/v1/connections/engine/${runId}/resend`, headers: org.key });
+    t.equal(r.statusCode, 200, r.body);
+    t.match(r.json(), { status: 'failed', code: 'resume_inputs_unavailable', failed_step_id: 'await_verification' });
+    t.equal(worker.active, 0, 'the page of the failed run is closed, not held until the pause expires');
+  });
+
   sb.signup.faults.set('acme-payments', 'hang');
   await t.test('no progress for stallMs on the hung page: failed, drive_stalled at submit_code', async (t) => {
     const done = await hungRun(t, 'stall.bounds@example.com', { deadlineMs: GENEROUS.deadlineMs, stallMs: 300 });
