@@ -21,6 +21,9 @@ const schema = z.object({
   MERCHANT_B_LOGIN_URL: z.string().url().optional(),
   MERCHANT_B_SESSION_COOKIE: z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$/).optional(),
   BANKS: z.string().optional(),
+  PROVIDER_OAUTH_CLIENTS: z.string().optional(),
+  BROWSER_WORKER: z.enum(['embedded', 'none']).default('embedded'),
+  BROWSER_WORKER_URL: z.string().regex(/^(https?|wss?):\/\/\S+$/, 'an http(s):// or ws(s):// DevTools URL').optional(),
   SANDBOX_CHAIN: z.enum(['on', 'off']).default('on'),
   X402_TEST_RPC_URL: z.string().url().optional(),
   X402_FACILITATOR_KEY: z.string().regex(/^0x[0-9a-fA-F]{64}$/).optional(),
@@ -61,6 +64,14 @@ export type Config = {
   merchants: { 'merchant-a'?: { loginUrl: string; sessionCookie: string | undefined }; 'merchant-b'?: { loginUrl: string; sessionCookie: string | undefined } };
   /** Live banks by bank_id: BANKS is JSON {"<bank_id>": {"baseUrl", "clientId", "clientSecret"}}. */
   banks: Record<string, { baseUrl: string; clientId: string; clientSecret: string }>;
+  /**
+   * The platform's OAuth clients at real providers (connect links and token refresh against a provider's own
+   * authorize/token URLs): PROVIDER_OAUTH_CLIENTS is JSON {"<server_id>": {"client_id", "client_secret"}}.
+   * Endpoints served by the sandbox providers use the sandbox's own clients, registered at start.
+   */
+  providerOAuthClients: Record<string, { client_id: string; client_secret: string }>;
+  /** The browser worker of signup runs and hosted connect: a remote Chromium over the DevTools protocol (BROWSER_WORKER_URL), else the embedded one, or none (BROWSER_WORKER=none: those routes answer 503). */
+  browserWorker: { kind: 'remote'; url: string } | { kind: 'embedded' } | { kind: 'none' };
   x402: {
     /** Start a local EVM (anvil) with the test USDC for base-sepolia, unless an RPC URL is given. */
     sandboxChain: boolean;
@@ -84,6 +95,21 @@ export class ConfigError extends Error {
 }
 
 const BanksSchema = z.record(z.string().regex(/^[a-z0-9]+(-[a-z0-9]+)*$/), z.object({ baseUrl: z.string().url(), clientId: z.string().min(1), clientSecret: z.string().min(1) }));
+
+const OAuthClientsSchema = z.record(z.string().regex(/^[a-z0-9]+(-[a-z0-9]+)*$/), z.object({ client_id: z.string().min(1), client_secret: z.string().min(1) }));
+
+function parseOAuthClients(raw: string | undefined): Config['providerOAuthClients'] {
+  if (!raw) return {};
+  let json: unknown;
+  try {
+    json = JSON.parse(raw);
+  } catch {
+    throw new ConfigError('PROVIDER_OAUTH_CLIENTS is not JSON');
+  }
+  const r = OAuthClientsSchema.safeParse(json);
+  if (!r.success) throw new ConfigError(`PROVIDER_OAUTH_CLIENTS: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  return r.data;
+}
 
 function parseBanks(raw: string | undefined): Config['banks'] {
   if (!raw) return {};
@@ -137,6 +163,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       receiptSigningKey: e.RECEIPT_SIGNING_KEY,
     },
     banks: parseBanks(e.BANKS),
+    providerOAuthClients: parseOAuthClients(e.PROVIDER_OAUTH_CLIENTS),
+    browserWorker: e.BROWSER_WORKER_URL ? { kind: 'remote', url: e.BROWSER_WORKER_URL } : { kind: e.BROWSER_WORKER },
     publicBaseUrl: e.PUBLIC_BASE_URL ?? `http://${e.HOST.includes(':') ? `[${e.HOST}]` : e.HOST}:${e.PORT}`,
     readWaitMs: e.READ_WAIT_MS,
   };

@@ -1,4 +1,5 @@
 import { buildApp } from './app.ts';
+import { workerOfConfig } from './adapters/browser/worker.ts';
 import { loadConfig } from './config.ts';
 import { openRuntime } from './runtime.ts';
 import { checkDataFolder, checkPortFree, startupLine } from './startup.ts';
@@ -31,6 +32,7 @@ const app = await buildApp({
   ...(runtime.pix ? { pix: runtime.pix } : {}),
   providers: runtime.providers,
   merchants: runtime.merchants,
+  browserWorker: workerOfConfig(config.browserWorker),
   ...(config.didDomain ? { didDomain: config.didDomain } : {}),
   baseUrl: config.publicBaseUrl,
   readWaitMs: config.readWaitMs,

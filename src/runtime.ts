@@ -23,7 +23,6 @@ import type { PixDeps } from './adapters/psp/port.ts';
 import { openPix } from './adapters/psp/config.ts';
 import { Catalog } from './providers/catalog.ts';
 import type { ProviderRuntime } from './providers/tools.ts';
-import { parseOAuthClients } from './providers/oauth.ts';
 import { HttpProvider } from './adapters/providers/http-provider.ts';
 import { SandboxProviders } from './adapters/providers/sandbox-providers.ts';
 import { SandboxMerchants } from './adapters/merchants/sandbox-merchants.ts';
@@ -138,7 +137,8 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
       catalog,
       client: new HttpProvider({ allow: webhookTargets, ...(sandboxProviders ? { extraCa: [sandboxProviders.caPem], sandboxOrigins: [sandboxProviders.url, sandboxProviders.tlsUrl] } : {}) }),
       sandbox: sandboxProviders ? { http: sandboxProviders.url, https: sandboxProviders.tlsUrl } : undefined,
-      oauthClients: { ...parseOAuthClients(process.env.PROVIDER_OAUTH_CLIENTS), ...sandboxProviders?.platformOAuthClients(`${config.publicBaseUrl}/v1/connections/callback`) },
+      oauthClients: config.providerOAuthClients,
+      ...(sandboxProviders ? { sandboxOAuthClients: sandboxProviders.platformOAuthClients(`${config.publicBaseUrl}/v1/connections/callback`) } : {}),
     };
     // Hosted-connect merchants: configured by URL, else the sandbox merchants on loopback.
     let sandboxMerchants: SandboxMerchants | undefined;

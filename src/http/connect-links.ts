@@ -7,7 +7,7 @@ import type { Tenant } from '../../commands/consumer.ts';
 import { ProviderError } from '../adapters/providers/http-provider.ts';
 import { loadState, Rejection } from '../eventstore/handler.ts';
 import { encodeCredential } from '../providers/credentials.ts';
-import { credentialOfTokens, metadataOfTokens, oauthUrlsOf, requestToken, type OAuthTokenSet } from '../providers/oauth.ts';
+import { credentialOfTokens, metadataOfTokens, oauthClientOf, oauthUrlsOf, requestToken, type OAuthTokenSet } from '../providers/oauth.ts';
 import { ApiError } from './errors.ts';
 import { newId } from './ids.ts';
 import { defineRoute, type AppDeps, type Ctx } from './route.ts';
@@ -34,15 +34,22 @@ const StartBody = z.object({
 });
 const StartResponse = z.object({ authorize_url: z.string(), link_token: z.string(), expires_at: Timestamp }).meta({ id: 'ConnectLink' });
 
-/** Creates the connection for the link's server and end user, or rotates the live one in place. */
-/** Creates the connection of this server and end user, or rotates the credential of the live one (as POST /v1/connections does). */
-export async function upsertConnection(ctx: Ctx<unknown, unknown, unknown, never>, tenant: Tenant, serverId: string, userId: string | null, ref: string, metadata: Record<string, unknown>, authType = 'oauth'): Promise<string> {
+/** What upsertConnection writes with: the app's store, vault and clock, and a command runner (a route's `ctx`, or a background task's own, with its own actor). */
+export type ConnectionWriter = { deps: Pick<AppDeps, 'store' | 'vault' | 'now'>; run: Ctx<unknown, unknown, unknown, never>['run'] };
+
+/**
+ * Creates the connection of this server and end user, or rotates the credential of the live one
+ * (as POST /v1/connections does) and deletes the replaced secret from the vault. Shared by the
+ * OAuth callback, hosted-browser finish and browser signup runs. `metadata` undefined writes none
+ * (a rotation then keeps the connection's provider metadata).
+ */
+export async function upsertConnection(ctx: ConnectionWriter, tenant: Tenant, serverId: string, userId: string | null, ref: string, metadata: Record<string, unknown> | undefined, authType = 'oauth'): Promise<string> {
   const { deps } = ctx;
   const slot = connectionSlotStream(tenant, serverId, userId);
   for (let attempt = 0; ; attempt++) {
     const holder = (await loadState(deps.store, slot, connectionSlotDecider)).state.holder;
     if (holder) {
-      const r = await ctx.run(connectionDecider, connectionStream(holder), { type: 'rotate', tenant, data: { secret_ref: ref, cert_metadata: {}, expires_at: null, metadata } }, { serialize: true, orgId: tenant.orgId, projectId: tenant.projectId });
+      const r = await ctx.run(connectionDecider, connectionStream(holder), { type: 'rotate', tenant, data: { secret_ref: ref, cert_metadata: {}, expires_at: null, ...(metadata !== undefined ? { metadata } : {}) } }, { serialize: true, orgId: tenant.orgId, projectId: tenant.projectId });
       const rotated = r.events[0];
       if (rotated?.type === 'connection.credential_rotated') await deps.vault.delete(tenant.orgId, rotated.data.previous_secret_ref).catch(() => {});
       return holder;
@@ -67,7 +74,7 @@ export async function upsertConnection(ctx: Ctx<unknown, unknown, unknown, never
       secret_ref: ref,
       expires_at: null,
       created_at: deps.now().toISOString(),
-      metadata,
+      ...(metadata !== undefined ? { metadata } : {}),
     };
     await ctx.run(connectionDecider, connectionStream(id), { type: 'create', data }, { expectedRevision: 'no_stream', orgId: tenant.orgId, projectId: tenant.projectId });
     return id;
@@ -94,7 +101,7 @@ export async function connectLinkRoutes(app: FastifyInstance, deps: AppDeps): Pr
         if (!p) throw new ApiError(404, 'server_unknown', `no provider ${body.server_id} in the catalog`, { server_id: body.server_id });
         if (p.auth_type !== 'oauth' || !p.oauth) throw new ApiError(404, 'oauth_not_configured', `the catalog has no OAuth configuration for ${p.id}`, { server_id: p.id, auth_type: p.auth_type });
         const urls = oauthUrlsOf(p, auth.environment, runtime.sandbox);
-        const client = runtime.oauthClients?.[p.id];
+        const client = oauthClientOf(p, auth.environment, runtime);
         if (!urls || !client) throw new ApiError(500, 'oauth_client_not_configured', `the platform's OAuth client for ${p.id} is not configured`, { server_id: p.id });
         const scopes = body.scopes === undefined ? p.oauth.scopes : body.scopes.split(/\s+/).filter(Boolean);
         const unknown = scopes.filter((s) => !p.oauth!.scopes.includes(s));
@@ -180,7 +187,7 @@ export async function connectLinkRoutes(app: FastifyInstance, deps: AppDeps): Pr
       if (!query.code) return fail('code_missing', null);
       const p = deps.providers.runtime.catalog.get(link.server_id);
       const urls = p ? oauthUrlsOf(p, link.environment, deps.providers.runtime.sandbox) : undefined;
-      const client = deps.providers.runtime.oauthClients?.[link.server_id];
+      const client = p ? oauthClientOf(p, link.environment, deps.providers.runtime) : undefined;
       if (!p || !urls || !client || !verifier) return fail('oauth_client_not_configured', null);
       let tokens: OAuthTokenSet;
       try {
@@ -197,7 +204,7 @@ export async function connectLinkRoutes(app: FastifyInstance, deps: AppDeps): Pr
       const ref = await deps.vault.put(link.org_id, `connection:${p.id}`, encodeCredential(credentialOfTokens(tokens, link.environment)));
       let connectionId: string;
       try {
-        connectionId = await upsertConnection(ctx as never, tenant, p.id, link.user_id, ref, metadataOfTokens(tokens, ref));
+        connectionId = await upsertConnection(ctx, tenant, p.id, link.user_id, ref, metadataOfTokens(tokens, ref));
       } catch (err) {
         await deps.vault.delete(link.org_id, ref).catch(() => {});
         throw err;

@@ -190,7 +190,7 @@ export async function hostedConnectRoutes(app: FastifyInstance, deps: AppDeps): 
             throw new ApiError(503, 'vault_unavailable', 'the vault could not be written; nothing was stored', { retriable: true, reason: err instanceof Error ? err.constructor.name : 'error' });
           }
           const metadata = { source: 'hosted_browser', session_id: s.session_id, captured_at: deps.now().toISOString() };
-          connectionId = await upsertConnection(ctx as never, tenant, merchant, null, ref, metadata, CONNECTION_AUTH_TYPE);
+          connectionId = await upsertConnection(ctx, tenant, merchant, null, ref, metadata, CONNECTION_AUTH_TYPE);
           await ctx.run(hostedConnectDecider, stream, { type: 'finish', tenant, merchant, connectionId }, { serialize: true });
         } catch (err) {
           releaseClaim(live);

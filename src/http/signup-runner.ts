@@ -1,13 +1,12 @@
 import type { FastifyInstance } from 'fastify';
-import { connectionDecider, connectionSlotDecider, connectionSlotStream, connectionStream } from '../../commands/connection.ts';
 import type { Tenant } from '../../commands/consumer.ts';
 import { SIGNUP_PAUSE_TTL_MS, signupRunDecider, signupRunStream, type SignupRunCommand } from '../../commands/signup-run.ts';
 import { drive, WorkerError, workerFromEnv, type BrowserSession, type BrowserWorker } from '../adapters/browser/worker.ts';
-import { handleCommand, loadState, Rejection, type HandleOptions } from '../eventstore/handler.ts';
+import { handleCommand, Rejection, type HandleOptions } from '../eventstore/handler.ts';
 import type { Decider } from '../eventstore/handler.ts';
 import { checkCredential, encodeCredential } from '../providers/credentials.ts';
+import { upsertConnection } from './connect-links.ts';
 import { RawHttpError } from './errors.ts';
-import { newId } from './ids.ts';
 import { probeProvider } from './providers.ts';
 import type { AppDeps } from './route.ts';
 
@@ -19,8 +18,37 @@ import type { AppDeps } from './route.ts';
 // page lives in this process; a verification for a run whose page is gone
 // (restart, pause expired) fails it with `resume_inputs_unavailable`.
 
-type Paused = { deps: AppDeps; session: BrowserSession; deliver: (code: string) => void; resend: () => Promise<void>; timer: NodeJS.Timeout };
+// A paused page is kept until the run's pause expires by the app's clock (deps.now: the
+// needs_verification event's expires_at, renewed by a resend), then closed by the sweep.
+type Paused = { deps: AppDeps; session: BrowserSession; deliver: (code: string) => void; resend: () => Promise<void>; expiresAt: number };
 const paused = new Map<string, Paused>();
+const SWEEP_EVERY_MS = 1_000;
+let sweeper: NodeJS.Timeout | undefined;
+
+/** Closes the paused pages whose pause has expired (by each app's clock); runs every second while any page is paused. */
+export async function sweepPausedPages(): Promise<void> {
+  for (const [id, p] of paused)
+    if (p.deps.now().getTime() >= p.expiresAt) {
+      paused.delete(id);
+      await p.session.close();
+    }
+  if (paused.size === 0 && sweeper) {
+    clearInterval(sweeper);
+    sweeper = undefined;
+  }
+}
+
+function keepPaused(runId: string, p: Paused): void {
+  paused.set(runId, p);
+  sweeper ??= setInterval(() => void sweepPausedPages(), SWEEP_EVERY_MS);
+  sweeper.unref();
+}
+
+/** A resend renewed the run's pause: the page lives until the new expiry. */
+export function renewPause(runId: string, expiresAt: string | null): void {
+  const p = paused.get(runId);
+  if (p && expiresAt) p.expiresAt = Date.parse(expiresAt);
+}
 const workers = new WeakMap<AppDeps, BrowserWorker | null>();
 
 /** The browser worker of this app: the one the builder gave (deps.browserWorker), else the configured one (BROWSER_WORKER_URL, BROWSER_WORKER=none) or the embedded default. */
@@ -33,7 +61,6 @@ export function workerOf(app: FastifyInstance, deps: AppDeps): BrowserWorker | u
       for (const [id, p] of paused)
         if (p.deps === deps) {
           paused.delete(id);
-          clearTimeout(p.timer);
           await p.session.close();
         }
       await w?.close();
@@ -95,22 +122,18 @@ async function runSignup(deps: AppDeps, worker: BrowserWorker, a: RunArgs): Prom
       return ((await page.textContent('#prompt', { timeout: 5_000 })) ?? 'Enter the code the provider e-mailed').trim();
     });
     const codeP = new Promise<string>((resolve) => {
-      const timer = setTimeout(() => {
-        paused.delete(a.runId);
-        void session.close();
-      }, SIGNUP_PAUSE_TTL_MS);
-      timer.unref();
-      paused.set(a.runId, {
+      keepPaused(a.runId, {
         deps,
         session,
         deliver: resolve,
-        timer,
+        expiresAt: deps.now().getTime() + SIGNUP_PAUSE_TTL_MS, // until the pause event says
         resend: async () => {
           await Promise.all([page.waitForURL(/\/verify/, { timeout: limits.stallMs }), page.click('#resend', { timeout: 5_000 })]);
         },
       });
     });
-    await act({ type: 'pause', prompt, mechanism: 'email_code', resend: true });
+    const pausedAt = (await act({ type: 'pause', prompt, mechanism: 'email_code', resend: true })).events[0];
+    if (pausedAt?.type === 'signup_run.needs_verification') renewPause(a.runId, pausedAt.data.expires_at);
     code = await codeP;
   } catch (err) {
     paused.delete(a.runId);
@@ -135,12 +158,15 @@ async function runSignup(deps: AppDeps, worker: BrowserWorker, a: RunArgs): Prom
   step = 'store_connection';
   const p = deps.providers.runtime.catalog.get(a.serverId);
   let connectionId: string;
+  let ref: string | undefined;
   try {
     if (!p) throw new Error('provider left the catalog');
     const checked = checkCredential(p, key);
-    const ref = await deps.vault.put(a.tenant.orgId, `connection:${p.id}`, encodeCredential(checked.credential));
-    connectionId = await upsert(deps, a, p.id, p.auth_type, ref);
+    ref = await deps.vault.put(a.tenant.orgId, `connection:${p.id}`, encodeCredential(checked.credential));
+    // The same create-or-rotate as the OAuth callback and hosted connect, under this run's system actor.
+    connectionId = await upsertConnection({ deps, run: commander(deps, a.tenant) }, a.tenant, p.id, a.userId, ref, undefined, p.auth_type);
   } catch (err) {
+    if (ref) await deps.vault.delete(a.tenant.orgId, ref).catch(() => {});
     return void (await fail('no_credential_captured', step, (err as Error).message));
   }
   await act({ type: 'provision', connectionId });
@@ -153,46 +179,27 @@ async function runSignup(deps: AppDeps, worker: BrowserWorker, a: RunArgs): Prom
   await act({ type: 'probed', probeResult }).catch(() => {});
 }
 
-/** Creates the connection for the run's server and end user, or rotates the live one (as POST /v1/connections does). */
-async function upsert(deps: AppDeps, a: RunArgs, serverId: string, authType: string, ref: string): Promise<string> {
-  const run = commander(deps, a.tenant);
-  const slot = connectionSlotStream(a.tenant, serverId, a.userId);
-  for (let attempt = 0; ; attempt++) {
-    const holder = (await loadState(deps.store, slot, connectionSlotDecider)).state.holder;
-    if (holder) {
-      const r = await run(connectionDecider, connectionStream(holder), { type: 'rotate', tenant: a.tenant, data: { secret_ref: ref, cert_metadata: {}, expires_at: null } });
-      const rotated = r.events[0];
-      if (rotated?.type === 'connection.credential_rotated') await deps.vault.delete(a.tenant.orgId, rotated.data.previous_secret_ref).catch(() => {});
-      return holder;
-    }
-    const id = newId('ca');
-    try {
-      await run(connectionSlotDecider, slot, { type: 'claim', connectionId: id }, { maxAttempts: 1 });
-    } catch (err) {
-      if (attempt < 3 && err instanceof Rejection && (err.code === 'slot_taken' || err.code === 'concurrency_conflict')) continue;
-      throw err;
-    }
-    const data = { connection_id: id, org_id: a.tenant.orgId, project_id: a.tenant.projectId, server_id: serverId, auth_type: authType, user_id: a.userId, display_name: null, connection_metadata: {}, cert_metadata: {}, secret_ref: ref, expires_at: null, created_at: deps.now().toISOString() };
-    await run(connectionDecider, connectionStream(id), { type: 'create', data }, { expectedRevision: 'no_stream' });
-    return id;
-  }
-}
-
 /** Hands the code to the paused page; false when the page is gone (the run is then failed). */
 export function deliverCode(runId: string, code: string): boolean {
   const p = paused.get(runId);
   if (!p) return false;
   paused.delete(runId);
-  clearTimeout(p.timer);
   p.deliver(code);
   return true;
 }
 
+/** Clicks the page's resend button; false when the page is gone or the resend failed (the page is then closed: the run is failed). */
 export async function resendCode(runId: string): Promise<boolean> {
   const p = paused.get(runId);
   if (!p) return false;
-  await p.resend();
-  return true;
+  try {
+    await p.resend();
+    return true;
+  } catch {
+    if (paused.get(runId) === p) paused.delete(runId);
+    await p.session.close();
+    return false;
+  }
 }
 
 export async function failUnavailable(deps: AppDeps, tenant: Tenant, runId: string): Promise<void> {

@@ -7,7 +7,7 @@ import { loadState, Rejection } from '../eventstore/handler.ts';
 import { ApiError } from './errors.ts';
 import { newId } from './ids.ts';
 import { defineRoute } from './route.ts';
-import { deliverCode, failUnavailable, launchRun, resendCode, workerOf } from './signup-runner.ts';
+import { deliverCode, failUnavailable, launchRun, renewPause, resendCode, workerOf } from './signup-runner.ts';
 import { IdParam } from './schemas.ts';
 
 // Browser signup runs (spec 2 "Browser signup run (status view)", 3, 4.4, 7
@@ -173,7 +173,9 @@ export async function signupRunRoutes(app: FastifyInstance, deps: import('./rout
         return { status: 200, body: viewOf(await load(tenant, r.run_id)) };
       }
       const res = await ctx.run(signupRunDecider, signupRunStream(r.run_id), { type: 'resend', tenant }, { serialize: true });
-      return { status: 200, body: viewOf((res.state as { status: 'exists'; run: SignupRun }).run) };
+      const run = (res.state as { status: 'exists'; run: SignupRun }).run;
+      renewPause(r.run_id, run.pauseExpiresAt); // the page lives as long as the renewed pause
+      return { status: 200, body: viewOf(run) };
     },
   });
 }

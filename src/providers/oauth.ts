@@ -29,13 +29,15 @@ export function oauthUrlsOf(p: ProviderDef, environment: 'live' | 'test', sandbo
   return { authorize: p.oauth.authorize_url, token: p.oauth.token_url };
 }
 
-/** Parses PROVIDER_OAUTH_CLIENTS: JSON `{"<server_id>": {"client_id": "...", "client_secret": "..."}}`. */
-export function parseOAuthClients(raw: string | undefined): OAuthClients {
-  if (!raw) return {};
-  const j = JSON.parse(raw) as Record<string, Partial<OAuthClientConfig>>;
-  const out: OAuthClients = {};
-  for (const [k, v] of Object.entries(j)) if (typeof v?.client_id === 'string' && typeof v.client_secret === 'string') out[k] = { client_id: v.client_id, client_secret: v.client_secret };
-  return out;
+/** The platform's OAuth clients: at providers' own URLs (PROVIDER_OAUTH_CLIENTS) and at the sandbox providers. */
+export type PlatformOAuthClients = { oauthClients?: OAuthClients | undefined; sandboxOAuthClients?: OAuthClients | undefined };
+
+/**
+ * The client to present at the URLs oauthUrlsOf gives for this environment: the sandbox's own client where
+ * the endpoint is the sandbox, else the configured one (a live connect never carries a sandbox client).
+ */
+export function oauthClientOf(p: ProviderDef, environment: 'live' | 'test', clients: PlatformOAuthClients | undefined): OAuthClientConfig | undefined {
+  return (p.endpoints[environment] === 'sandbox:' ? clients?.sandboxOAuthClients : clients?.oauthClients)?.[p.id];
 }
 
 function tokenSetOf(json: Record<string, unknown>, now: Date, previous?: { refresh_token: string | null; scope: string; account_id: string | null }): OAuthTokenSet {
@@ -72,7 +74,7 @@ export type OAuthRefreshDeps = {
   store: EventStore;
   vault: Vault;
   client: HttpProvider;
-  clients: OAuthClients;
+  clients: PlatformOAuthClients;
   sandbox: SandboxUrls | undefined;
   now: () => Date;
   waitFor?: (p: Position, ms: number) => Promise<boolean>;
@@ -91,7 +93,7 @@ export function needsRefresh(cred: Credential | undefined, now: Date): boolean {
 export async function refreshConnection(d: OAuthRefreshDeps, p: ProviderDef, c: ConnectionRecord, cred: Record<string, string>): Promise<Credential | undefined> {
   const environment = cred.environment === 'live' ? 'live' : 'test';
   const urls = oauthUrlsOf(p, environment, d.sandbox);
-  const client = d.clients[p.id];
+  const client = oauthClientOf(p, environment, d.clients);
   if (!urls || !client || !cred.refresh_token) return undefined;
   const now = d.now();
   let tokens: OAuthTokenSet;

@@ -38,8 +38,10 @@ export type ProviderRuntime = {
   catalog: Catalog;
   client: HttpProvider;
   sandbox: SandboxUrls | undefined;
-  /** The platform's OAuth client at each `oauth` provider (connect links, token refresh); none configured when absent. */
+  /** The platform's OAuth client at each `oauth` provider's own authorize/token URLs (PROVIDER_OAUTH_CLIENTS); none configured when absent. */
   oauthClients?: OAuthClients;
+  /** The clients registered at the sandbox providers, used where a provider's endpoint is the sandbox (`sandbox:`). */
+  sandboxOAuthClients?: OAuthClients;
 };
 export type Tenant = { orgId: string; projectId: string };
 export type Environment = 'live' | 'test';
@@ -121,7 +123,7 @@ export class ProviderTools {
     const c = await this.findConnection(t, p.id, userId, opts);
     let credential = c ? await this.readCredential(c) : undefined;
     if (c && p.auth_type === 'oauth' && this.refresh && needsRefresh(credential, this.refresh.now())) {
-      const d = { ...this.refresh, vault: this.vault, client: this.runtime.client, clients: this.runtime.oauthClients ?? {}, sandbox: this.runtime.sandbox };
+      const d = { ...this.refresh, vault: this.vault, client: this.runtime.client, clients: this.runtime, sandbox: this.runtime.sandbox };
       credential = (await refreshConnection(d, p, c, credential as Record<string, string>)) ?? credential;
     }
     if (!c || !credential) return { ok: false, error: { code: 'not_connected', message: `no live connection to ${p.id}${userId ? ` for user ${userId}` : ''}`, retriable: false } };

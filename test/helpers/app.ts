@@ -27,7 +27,7 @@ export const SERVICE_SECRET = 'svc_test_secret_0123456789abcdefghijklmnop';
 
 export type TestApp = { app: FastifyInstance; ledger: TestLedger; vault: Vault; webhooks: WebhookDispatcher; x402: X402Deps | undefined; sandboxProviders: SandboxProviders | undefined; providerRuntime: ProviderRuntime; sandboxMerchants: SandboxMerchants | undefined };
 
-export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: RateLimitConfig; now?: () => Date; webhooks?: Partial<WebhookConfig>; webhookWorker?: boolean; banks?: Map<string, Bank>; x402?: boolean; oauth?: OAuthOptions; pix?: PixDeps; providers?: boolean; providerTimeoutMs?: number; logStream?: { write(line: string): void }; mcp?: Partial<McpConfig>; store?: 'postgres' | 'esdb'; merchants?: boolean; browserWorker?: BrowserWorker | null } = {}): Promise<TestApp> {
+export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: RateLimitConfig; now?: () => Date; webhooks?: Partial<WebhookConfig>; webhookWorker?: boolean; banks?: Map<string, Bank>; x402?: boolean; oauth?: OAuthOptions; pix?: PixDeps; providers?: boolean; providerTimeoutMs?: number; logStream?: { write(line: string): void }; mcp?: Partial<McpConfig>; store?: 'postgres' | 'esdb'; merchants?: boolean; browserWorker?: BrowserWorker | null; providerOAuthClients?: Record<string, { client_id: string; client_secret: string }> } = {}): Promise<TestApp> {
   const ledger = await testLedger(t, { ...(opts.now ? { now: opts.now } : {}), ...(opts.store ? { store: opts.store } : {}) });
   const vault = await Vault.open(ledger.db, randomBytes(32));
   // Tests reach their receivers on loopback; deliveries retry on a compressed schedule.
@@ -66,7 +66,8 @@ export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: 
     catalog,
     client: new HttpProvider({ allow: webhookTargets, timeoutMs: opts.providerTimeoutMs ?? 2_000, ...(sandboxProviders ? { extraCa: [sandboxProviders.caPem] } : {}) }),
     sandbox: sandboxProviders ? { http: sandboxProviders.url, https: sandboxProviders.tlsUrl } : undefined,
-    oauthClients: sandboxProviders?.platformOAuthClients('http://127.0.0.1:8080/v1/connections/callback'),
+    ...(opts.providerOAuthClients ? { oauthClients: opts.providerOAuthClients } : {}),
+    ...(sandboxProviders ? { sandboxOAuthClients: sandboxProviders.platformOAuthClients('http://127.0.0.1:8080/v1/connections/callback') } : {}),
   };
   // The sandbox shopping merchants (hosted-browser connect) on loopback.
   let sandboxMerchants: SandboxMerchants | undefined;

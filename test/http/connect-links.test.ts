@@ -87,6 +87,23 @@ t.test('500 when the platform has no OAuth client for the provider', async (t) =
   t.equal(r.json().error.code, 'oauth_client_not_configured');
 });
 
+t.test('a live link presents the configured client (PROVIDER_OAUTH_CLIENTS) at the real provider; a test link the sandbox\'s own', async (t) => {
+  const configured = { client_id: 'contahub-platform-client', client_secret: 'not-the-sandbox-secret' };
+  const f = await testApp(t, { providers: true, providerOAuthClients: { contahub: configured } });
+  const o = await bootstrapOrg(f.app, 'Configured');
+  const body = { redirect_uri: REDIRECT, server_id: 'contahub', user_id: 'ana' };
+  const live = await f.app.inject({ method: 'POST', url: '/v1/connections/start', headers: { authorization: `Bearer ${o.liveKey}` }, payload: body });
+  t.equal(live.statusCode, 200, live.body);
+  const liveUrl = new URL(live.json().authorize_url);
+  t.equal(liveUrl.origin + liveUrl.pathname, 'https://auth.contahub.example/oauth/authorize');
+  t.equal(liveUrl.searchParams.get('client_id'), configured.client_id, 'the sandbox client never reaches the real provider');
+  const test = await f.app.inject({ method: 'POST', url: '/v1/connections/start', headers: o.key, payload: body });
+  t.equal(test.statusCode, 200, test.body);
+  const testUrl = new URL(test.json().authorize_url);
+  t.equal(testUrl.origin, f.sandboxProviders!.url);
+  t.equal(testUrl.searchParams.get('client_id'), f.providerRuntime.sandboxOAuthClients!.contahub!.client_id);
+});
+
 t.test('link → consent → callback → a connected connection whose token works, refreshed when expired; the link is single use', async (t) => {
   const link = (await start({ redirect_uri: REDIRECT, server_id: 'contahub', user_id: 'ana' })).json();
   const location = await consent(link.authorize_url, 'allow');
@@ -176,7 +193,7 @@ t.test('the person denies: the link fails, redirected with error, no connection;
 t.test('the sandbox token endpoint enforces PKCE and single-use codes', async (t) => {
   const link = (await start({ redirect_uri: REDIRECT, server_id: 'contahub', user_id: 'eva' })).json();
   const code = new URL(await consent(link.authorize_url, 'allow', 'eva@contahub.example')).searchParams.get('code')!;
-  const client = providerRuntime.oauthClients!.contahub!;
+  const client = providerRuntime.sandboxOAuthClients!.contahub!;
   const form = { grant_type: 'authorization_code', code, redirect_uri: 'http://127.0.0.1:8080/v1/connections/callback', client_id: client.client_id, client_secret: client.client_secret, code_verifier: 'x'.repeat(50) };
   const bad = await fetch(`${sb.url}/contahub/oauth/token`, { method: 'POST', body: new URLSearchParams(form) });
   t.equal(bad.status, 400);

@@ -138,3 +138,33 @@ t.test('a paused run past its expiry is 410 run_stale', { skip }, async (t) => {
   t.equal(v.statusCode, 410);
   t.equal(v.json().error.code, 'run_stale');
 });
+
+t.test('a second provisioned run for the same end user rotates the connection in place (upsertConnection)', { skip }, async (t) => {
+  const provision = async (email: string) => {
+    const started = await app.inject({ method: 'POST', url: '/v1/connections/engine/start', headers: org.key, payload: { server_id: 'acme-payments', user_id: 'eva', email } });
+    t.equal(started.statusCode, 202, started.body);
+    const runId = started.json().run_id as string;
+    const paused = await waitStatus(runId, ['needs_verification', 'failed']);
+    t.equal(paused.status, 'needs_verification', JSON.stringify(paused));
+    const given = await app.inject({ method: 'POST', url: `/v1/connections/engine/${runId}/verification`, headers: org.key, payload: { code: sb.outbox(email).at(-1)!.code } });
+    t.equal(given.statusCode, 202, given.body);
+    const done = await waitStatus(runId, ['provisioned', 'failed']);
+    t.equal(done.status, 'provisioned', JSON.stringify(done));
+    return done.connection_id!;
+  };
+  const refOf = async (id: string) => (await ledger.db.query<{ secret_ref: string }>('SELECT secret_ref FROM connections WHERE id = $1', [id])).rows[0]!.secret_ref;
+  const first = await provision('eva.one@example.com');
+  const firstRef = await refOf(first);
+  const second = await provision('eva.two@example.com');
+  t.equal(second, first, 'the same connection, rotated');
+  const secondRef = await refOf(second);
+  t.not(secondRef, firstRef);
+  t.equal(await vault.get(org.orgId, firstRef), undefined, 'the replaced secret is deleted from the vault');
+  t.ok(await vault.get(org.orgId, secondRef));
+  const list = await app.inject({ method: 'GET', url: '/v1/connections?user_id=eva', headers: org.key });
+  t.equal(list.statusCode, 200);
+  const rows = (list.json().connections as Array<{ id: string; user_id: string; server_id: string }>).filter((c) => c.user_id === 'eva' && c.server_id === 'acme-payments');
+  t.equal(rows.length, 1, 'one connection for the end user');
+  const call = await tools.execute({ tenant: { orgId: org.orgId, projectId: org.projectId }, environment: 'test', serverId: 'acme-payments', toolName: 'list_charges', input: {}, userId: 'eva' });
+  t.equal(call.ok, true, JSON.stringify(call));
+});

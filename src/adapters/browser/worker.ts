@@ -153,6 +153,11 @@ export async function drive<T>(session: BrowserSession, limits: Pick<WorkerLimit
   }
 }
 
+/** The worker Config.browserWorker names (null: none, the features answer 503). */
+export function workerOfConfig(c: { kind: 'remote'; url: string } | { kind: 'embedded' } | { kind: 'none' }, limits: Partial<WorkerLimits> = {}): BrowserWorker | null {
+  return c.kind === 'remote' ? remoteWorker(c.url, limits) : c.kind === 'embedded' ? embeddedWorker(limits) : null;
+}
+
 /** The worker the configuration names: remote by URL, the embedded default, or none (features answer 503). */
 export function workerFromEnv(env: { BROWSER_WORKER_URL?: string; BROWSER_WORKER?: string }, limits: Partial<WorkerLimits> = {}): BrowserWorker | undefined {
   if (env.BROWSER_WORKER_URL) return remoteWorker(env.BROWSER_WORKER_URL, limits);

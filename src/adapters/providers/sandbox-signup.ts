@@ -5,9 +5,10 @@ import type http from 'node:http';
 // e-mail and a name, page 2 asks for the code "we e-mailed" (written to the
 // sandbox outbox, which tests read), page 3 shows the new account's API key.
 // Fault modes per provider: `no_key` (page 3 shows no key), `broken_form`
-// (page 1 has no form), `hang` (page 2 never answers the code).
+// (page 1 has no form), `hang` (page 2 never answers the code), `no_resend`
+// (page 2 has no resend button).
 
-export type SignupFault = 'no_key' | 'broken_form' | 'hang';
+export type SignupFault = 'no_key' | 'broken_form' | 'hang' | 'no_resend';
 export type OutboxMessage = { to: string; subject: string; code: string };
 type Pending = { slug: string; email: string; name: string; code: string; key: string | null };
 
@@ -71,7 +72,7 @@ export class SandboxSignup {
     const verifyForm = (error: string) =>
       page(
         'Enter the code we e-mailed',
-        `${error ? `<p id="error">${esc(error)}</p>` : ''}<p id="prompt">We sent a 6-digit code to ${esc(p.email)}.</p><form method="post" action="${base}/verify"><input type="hidden" name="s" value="${sid}"><input id="code" name="code" inputmode="numeric"><button id="verify" type="submit">Verify</button></form><form method="post" action="${base}/resend"><input type="hidden" name="s" value="${sid}"><button id="resend" type="submit">Resend the code</button></form>`,
+        `${error ? `<p id="error">${esc(error)}</p>` : ''}<p id="prompt">We sent a 6-digit code to ${esc(p.email)}.</p><form method="post" action="${base}/verify"><input type="hidden" name="s" value="${sid}"><input id="code" name="code" inputmode="numeric"><button id="verify" type="submit">Verify</button></form>${fault === 'no_resend' ? '' : `<form method="post" action="${base}/resend"><input type="hidden" name="s" value="${sid}"><button id="resend" type="submit">Resend the code</button></form>`}`,
       );
     if (rest === '/verify' && method === 'GET') return html(200, verifyForm(''));
     if (rest === '/resend' && method === 'POST') {

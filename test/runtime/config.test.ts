@@ -1,0 +1,31 @@
+import t from 'tap';
+import { ConfigError, loadConfig } from '../../src/config.ts';
+
+// Settings read from the environment by loadConfig (README "Configuration"):
+// PROVIDER_OAUTH_CLIENTS and the browser worker are parsed there, and a bad
+// value is a ConfigError naming the variable (one start-up line), not a crash later.
+
+t.test('PROVIDER_OAUTH_CLIENTS: unset is none; JSON by server id; a bad value names the variable', async (t) => {
+  t.same(loadConfig({}).providerOAuthClients, {});
+  const clients = { contahub: { client_id: 'cid', client_secret: 'csecret' } };
+  t.same(loadConfig({ PROVIDER_OAUTH_CLIENTS: JSON.stringify(clients) }).providerOAuthClients, clients);
+  t.throws(() => loadConfig({ PROVIDER_OAUTH_CLIENTS: '{not json' }), new ConfigError('PROVIDER_OAUTH_CLIENTS is not JSON'));
+  const bad = (() => {
+    try {
+      loadConfig({ PROVIDER_OAUTH_CLIENTS: JSON.stringify({ contahub: { client_id: 'cid' } }) });
+    } catch (err) {
+      return err;
+    }
+  })();
+  t.ok(bad instanceof ConfigError);
+  t.match((bad as Error).message, /^PROVIDER_OAUTH_CLIENTS: contahub\.client_secret/);
+  t.notMatch((bad as Error).message, /cid/, 'the error does not echo the values');
+});
+
+t.test('BROWSER_WORKER / BROWSER_WORKER_URL', async (t) => {
+  t.same(loadConfig({}).browserWorker, { kind: 'embedded' });
+  t.same(loadConfig({ BROWSER_WORKER: 'none' }).browserWorker, { kind: 'none' });
+  t.same(loadConfig({ BROWSER_WORKER_URL: 'http://127.0.0.1:9222' }).browserWorker, { kind: 'remote', url: 'http://127.0.0.1:9222' });
+  t.throws(() => loadConfig({ BROWSER_WORKER: 'off' }), ConfigError);
+  t.throws(() => loadConfig({ BROWSER_WORKER_URL: 'chromium' }), ConfigError);
+});
