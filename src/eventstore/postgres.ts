@@ -473,7 +473,10 @@ export class PostgresEventStore implements EventStore {
         });
       } catch (err) {
         written.length = 0;
-        // Nothing of ours committed: NOTIFYs we ignored meanwhile were other processes'.
+        // Nothing of ours committed: its positions will be taken by the next
+        // appender (perhaps another process, whose NOTIFY must wake us), and
+        // NOTIFYs ignored meanwhile were other processes'.
+        this.lockedHead = this.knownHead;
         this.signal.fire();
         hook.after?.rolledBack?.();
         // A follower failed: its work and the appends were rolled back together.
