@@ -2,24 +2,14 @@ import { randomUUID } from 'node:crypto';
 import t from 'tap';
 import { agentDecider, agentStream, type AgentCommand } from '../../commands/agent.ts';
 import { handleCommand, Rejection, type CommandContext } from '../../src/eventstore/handler.ts';
-import { PostgresEventStore } from '../../src/eventstore/postgres.ts';
-import { openDb } from '../../src/postgres/db.ts';
-import { testDatabase } from '../helpers/db.ts';
+import { twoStores } from '../helpers/db.ts';
 
 // The command handler decides on its cached folded state without reading the
 // stream. Two processes on one database (two stores, two pools, two caches):
 // whatever one appended, the other's next command must decide on, never on
 // its stale cache, and a stale cache must not surface as a conflict or a refusal.
 
-const { url, db } = await testDatabase(t);
-const dbB = openDb(url, { max: 5 });
-const storeA = await PostgresEventStore.open(db);
-const storeB = await PostgresEventStore.open(dbB);
-t.teardown(async () => {
-  await storeA.close();
-  await storeB.close();
-  await dbB.close();
-});
+const { storeA, storeB } = await twoStores(t);
 
 const ctx: CommandContext = { orgId: 'org_cache', projectId: null, actor: { kind: 'system', id: 'test' }, requestId: null, now: () => new Date('2026-11-23T12:00:00.000Z') };
 const key = () => ({ pubkey: randomUUID(), privateKeyRef: `vault:${randomUUID()}` });

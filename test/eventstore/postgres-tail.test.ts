@@ -1,8 +1,6 @@
 import t from 'tap';
-import { PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import type { RecordedEvent } from '../../src/eventstore/port.ts';
-import { openDb } from '../../src/postgres/db.ts';
-import { testDatabase } from '../helpers/db.ts';
+import { twoStores } from '../helpers/db.ts';
 import { until } from '../helpers/wait.ts';
 import { ev } from './conformance.ts';
 
@@ -11,15 +9,7 @@ import { ev } from './conformance.ts';
 // deliver exactly the log: every position once, in order, each event equal
 // to what a read of the log returns.
 
-const { url, db } = await testDatabase(t);
-const dbB = openDb(url, { max: 5 });
-const storeA = await PostgresEventStore.open(db);
-const storeB = await PostgresEventStore.open(dbB);
-t.teardown(async () => {
-  await storeA.close();
-  await storeB.close();
-  await dbB.close();
-});
+const { storeA, storeB } = await twoStores(t);
 
 t.test('own and other processes appends interleaved: the subscription delivers the log exactly', async (t) => {
   const abort = new AbortController();

@@ -3,6 +3,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
+import { PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { openDb, type Db } from '../../src/postgres/db.ts';
 import { startEmbeddedPostgres, type EmbeddedServer } from '../../src/postgres/embedded.ts';
 
@@ -61,4 +62,22 @@ export async function testDatabase(t: Teardown, opts: { poolMax?: number } = {})
   };
   t.teardown(drop);
   return { url: url.toString(), db, drop };
+}
+
+/**
+ * Two Postgres event stores on one fresh database, each with its own pool (and
+ * so its own caches and local tail): two service processes, as far as the log
+ * can tell. Closed when `t` ends.
+ */
+export async function twoStores(t: Teardown): Promise<{ db: Db; storeA: PostgresEventStore; storeB: PostgresEventStore }> {
+  const { url, db } = await testDatabase(t);
+  const dbB = openDb(url, { max: 5 });
+  const storeA = await PostgresEventStore.open(db);
+  const storeB = await PostgresEventStore.open(dbB);
+  t.teardown(async () => {
+    await storeA.close();
+    await storeB.close();
+    await dbB.close();
+  });
+  return { db, storeA, storeB };
 }
