@@ -38,7 +38,8 @@ async function populate(o: Org, projectId: string, tag: string): Promise<Held> {
     return r.json();
   };
   const credential = sb.issueCredential('acme-payments');
-  secrets.push(credential);
+  if (typeof credential === 'string') secrets.push(credential);
+  else secrets.push(...Object.values(credential));
   const conn = await ok('POST', '/v1/connections', { server_id: 'acme-payments', secret: credential, user_id: tag }, 201);
   secrets.push((await ok('PUT', `/v1/connections/${conn.id}/webhook-secret`, {}, 200)).secret);
   const endpoint = await ok('POST', '/v1/webhook-endpoints', { event: 'consumer.created', name: tag, webhook_url: `https://hooks.example.com/${tag}` }, 201);
