@@ -98,6 +98,7 @@ export const connectionDecider: Decider<ConnectionState, ConnectionCommand> = {
         return [{ type: 'connection.webhook_secret_set', data: { connection_id: c.id, webhook_secret_ref: command.ref, previous_webhook_secret_ref: c.webhookSecretRef, at: now } }];
       }
       case 'delete': {
+        if (state.status === 'deleted') return []; // deleting again changes nothing (the project cascade may repeat it)
         const c = ownConnection(state, command.tenant);
         return [{ type: 'connection.deleted', data: { connection_id: c.id, purged_refs: refsOf(c), at: now } }];
       }

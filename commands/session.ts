@@ -4,21 +4,23 @@ import type { Tenant } from './consumer.ts';
 
 // A session: an end user's set of attached providers, open until closed.
 // The organization's open sessions are counted on one quota stream (a claim
-// per session, released on close). A tool call: running, then success or
-// error, once.
+// per session, released on close). Deleted (with its project) is terminal:
+// the session and its tool calls leave the read side; deleting again changes
+// nothing. A tool call: running, then success or error, once.
 
 export const sessionStream = (id: string) => `session-${id}`;
 export const sessionQuotaStream = (orgId: string) => `session_quota-${orgId}`;
 export const toolCallStream = (id: string) => `tool_call-${id.replace(/^tc_/, '')}`;
 
-export type SessionState = { status: 'none' } | { status: 'open' | 'closed'; id: string; orgId: string; projectId: string };
-export type SessionCommand = { type: 'create'; data: EventDataOf<'session.created'> } | { type: 'close'; tenant: Tenant };
+export type SessionState = { status: 'none' } | { status: 'open' | 'closed' | 'deleted'; id: string; orgId: string; projectId: string };
+export type SessionCommand = { type: 'create'; data: EventDataOf<'session.created'> } | { type: 'close'; tenant: Tenant } | { type: 'delete'; tenant: Tenant; reason: 'project_deleted' };
 
 export const sessionDecider: Decider<SessionState, SessionCommand> = {
   initialState: () => ({ status: 'none' }),
   evolve(state, e) {
     if (e.type === 'session.created') return { status: 'open', id: e.data.session_id, orgId: e.data.org_id, projectId: e.data.project_id };
-    if (e.type === 'session.closed' && state.status !== 'none') return { ...state, status: 'closed' };
+    if (e.type === 'session.closed' && (state.status === 'open' || state.status === 'closed')) return { ...state, status: 'closed' };
+    if (e.type === 'session.deleted' && state.status !== 'none') return { ...state, status: 'deleted' };
     return state;
   },
   decide(cmd, state, { now }): DomainEvent[] {
@@ -27,6 +29,8 @@ export const sessionDecider: Decider<SessionState, SessionCommand> = {
       return [{ type: 'session.created', data: cmd.data }];
     }
     if (state.status === 'none' || state.orgId !== cmd.tenant.orgId || state.projectId !== cmd.tenant.projectId) throw new Rejection('not_found', 'session not found');
+    if (cmd.type === 'delete') return state.status === 'deleted' ? [] : [{ type: 'session.deleted', data: { session_id: state.id, reason: cmd.reason, at: now } }];
+    if (state.status === 'deleted') throw new Rejection('not_found', 'session not found');
     if (state.status === 'closed') return [];
     return [{ type: 'session.closed', data: { session_id: state.id, at: now } }];
   },

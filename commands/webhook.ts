@@ -92,6 +92,7 @@ export const webhookDecider: Decider<WebhookState, WebhookCommand> = {
         return [{ type: 'webhook_endpoint.secret_rotated', data: { trigger_id: e.id, secret_ref: command.secretRef, previous_secret_ref: e.secretRef, previous_valid_until: validUntil, at: now } }];
       }
       case 'delete': {
+        if (state.status === 'deleted') return []; // deleting again changes nothing (the project cascade may repeat it)
         const e = ownEndpoint(state, command.tenant);
         return [{ type: 'webhook_endpoint.deleted', data: { trigger_id: e.id, at: now } }];
       }

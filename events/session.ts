@@ -18,6 +18,8 @@ export const SessionCreated = z.object({
   created_at: IsoTime,
 });
 export const SessionClosed = z.object({ session_id: z.string(), at: IsoTime });
+/** The session and its tool-call history leave the read side (its project was deleted); the events stay. */
+export const SessionDeleted = z.object({ session_id: z.string(), reason: z.enum(['project_deleted']), at: IsoTime });
 
 export const SessionQuotaClaimed = z.object({ session_id: z.string(), limit: z.number().int(), at: IsoTime });
 export const SessionQuotaReleased = z.object({ session_id: z.string(), at: IsoTime });
@@ -68,6 +70,7 @@ export const ToolCallFailed = z.object({
 export const sessionEvents = {
   'session.created': SessionCreated,
   'session.closed': SessionClosed,
+  'session.deleted': SessionDeleted,
   'session_quota.claimed': SessionQuotaClaimed,
   'session_quota.released': SessionQuotaReleased,
   'tool_call.started': ToolCallStarted,

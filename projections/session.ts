@@ -6,7 +6,9 @@ import type { Projection } from '../src/projector/projection.ts';
 // (`connection.webhook_received`) that names a call's idempotency key, on the
 // connection the call used, moves that call's view: the new status is the
 // payload's `data.status` (or `status`) when it belongs to the view's set, and
-// every such delivery is listed in the view's events[].
+// every such delivery is listed in the view's events[]. A deleted session
+// (`session.deleted`, its project's cascade) takes its tool calls with it, and
+// a call recorded after the deletion (a race with the cascade) is not kept.
 
 export const PAYMENT_STATUSES = ['pending', 'succeeded', 'failed', 'refunded', 'updated', 'unknown'] as const;
 export const VERIFICATION_STATUSES = ['pending', 'approved', 'rejected', 'expired', 'review', 'unknown'] as const;
@@ -55,7 +57,7 @@ export const sessionProjection: Projection = {
     CREATE INDEX ON ${t} (org_id, project_id, called_at DESC, id DESC);
     CREATE INDEX ON ${t} (connection_id, idempotency_key)`,
   },
-  eventTypes: new Set(['session.created', 'session.closed', 'tool_call.started', 'tool_call.succeeded', 'tool_call.failed', 'connection.webhook_received']),
+  eventTypes: new Set(['session.created', 'session.closed', 'session.deleted', 'tool_call.started', 'tool_call.succeeded', 'tool_call.failed', 'connection.webhook_received']),
   async apply(tx, event, t) {
     const e = parseEvent(event.type, event.data);
     const pos = event.position;
@@ -71,11 +73,17 @@ export const sessionProjection: Projection = {
       case 'session.closed':
         await tx.query(`UPDATE ${t.sessions} SET status = 'closed', closed_at = $2, position = $3 WHERE id = $1 AND position < $3`, [e.data.session_id, e.data.at, pos]);
         return;
+      case 'session.deleted':
+        // By the session's organization and project first: the (org_id, project_id, ...) index finds its calls.
+        await tx.query(`DELETE FROM ${t.tool_calls} c USING ${t.sessions} s WHERE s.id = $1 AND c.org_id = s.org_id AND c.project_id = s.project_id AND c.session_id = s.id`, [e.data.session_id]);
+        await tx.query(`DELETE FROM ${t.sessions} WHERE id = $1`, [e.data.session_id]);
+        return;
       case 'tool_call.started': {
         const d = e.data;
         await tx.query(
           `INSERT INTO ${t.tool_calls} (id, org_id, project_id, session_id, server_id, tool_name, status, called_at, input, routing, failover_trail, position)
-           VALUES ($1, $2, $3, $4, $5, $6, 'running', $7, $8, $9, '[]', $10) ON CONFLICT (id) DO NOTHING`,
+           SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, 'running', $7::timestamptz, $8::jsonb, $9::jsonb, '[]'::jsonb, $10::text
+           WHERE EXISTS (SELECT 1 FROM ${t.sessions} WHERE id = $4::text) ON CONFLICT (id) DO NOTHING`,
           [d.tool_call_id, d.org_id, d.project_id, d.session_id, d.server_id, d.tool_name, d.called_at, JSON.stringify(d.input ?? null), JSON.stringify(d.routing ?? null), pos],
         );
         return;

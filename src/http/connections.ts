@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { connectionDecider, connectionSlotDecider, connectionSlotStream, connectionStream, ownConnection, refsOf } from '../../commands/connection.ts';
+import { type Connection, connectionDecider, connectionSlotDecider, connectionSlotStream, connectionStream, ownConnection, refsOf } from '../../commands/connection.ts';
 import type { Tenant } from '../../commands/consumer.ts';
 import { loadState, Rejection } from '../eventstore/handler.ts';
 import type { ProviderDef } from '../providers/catalog.ts';
@@ -11,7 +11,7 @@ import type { ApiKeyAuth, ServiceAuth } from './auth.ts';
 import { ApiError, forbidden, projectResolutionFailed } from './errors.ts';
 import { newId } from './ids.ts';
 import { probeProvider, VERIFY_ERRORS } from './providers.ts';
-import { defineRoute, type AppDeps, type Ctx } from './route.ts';
+import { defineRoute, type AppDeps, type Ctx, type RunCommand } from './route.ts';
 import { IdParam, Timestamp, isoText as TS } from './schemas.ts';
 
 // Provider connections (spec 2 Connection, 3 Connection, 4.4): credentials
@@ -63,12 +63,24 @@ async function tenantOf(ctx: Ctx<unknown, unknown, unknown, ApiKeyAuth | Service
 const vaultDown = (err: unknown) => new ApiError(503, 'vault_unavailable', 'the vault could not be written; nothing was stored', { retriable: true, reason: err instanceof Error ? err.constructor.name : 'error' });
 
 /** Removes vault rows; a failure is a 503 before anything else changed. */
-async function purge(deps: AppDeps, orgId: string, refs: string[]): Promise<void> {
+async function purge(deps: Pick<AppDeps, 'vault'>, orgId: string, refs: string[]): Promise<void> {
   try {
     for (const r of refs) await deps.vault.delete(orgId, r);
   } catch (err) {
     throw new ApiError(503, 'vault_unavailable', 'the vault rows could not be purged; nothing changed', { retriable: true, reason: err instanceof Error ? err.constructor.name : 'error' });
   }
+}
+
+/**
+ * Deletes a connection: its vault rows are purged first (503 vault_unavailable,
+ * nothing else changed, when they cannot be), then `connection.deleted`, then
+ * its slot is released. Used by DELETE /v1/connections/{id} and by the project
+ * cascade; repeating it after a crash changes nothing already done.
+ */
+export async function deleteConnection(deps: Pick<AppDeps, 'vault'>, run: RunCommand, tenant: Tenant, c: Connection): Promise<void> {
+  await purge(deps, tenant.orgId, refsOf(c));
+  await run(connectionDecider, connectionStream(c.id), { type: 'delete', tenant }, { serialize: true, orgId: tenant.orgId, projectId: tenant.projectId });
+  await run(connectionSlotDecider, connectionSlotStream(tenant, c.serverId, c.userId), { type: 'release', connectionId: c.id }, { serialize: true, orgId: tenant.orgId, projectId: tenant.projectId });
 }
 
 const ConnectionMetadata = z
@@ -352,9 +364,7 @@ export async function connectionRoutes(app: FastifyInstance, deps: AppDeps): Pro
       const { params, deps } = ctx;
       const tenant = await tenantOf(ctx as never);
       const c = ownConnection((await loadState(deps.store, connectionStream(params.id), connectionDecider)).state, tenant);
-      await purge(deps, tenant.orgId, refsOf(c));
-      await ctx.run(connectionDecider, connectionStream(c.id), { type: 'delete', tenant }, { serialize: true, projectId: tenant.projectId });
-      await ctx.run(connectionSlotDecider, connectionSlotStream(tenant, c.serverId, c.userId), { type: 'release', connectionId: c.id }, { serialize: true, projectId: tenant.projectId });
+      await deleteConnection(deps, ctx.run.bind(ctx), tenant, c);
       return { status: 200, body: { id: c.id, deleted: true as const } };
     },
   });

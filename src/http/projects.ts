@@ -1,14 +1,13 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { type ActiveOrg, orgDecider, orgStream } from '../../commands/org.ts';
-import { webhookDecider, webhookStream } from '../../commands/webhook.ts';
-import { loadState } from '../eventstore/handler.ts';
+import { cascadeProjectDeletion, ProjectCascadeReactor } from '../reactors/project-cascade.ts';
 import { PROJECTS_LIST_DEFAULT, PROJECTS_LIST_MAX } from '../limits.ts';
 import { insufficientRole } from './errors.ts';
 import { ApiError } from './errors.ts';
 import { newId } from './ids.ts';
 import { projectView } from './orgs.ts';
-import { defineRoute, type AppDeps } from './route.ts';
+import { defineRoute, READ_SIDE_HEADER, type AppDeps } from './route.ts';
 import { IdParam, Project, QueryBool, Timestamp } from './schemas.ts';
 import { ROLE_RANK, type Role } from './auth.ts';
 
@@ -39,6 +38,11 @@ async function projectOf(deps: AppDeps, orgId: string, id: string): Promise<z.in
 }
 
 export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
+  // The safety net of the deletion cascade (see DELETE below).
+  const cascade = new ProjectCascadeReactor(deps, deps.now);
+  cascade.start();
+  app.addHook('onClose', () => cascade.stop());
+
   defineRoute(app, deps, {
     method: 'GET',
     url: '/v1/projects',
@@ -151,15 +155,16 @@ export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promis
     method: 'DELETE',
     url: '/v1/projects/:id',
     operationId: 'deleteProject',
-    summary: "Delete a project; its API keys are revoked in the same append",
+    summary: 'Delete a project (irreversible): its API keys are revoked in the same append; its connections (vault rows purged), webhook endpoints, sessions and their tool calls are deleted before the 200',
     tags: ['projects'],
     auth: 'api_key',
     scope: 'projects:write',
     params: z.object({ id: IdParam }),
     responses: { 200: z.object({ id: z.string(), deleted: z.literal(true) }) },
-    errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found'], [409, 'cannot_delete_default'], [409, 'cannot_delete_last_project'], [409, 'cannot_delete_with_consumer_records']],
+    errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found'], [409, 'cannot_delete_default'], [409, 'cannot_delete_last_project'], [409, 'cannot_delete_with_consumer_records'], [503, 'cascade_pending']],
     idempotent: true,
-    async handler({ auth, params, run, deps }) {
+    async handler(ctx) {
+      const { auth, params, run, deps, req } = ctx;
       // Consumer records live in their own streams; a project holding any keeps
       // them reachable, so it cannot be deleted (checked on the read model, which
       // the consumer's own creation waited for).
@@ -168,15 +173,18 @@ export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promis
         throw new ApiError(409, 'cannot_delete_with_consumer_records', 'the project holds consumer records; it cannot be deleted');
       }
       await run(orgDecider, orgStream(auth.orgId), { type: 'delete_project', projectId: params.id });
-      // The cascade beyond the organization's stream: the project's webhook endpoints
-      // are deleted (as events) and their secrets purged.
-      const { rows: triggers } = await deps.db.query<{ id: string }>('SELECT id FROM webhook_endpoints WHERE org_id = $1 AND project_id = $2 AND NOT deleted', [auth.orgId, params.id]);
-      for (const tr of triggers) {
-        const { state } = await loadState(deps.store, webhookStream(tr.id), webhookDecider);
-        if (state.status !== 'exists') continue;
-        await deps.vault.delete(auth.orgId, state.e.secretRef).catch(() => {});
-        await run(webhookDecider, webhookStream(tr.id), { type: 'delete', tenant: { orgId: auth.orgId, projectId: params.id } }, { projectId: params.id });
+      // The cascade beyond the organization's stream (connections, webhook endpoints,
+      // sessions with their tool calls), done before answering: a 200 means it is
+      // done and visible. A crash or failure meanwhile leaves it to the reactor.
+      try {
+        await cascadeProjectDeletion(deps, ctx.run.bind(ctx), auth.orgId, params.id);
+      } catch (err) {
+        req.log.warn({ project_id: params.id, reason: err instanceof Error ? err.constructor.name : 'error' }, 'project cascade left to the reactor');
+        throw new ApiError(503, 'cascade_pending', 'the project is deleted; removing its records did not finish and continues in the background', { retriable: false, project_id: params.id });
       }
+      // The reactor may have appended some of the deletions meanwhile (then our own command
+      // appended nothing and waited for nothing): wait for the read side to hold the whole log.
+      if (!(await deps.readSide.waitFor(await deps.store.headPosition(), deps.readWaitMs))) ctx.reply.header(READ_SIDE_HEADER, 'behind');
       return { status: 200, body: { id: params.id, deleted: true } };
     },
   });

@@ -62,6 +62,9 @@ export type AppDeps = {
   browserWorker?: BrowserWorker | null;
 };
 
+/** How a command runs: a request's `ctx.run` (waits for the read side) or a reactor's own handleCommand. */
+export type RunCommand = <S, C>(decider: Decider<S, C>, stream: string, command: C, opts?: HandleOptions<S> & { orgId?: string; projectId?: string | null }) => Promise<CommandResult<S>>;
+
 export type Reply = { status: number; body?: unknown; headers?: Record<string, string> };
 
 export type Ctx<P, Q, B, A extends Auth> = {

@@ -29,7 +29,9 @@ t.test('connection', async (t) => {
   given(t, connectionDecider, [created]).when({ type: 'update_metadata', tenant, connectionMetadata: {} }).then([], 'unchanged metadata');
   given(t, connectionDecider, [created, revoked]).when({ type: 'set_webhook_secret', tenant, ref: 'vault_x' }).rejects('connection_not_active');
   given(t, connectionDecider, [created, withHook]).when({ type: 'delete', tenant }).then([{ type: 'connection.deleted', data: { connection_id: 'ca_1', purged_refs: ['vault_a', 'vault_w'], at: now } }]);
-  given(t, connectionDecider, [created, { type: 'connection.deleted', data: { connection_id: 'ca_1', purged_refs: [], at: now } }]).when({ type: 'delete', tenant }).rejects('not_found', 'deleted is gone');
+  const deleted: DomainEvent = { type: 'connection.deleted', data: { connection_id: 'ca_1', purged_refs: [], at: now } };
+  given(t, connectionDecider, [created, deleted]).when({ type: 'delete', tenant }).then([], 'deleting again changes nothing (the project cascade repeats it)');
+  given(t, connectionDecider, [created, deleted]).when({ type: 'revoke', tenant }).rejects('not_found', 'deleted is gone');
 });
 
 t.test('slot and receipt', async (t) => {

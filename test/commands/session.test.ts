@@ -22,6 +22,12 @@ t.test('session', async (t) => {
   given(t, sessionDecider, [created, closed]).when({ type: 'close', tenant }).then([], 'closing twice changes nothing');
   given(t, sessionDecider, [created]).when({ type: 'close', tenant: { orgId: 'org_2', projectId: 'prj_1' } }).rejects('not_found', 'another organization');
   given(t, sessionDecider, [created]).when({ type: 'close', tenant: { orgId: 'org_1', projectId: 'prj_2' } }).rejects('not_found', 'another project');
+  const deleted: DomainEvent = { type: 'session.deleted', data: { session_id: 'ses_1', reason: 'project_deleted', at: now } };
+  given(t, sessionDecider, [created, closed]).when({ type: 'delete', tenant, reason: 'project_deleted' }).then([deleted], 'a closed session is deleted too');
+  given(t, sessionDecider, [created, deleted]).when({ type: 'delete', tenant, reason: 'project_deleted' }).then([], 'deleting twice changes nothing');
+  given(t, sessionDecider, [created, deleted]).when({ type: 'close', tenant }).rejects('not_found', 'a deleted session is gone');
+  given(t, sessionDecider, []).when({ type: 'delete', tenant, reason: 'project_deleted' }).rejects('not_found', 'no such session');
+  given(t, sessionDecider, [created]).when({ type: 'delete', tenant: { orgId: 'org_1', projectId: 'prj_2' }, reason: 'project_deleted' }).rejects('not_found', 'another project');
 });
 
 t.test('quota', async (t) => {
