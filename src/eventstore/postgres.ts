@@ -321,7 +321,12 @@ export class PostgresEventStore implements EventStore {
     if (this.closed) return Promise.reject(new EventStoreError('store_unavailable', 'event store is closed'));
     return new Promise((resolve, reject) => {
       this.queue.push({ stream, expected, events: checked, resolve, reject });
-      if (!this.draining) void this.drain();
+      if (!this.draining) {
+        // Start on a microtask: appends made in the same tick (a burst while
+        // the store was idle) go in the first batch together, not one alone.
+        this.draining = true;
+        queueMicrotask(() => void this.drain());
+      }
     });
   }
 
