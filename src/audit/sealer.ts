@@ -148,8 +148,8 @@ export class Sealer {
         for await (const batch of batches(this.store, this.position, signal)) {
           // What inline sealing (in append transactions) already covered needs nothing here.
           const known = this.progress?.position(SEALER_NAME) ?? '';
-          const todo = known > this.position ? batch.filter((e) => e.position > known) : batch;
-          const appended = todo.length > 0 ? await this.seal(todo) : '';
+          const unseen = known > this.position ? batch.filter((e) => e.position > known) : batch;
+          const appended = unseen.length > 0 ? await this.seal(unseen) : '';
           if (appended && this.afterSeal) await this.afterSeal(appended);
           const last = batch[batch.length - 1]!.position;
           this.position = last;

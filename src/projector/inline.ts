@@ -46,17 +46,17 @@ export function inlineFollower(projections: readonly Projection[], sealer: Seale
     }
     try {
       const head = all[all.length - 1]!.position;
-      const todo = caught.flatMap((r) => {
+      const applying = caught.flatMap((r) => {
         const p = byName.get(r.name);
         return p && all.some((e) => p.eventTypes.has(e.type)) ? [p] : [];
       });
       // Each projection writes only its own tables, so they apply together: their
       // statements queue on the one connection and go out back to back, without a
       // turn of the event loop between one projection's statement and the next's.
-      const results = await Promise.allSettled(todo.map((p) => applyInline(tx, p, all, liveTables(p))));
+      const results = await Promise.allSettled(applying.map((p) => applyInline(tx, p, all, liveTables(p))));
       const failed = results.find((r) => r.status === 'rejected');
       if (failed) throw (failed as PromiseRejectedResult).reason;
-      const applied = todo.map((p) => p.name);
+      const applied = applying.map((p) => p.name);
       // One statement moves every checkpoint and wakes waiters in other processes.
       await tx.query(
         `WITH moved AS (UPDATE checkpoints SET position = $2, applied_position = CASE WHEN name = ANY($3) THEN $2 ELSE applied_position END, status = 'running', error = NULL, error_position = NULL, updated_at = now() WHERE name = ANY($1) RETURNING 1)

@@ -165,19 +165,19 @@ export class ProjectionRunner {
           // Events already processed (inline, in their append transaction, or
           // by another process) need no transaction here.
           const known = this.progress?.position(p.name) ?? '';
-          const todo = known > pos ? batch.filter((e) => e.position > known) : batch;
-          if (todo.some((e) => p.eventTypes.has(e.type))) {
+          const unseen = known > pos ? batch.filter((e) => e.position > known) : batch;
+          if (unseen.some((e) => p.eventTypes.has(e.type))) {
             const moved = await serial(() =>
               this.db.transaction(async (tx) => {
                 const now = await readCheckpoint(tx, p.name, true);
                 if (!now || now.version !== p.version) return false;
-                let events = todo;
+                let events = unseen;
                 if (now.position !== persisted) {
                   // Moved forward by someone else (inline followers, another process, a rebuild swap): adopt it and
                   // apply only what lies beyond; moved in any other way: resync.
                   if (now.position < persisted || now.status !== 'running') return false;
                   persisted = now.position;
-                  events = todo.filter((e) => e.position > now.position);
+                  events = unseen.filter((e) => e.position > now.position);
                   if (events.length === 0) return true;
                 }
                 await applyBatch(tx, p, events, t);
