@@ -2,7 +2,7 @@ import { approvalDecider, approvalStream } from '../../commands/approval.ts';
 import { handleCommand } from '../eventstore/handler.ts';
 import type { EventStore } from '../eventstore/port.ts';
 import type { Db } from '../postgres/db.ts';
-import { Periodic } from './periodic.ts';
+import { PeriodicReactor } from './periodic.ts';
 
 // Moves pending approvals past expires_at to `expired`, and records when the
 // last sweep ran (deployment-wide, an operational record, not a business
@@ -21,33 +21,22 @@ export async function lastApprovalSweep(db: Db): Promise<string | null> {
   return rows[0]?.at ?? null;
 }
 
-export class ApprovalExpiryReactor {
-  private readonly periodic: Periodic;
-
+export class ApprovalExpiryReactor extends PeriodicReactor {
   constructor(
     private readonly db: Db,
     private readonly store: EventStore,
     private readonly now: () => Date,
     intervalMs = 1_000,
   ) {
-    this.periodic = new Periodic(() => this.pass(), intervalMs);
+    super(intervalMs);
   }
 
-  async start(): Promise<void> {
+  override async start(): Promise<void> {
     await migrateApprovalSweeps(this.db);
-    this.periodic.start();
+    super.start();
   }
 
-  stop(): Promise<void> {
-    return this.periodic.stop();
-  }
-
-  /** One pass now: answers how many approvals it expired. */
-  tick(): Promise<number> {
-    return this.periodic.tick();
-  }
-
-  private async pass(): Promise<number> {
+  protected async pass(): Promise<number> {
     await migrateApprovalSweeps(this.db);
     const at = this.now();
     let moved = 0;

@@ -3,7 +3,7 @@ import { consentDecider, consentStream, slotDecider, slotStream } from '../../co
 import { handleCommand } from '../eventstore/handler.ts';
 import type { EventStore } from '../eventstore/port.ts';
 import type { Db } from '../postgres/db.ts';
-import { Periodic } from './periodic.ts';
+import { PeriodicReactor } from './periodic.ts';
 
 // Moves mandates and bank consents past expires_at to `expired`. Decisions do not wait for it
 // (a spend after expires_at is refused as expired and records the expiry
@@ -13,32 +13,17 @@ import { Periodic } from './periodic.ts';
 
 const BATCH = 200;
 
-export class MandateExpiryReactor {
-  private readonly periodic: Periodic;
-
+export class MandateExpiryReactor extends PeriodicReactor {
   constructor(
     private readonly db: Db,
     private readonly store: EventStore,
     private readonly now: () => Date,
     intervalMs = 1_000,
   ) {
-    this.periodic = new Periodic(() => this.pass(), intervalMs);
+    super(intervalMs);
   }
 
-  start(): void {
-    this.periodic.start();
-  }
-
-  stop(): Promise<void> {
-    return this.periodic.stop();
-  }
-
-  /** One pass now: answers how many it moved. */
-  tick(): Promise<number> {
-    return this.periodic.tick();
-  }
-
-  private async pass(): Promise<number> {
+  protected async pass(): Promise<number> {
     const at = this.now();
     let moved = 0;
     const { rows } = await this.db.query<{ id: string; org_id: string; project_id: string }>(

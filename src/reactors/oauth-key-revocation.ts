@@ -2,7 +2,7 @@ import { oauthGrantDecider, oauthGrantStream } from '../../commands/oauth.ts';
 import { handleCommand } from '../eventstore/handler.ts';
 import type { EventStore } from '../eventstore/port.ts';
 import type { Db } from '../postgres/db.ts';
-import { Periodic } from './periodic.ts';
+import { PeriodicReactor } from './periodic.ts';
 
 // Revoking an API key revokes every OAuth grant made from it. Authentication
 // already refuses a token whose key is revoked, at once; this reactor records
@@ -11,31 +11,17 @@ import { Periodic } from './periodic.ts';
 
 const BATCH = 200;
 
-export class OAuthKeyRevocationReactor {
-  private readonly periodic: Periodic;
-
+export class OAuthKeyRevocationReactor extends PeriodicReactor {
   constructor(
     private readonly db: Db,
     private readonly store: EventStore,
     private readonly now: () => Date,
     intervalMs = 1_000,
   ) {
-    this.periodic = new Periodic(() => this.pass(), intervalMs);
+    super(intervalMs);
   }
 
-  start(): void {
-    this.periodic.start();
-  }
-
-  stop(): Promise<void> {
-    return this.periodic.stop();
-  }
-
-  tick(): Promise<number> {
-    return this.periodic.tick();
-  }
-
-  private async pass(): Promise<number> {
+  protected async pass(): Promise<number> {
     const { rows } = await this.db
       .query<{ grant_id: string; org_id: string; project_id: string | null }>(
         `SELECT g.grant_id, g.org_id, g.project_id FROM oauth_grants g JOIN api_keys k ON k.key_id = g.key_id

@@ -27,3 +27,27 @@ export class Periodic {
     return this.running;
   }
 }
+
+/** A reactor that runs `pass()` on an interval: start, stop, and `tick()` for one pass now. */
+export abstract class PeriodicReactor {
+  private readonly periodic: Periodic;
+
+  constructor(intervalMs: number) {
+    this.periodic = new Periodic(() => this.pass(), intervalMs);
+  }
+
+  start(): void | Promise<void> {
+    this.periodic.start();
+  }
+
+  stop(): Promise<void> {
+    return this.periodic.stop();
+  }
+
+  /** One pass now (or the one in flight): answers how many things it moved. */
+  tick(): Promise<number> {
+    return this.periodic.tick();
+  }
+
+  protected abstract pass(): Promise<number>;
+}

@@ -9,7 +9,7 @@ import type { Db } from '../postgres/db.ts';
 import { deleteConnection } from '../http/connections.ts';
 import type { RunCommand } from '../http/route.ts';
 import { deleteWebhookEndpoint } from '../http/webhooks.ts';
-import { Periodic } from './periodic.ts';
+import { PeriodicReactor } from './periodic.ts';
 
 // The cascade of a deleted project beyond the organization's stream (whose
 // append revokes the project's API keys with `project.deleted`): its
@@ -67,31 +67,16 @@ export async function cascadeProjectDeletion(deps: CascadeDeps, run: RunCommand,
 }
 
 /** The safety net: finishes the cascade of every deleted project that still holds records. */
-export class ProjectCascadeReactor {
-  private readonly periodic: Periodic;
-
+export class ProjectCascadeReactor extends PeriodicReactor {
   constructor(
     private readonly deps: CascadeDeps,
     private readonly now: () => Date,
     intervalMs = 1_000,
   ) {
-    this.periodic = new Periodic(() => this.pass(), intervalMs);
+    super(intervalMs);
   }
 
-  start(): void {
-    this.periodic.start();
-  }
-
-  stop(): Promise<void> {
-    return this.periodic.stop();
-  }
-
-  /** One pass now: answers how many records it deleted. */
-  tick(): Promise<number> {
-    return this.periodic.tick();
-  }
-
-  private async pass(): Promise<number> {
+  protected async pass(): Promise<number> {
     const { rows } = await this.deps.db
       .query<{ org_id: string; id: string }>(
         `SELECT p.org_id, p.id FROM projects p WHERE p.deleted_at IS NOT NULL AND (

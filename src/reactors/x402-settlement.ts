@@ -4,16 +4,14 @@ import type { EventStore } from '../eventstore/port.ts';
 import { newId } from '../ids.ts';
 import { signReceipt, type X402Deps } from '../adapters/chain/x402.ts';
 import type { Db } from '../postgres/db.ts';
-import { Periodic } from './periodic.ts';
+import { PeriodicReactor } from './periodic.ts';
 
 // Settles x402 rows whose outcome was unknown when the request answered: a
 // transaction was broadcast but its receipt had not arrived. The receipt
 // decides: success → executed (with a signed receipt), reverted → rejected and
 // the reserved amount released. Money that moved is never recorded as not moved.
 
-export class X402SettlementReactor {
-  private readonly periodic: Periodic;
-
+export class X402SettlementReactor extends PeriodicReactor {
   constructor(
     private readonly db: Db,
     private readonly store: EventStore,
@@ -21,23 +19,10 @@ export class X402SettlementReactor {
     private readonly now: () => Date = () => new Date(),
     intervalMs = 2_000,
   ) {
-    this.periodic = new Periodic(() => this.pass(), intervalMs);
+    super(intervalMs);
   }
 
-  start(): void {
-    this.periodic.start();
-  }
-
-  stop(): Promise<void> {
-    return this.periodic.stop();
-  }
-
-  /** One pass now: answers how many it moved. */
-  tick(): Promise<number> {
-    return this.periodic.tick();
-  }
-
-  private async pass(): Promise<number> {
+  protected async pass(): Promise<number> {
     const { rows } = await this.db.query<{ id: string; org_id: string; project_id: string; network: string; settlement_tx: string; signer: string; payee: string; value_atomic: string; amount_minor: string; chain_id: number; asset: string; mandate_key: string }>(
       `SELECT id, org_id, project_id, network, settlement_tx, signer, payee, value_atomic::text, amount_minor::text, chain_id, asset, mandate_key FROM foreign_authorizations WHERE status = 'verified' AND settlement_tx IS NOT NULL LIMIT 100`,
     );
