@@ -98,31 +98,22 @@ const BanksSchema = z.record(z.string().regex(/^[a-z0-9]+(-[a-z0-9]+)*$/), z.obj
 
 const OAuthClientsSchema = z.record(z.string().regex(/^[a-z0-9]+(-[a-z0-9]+)*$/), z.object({ client_id: z.string().min(1), client_secret: z.string().min(1) }));
 
-function parseOAuthClients(raw: string | undefined): Config['providerOAuthClients'] {
+/** A setting holding JSON, checked against its schema; a bad value names the variable, never its content. */
+function parseJsonSetting<S extends z.ZodType>(name: string, raw: string | undefined, schema: S): z.infer<S> | Record<string, never> {
   if (!raw) return {};
   let json: unknown;
   try {
     json = JSON.parse(raw);
   } catch {
-    throw new ConfigError('PROVIDER_OAUTH_CLIENTS is not JSON');
+    throw new ConfigError(`${name} is not JSON`);
   }
-  const r = OAuthClientsSchema.safeParse(json);
-  if (!r.success) throw new ConfigError(`PROVIDER_OAUTH_CLIENTS: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  const r = schema.safeParse(json);
+  if (!r.success) throw new ConfigError(`${name}: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
   return r.data;
 }
 
-function parseBanks(raw: string | undefined): Config['banks'] {
-  if (!raw) return {};
-  let json: unknown;
-  try {
-    json = JSON.parse(raw);
-  } catch {
-    throw new ConfigError('BANKS is not JSON');
-  }
-  const r = BanksSchema.safeParse(json);
-  if (!r.success) throw new ConfigError(`BANKS: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
-  return r.data;
-}
+const parseOAuthClients = (raw: string | undefined): Config['providerOAuthClients'] => parseJsonSetting('PROVIDER_OAUTH_CLIENTS', raw, OAuthClientsSchema);
+const parseBanks = (raw: string | undefined): Config['banks'] => parseJsonSetting('BANKS', raw, BanksSchema);
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const parsed = schema.safeParse(env);
