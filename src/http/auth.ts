@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { hash, timingSafeEqual } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import type { Queryable } from '../postgres/db.ts';
 import type { ReadCache } from '../projector/readcache.ts';
@@ -44,7 +44,7 @@ export type Auth = ApiKeyAuth | ServiceAuth | PlatformAuth | OpenAuth;
 export type AuthMode = 'open' | 'api_key' | 'platform' | 'service' | 'human_session' | 'org_admin' | 'key_or_service';
 
 export const API_KEY_PATTERN = /^sk_(test|live)_[A-Za-z0-9]{32}$/;
-export const hashKey = (key: string) => createHash('sha256').update(key).digest('hex');
+export const hashKey = (key: string) => hash('sha256', key, 'hex');
 
 export const ROLE_RANK: Record<Role, number> = { member: 1, admin: 2, owner: 3 };
 
@@ -61,7 +61,7 @@ function bearer(req: FastifyRequest): string | undefined {
   return m?.[1];
 }
 
-const sha256 = (s: string) => createHash('sha256').update(s).digest();
+const sha256 = (s: string) => hash('sha256', s, 'buffer');
 
 type KeyRow = { key_id: string; org_id: string; project_id: string | null; environment: 'live' | 'test'; scopes: string[]; key_hash: string; revoked_at: string | null };
 

@@ -146,10 +146,22 @@ export function errorResponse(err: unknown, requestId: string): ErrorResponse {
   return env(500, 'internal_error', 'the request could not be completed; it is safe to retry with the same Idempotency-Key');
 }
 
+/** JSON of shared read-cache values (deeply frozen: src/projector/readcache.ts), encoded once. */
+const encodedBodies = new WeakMap<object, string>();
+
 export function sendResponse(reply: FastifyReply, r: { status: number; body?: unknown; headers?: Record<string, string> }): FastifyReply {
-  reply.code(r.status).headers(r.headers ?? {});
+  reply.code(r.status);
+  if (r.headers) reply.headers(r.headers);
   if (r.body === undefined) return reply.send();
-  if (!r.headers?.['content-type']) reply.type('application/json; charset=utf-8');
+  if (!r.headers?.['content-type']) {
+    reply.type('application/json; charset=utf-8');
+    const body = r.body;
+    if (body !== null && typeof body === 'object' && Object.isFrozen(body)) {
+      let json = encodedBodies.get(body);
+      if (json === undefined) encodedBodies.set(body, (json = JSON.stringify(body)));
+      return reply.send(json);
+    }
+  }
   return reply.send(r.body);
 }
 

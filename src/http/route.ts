@@ -131,6 +131,14 @@ function actorOf(auth: Auth): CommandContext['actor'] {
   }
 }
 
+/**
+ * Response bodies that passed their schema, when they are shared read-cache
+ * values (deeply frozen: src/projector/readcache.ts), so a hot GET checks the
+ * same object once rather than on every request.
+ */
+const checkedBodies = new WeakMap<object, z.ZodType>();
+const isShared = (v: unknown): v is object => v !== null && typeof v === 'object' && Object.isFrozen(v);
+
 export function defineRoute<P, Q, B, M extends AuthMode>(app: FastifyInstance, deps: AppDeps, spec: RouteSpec<P, Q, B, M>): void {
   deps.routes.push(spec as unknown as RouteSpec);
   app.route({
@@ -173,10 +181,12 @@ export function defineRoute<P, Q, B, M extends AuthMode>(app: FastifyInstance, d
       const checked = async (): Promise<Reply> => {
         const r = await spec.handler(ctx);
         const schema = spec.responses[r.status];
+        if (schema && isShared(r.body) && checkedBodies.get(r.body) === schema) return r;
         if (schema && !schema.safeParse(r.body).success) {
           req.log.error({ operation: spec.operationId, issues: schema.safeParse(r.body).error?.issues }, 'response does not match its schema');
           throw new Error(`response of ${spec.operationId} does not match its schema`);
         }
+        if (schema && isShared(r.body)) checkedBodies.set(r.body, schema);
         return r;
       };
       const idemHeader = req.headers['idempotency-key'];

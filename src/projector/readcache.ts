@@ -12,21 +12,30 @@ export type PositionSource = { position(name: string): Position | undefined };
 
 export class ReadCache<V> {
   private readonly entries = new Map<string, { at: Position; value: V }>();
+  private readonly applied: string;
 
   constructor(
     private readonly progress: PositionSource,
-    private readonly projection: string,
+    projection: string,
     private readonly maxEntries = 50_000,
-  ) {}
+  ) {
+    this.applied = appliedKey(projection);
+  }
 
+  /**
+   * The value stored under `key`, loaded when absent or older than the
+   * projection. Stored values are frozen (deeply): every reader shares them,
+   * and a response built from one can be checked and encoded once (see
+   * src/http/route.ts).
+   */
   async get(key: string, load: () => Promise<V>): Promise<V> {
-    const now = this.progress.position(appliedKey(this.projection));
+    const now = this.progress.position(this.applied);
     if (now === undefined) return load();
     const hit = this.entries.get(key);
     if (hit && hit.at === now) return hit.value;
-    const value = await load();
+    const value = deepFreeze(await load());
     // Store only if the projection did not move while loading.
-    if (this.progress.position(appliedKey(this.projection)) === now) {
+    if (this.progress.position(this.applied) === now) {
       if (this.entries.size >= this.maxEntries) this.entries.clear();
       this.entries.set(key, { at: now, value });
     }
@@ -36,4 +45,11 @@ export class ReadCache<V> {
   clear(): void {
     this.entries.clear();
   }
+}
+
+function deepFreeze<T>(v: T): T {
+  if (v === null || typeof v !== 'object' || ArrayBuffer.isView(v) || Object.isFrozen(v)) return v;
+  Object.freeze(v);
+  for (const x of Object.values(v as object)) deepFreeze(x);
+  return v;
 }
