@@ -76,6 +76,10 @@ export const orgProjection: Projection = {
     'api_key.revoked',
   ]),
 
+  // Every row of these tables belongs to one organization, and every event
+  // that touches it is recorded with that organization's id.
+  partitionOf: (event) => event.metadata.org_id,
+
   async apply(tx, event, t) {
     const e = parseEvent(event.type, event.data);
     const org = event.metadata.org_id;
@@ -159,12 +163,16 @@ type ProjectRecord = {
  * The set-based form: load the rows a batch touches, fold the batch over them in
  * memory with exactly the rules of `apply` (same position guards), and write
  * the touched rows back in one upsert. Two statements per batch, whatever its size.
+ * Fresh (a rebuild's bulk phase): rows the batch created and did not load are
+ * new, and go in by a plain insert, without the upsert's conflict check.
  */
-orgProjection.applyBatch = async (tx, events, t) => {
+orgProjection.applyBatch = async (tx, events, t, opts = {}) => {
   const ids = new Set<string>();
   const orgsAll = new Set<string>();
   for (const ev of events) {
     if (ev.type === 'project.updated' || ev.type === 'project.deleted') ids.add((ev.data as { project_id: string }).project_id);
+    // A creation of an id that exists changes nothing (as in `apply`): load it to know. Fresh, nothing exists yet.
+    if (ev.type === 'project.created' && !opts.fresh) ids.add((ev.data as { project_id: string }).project_id);
     if (ev.type === 'project.default_changed') orgsAll.add(ev.metadata.org_id);
   }
   const rows = new Map<string, ProjectRecord>();
@@ -178,6 +186,7 @@ orgProjection.applyBatch = async (tx, events, t) => {
     const { rows: found } = await tx.query<ProjectRecord>(`SELECT ${cols} FROM ${t.projects} WHERE org_id = ANY($1)`, [[...orgsAll]]);
     for (const r of found) rows.set(r.id, r);
   }
+  const loaded = new Set(rows.keys());
   const touched = new Set<string>();
   const newOrgs: { org_id: string; name: string; created_at: string; position: string }[] = [];
   for (const ev of events) {
@@ -248,15 +257,20 @@ orgProjection.applyBatch = async (tx, events, t) => {
       [JSON.stringify(newOrgs)],
     );
   }
-  if (touched.size > 0) {
-    await tx.query(
-      `INSERT INTO ${t.projects} (id, org_id, name, slug, environment, is_default, settings, created_at, deleted_at, position)
+  const insert = `INSERT INTO ${t.projects} (id, org_id, name, slug, environment, is_default, settings, created_at, deleted_at, position)
        SELECT id, org_id, name, slug, environment, is_default, settings::jsonb, created_at, deleted_at, position
-       FROM json_to_recordset($1::json) AS x(id text, org_id text, name text, slug text, environment text, is_default boolean, settings text, created_at timestamptz, deleted_at timestamptz, position text)
+       FROM json_to_recordset($1::json) AS x(id text, org_id text, name text, slug text, environment text, is_default boolean, settings text, created_at timestamptz, deleted_at timestamptz, position text)`;
+  const upserts: ProjectRecord[] = [];
+  const inserts: ProjectRecord[] = [];
+  for (const id of touched) (opts.fresh && !loaded.has(id) ? inserts : upserts).push(rows.get(id)!);
+  if (inserts.length > 0) await tx.query(insert, [JSON.stringify(inserts)]);
+  if (upserts.length > 0) {
+    await tx.query(
+      `${insert}
        ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, slug = EXCLUDED.slug, is_default = EXCLUDED.is_default,
          deleted_at = EXCLUDED.deleted_at, position = EXCLUDED.position
        WHERE ${t.projects}.position < EXCLUDED.position`,
-      [JSON.stringify([...touched].map((id) => rows.get(id)!))],
+      [JSON.stringify(upserts)],
     );
   }
 };

@@ -12,6 +12,15 @@ import type { RecordedEvent } from '../eventstore/port.ts';
 
 export type TableNames = Record<string, string>;
 
+/**
+ * fresh: the tables hold exactly what this same pass applied, and each event
+ * comes once, in order (a rebuild's bulk phase). A row the batch creates and
+ * did not find cannot exist yet, so the projection may insert it without an
+ * idempotency guard; if that fails anyway, the batch is applied again one by
+ * one, with the guards.
+ */
+export type BatchOptions = { fresh?: boolean };
+
 export interface Projection {
   readonly name: string;
   readonly version: number;
@@ -24,7 +33,15 @@ export interface Projection {
    * order, with the same result as applying them one by one. When it fails the
    * runtime replays the batch event by event to find the failing one.
    */
-  applyBatch?(tx: Queryable, events: readonly RecordedEvent[], t: TableNames): Promise<void>;
+  applyBatch?(tx: Queryable, events: readonly RecordedEvent[], t: TableNames, opts?: BatchOptions): Promise<void>;
+  /**
+   * Optional: the partition an event belongs to, when events of different
+   * partitions read and write disjoint rows (so applying each partition's
+   * events in log order, partitions side by side, gives the same tables as
+   * applying the whole log in order). A rebuild then applies its bulk phase on
+   * several connections at once.
+   */
+  partitionOf?(event: RecordedEvent): string;
 }
 
 export const liveTables = (p: Projection): TableNames => Object.fromEntries(Object.keys(p.tables).map((k) => [k, k]));

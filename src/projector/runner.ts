@@ -3,24 +3,27 @@ import type { Db, Queryable } from '../postgres/db.ts';
 import { advanceCheckpoint, appliedKey, ensureCheckpoint, readCheckpoint, recordFailure } from './checkpoints.ts';
 import { batches } from './follow.ts';
 import type { Progress } from './progress.ts';
-import { liveTables, type Projection, shadowTables, type TableNames } from './projection.ts';
+import { type BatchOptions, liveTables, type Projection, shadowTables, type TableNames } from './projection.ts';
 
 // The projection runtime. Each projection follows the log on its own: it
 // writes its rows and its checkpoint in one transaction per batch, advances
 // past events it ignores, and on a real failure stops with the position and
 // the error recorded (shown by `projections status`), never skipping silently.
 
-const REBUILD_PAGE = 5000;
+const REBUILD_PAGE = 10_000;
+/** Connections a rebuild's bulk phase applies on at once, for a projection with partitions. */
+const REBUILD_LANES = 2;
+/** Pages a rebuild reads ahead of the slowest lane. */
+const REBUILD_AHEAD = 1;
 /** How often a follower's position over ignored events is written down. */
 export const CHECKPOINT_FLUSH_MS = 200;
 
-export async function ensureTables(db: Queryable, p: Projection, t: TableNames, opts: { unlogged?: boolean } = {}): Promise<void> {
+export async function ensureTables(db: Queryable, p: Projection, t: TableNames): Promise<void> {
   for (const [logical, ddl] of Object.entries(p.tables)) {
     const physical = t[logical]!;
     const { rows } = await db.query<{ exists: boolean }>('SELECT to_regclass($1) IS NOT NULL AS exists', [physical]);
     if (rows[0]!.exists) continue;
-    const sql = ddl(physical);
-    await db.query(opts.unlogged ? sql.replace(/^\s*CREATE TABLE/, 'CREATE UNLOGGED TABLE') : sql);
+    await db.query(ddl(physical));
   }
 }
 
@@ -39,13 +42,13 @@ async function applyEach(tx: Queryable, p: Projection, events: readonly Recorded
  * inside a savepoint, falling back to one by one (which names the failing
  * event) if the set-based form fails.
  */
-export async function applyBatch(tx: Queryable, p: Projection, events: readonly RecordedEvent[], t: TableNames): Promise<void> {
+export async function applyBatch(tx: Queryable, p: Projection, events: readonly RecordedEvent[], t: TableNames, opts: BatchOptions = {}): Promise<void> {
   const handled = events.filter((e) => p.eventTypes.has(e.type));
   if (handled.length === 0) return;
   if (!p.applyBatch || handled.length === 1) return applyEach(tx, p, handled, t);
   await tx.query('SAVEPOINT apply_batch');
   try {
-    await p.applyBatch(tx, handled, t);
+    await p.applyBatch(tx, handled, t, opts);
     await tx.query('RELEASE SAVEPOINT apply_batch');
   } catch {
     await tx.query('ROLLBACK TO SAVEPOINT apply_batch');
@@ -219,45 +222,83 @@ export type RebuildProgress = { processed: number; position: Position; head: Pos
  * and the swap run in one transaction holding the checkpoint row, so the live
  * runner pauses for the swap and resumes from the rebuilt position.
  */
-export async function rebuildProjection(db: Db, store: EventStore, p: Projection, onProgress?: (r: RebuildProgress) => void): Promise<RebuildProgress> {
+export async function rebuildProjection(db: Db, store: EventStore, p: Projection, onProgress?: (r: RebuildProgress) => void, opts: { pageSize?: number } = {}): Promise<RebuildProgress> {
+  const pageSize = opts.pageSize ?? REBUILD_PAGE;
   const shadow = shadowTables(p);
   const live = liveTables(p);
-  // Shadow tables skip the WAL while they fill; they become logged at the swap.
-  // Their DDL goes in one transaction: one commit rather than one per statement.
-  await db.transaction(async (tx) => {
-    for (const name of Object.values(shadow)) await tx.query(`DROP TABLE IF EXISTS ${name}`);
-    await ensureTables(tx, p, shadow, { unlogged: true });
-  });
+  const lanes = p.partitionOf ? REBUILD_LANES : 1;
+  // The shadow tables' DDL goes in one transaction (one commit rather than one
+  // per statement), while the lanes' connections are opened.
+  await Promise.all([
+    db.transaction(async (tx) => {
+      for (const name of Object.values(shadow)) await tx.query(`DROP TABLE IF EXISTS ${name}`);
+      await ensureTables(tx, p, shadow);
+    }),
+    ...Array.from({ length: lanes }, () => db.transaction(async () => {})),
+  ]);
   await ensureCheckpoint(db, p.name, 'projection', p.version);
   let pos: Position = '';
   let processed = 0;
   const head = await store.headPosition();
   // Bulk phase: pages of the log straight into the shadow tables, reading the
   // next page while the current one is written.
-  let next = store.readAll({ after: pos, maxCount: REBUILD_PAGE });
+  //  - A projection with partitions applies on several connections at once:
+  //    a partition always goes to the same lane, and each lane applies its
+  //    share of every page in log order, a transaction per page, running
+  //    ahead of the slowest lane by at most REBUILD_AHEAD pages.
+  //  - Each event is applied once, in order, to tables holding only what this
+  //    pass wrote: the projection may skip its idempotency guards (`fresh`);
+  //    if that fails, the page falls back to the one-by-one path.
+  //  - The bulk transactions commit without waiting for their WAL flush: the
+  //    swap below commits synchronously, which flushes everything before it,
+  //    and a rebuild cut short by a crash starts again from dropped tables.
+  // A failure fails the rebuild; the next attempt drops the shadow tables.
+  const laneTail: Promise<void>[] = Array.from({ length: lanes }, () => Promise.resolve());
+  const pageDone: Promise<void>[] = [];
+  let failed: unknown;
+  const applyPart = (part: readonly RecordedEvent[]) =>
+    db.transaction(async (tx) => {
+      await tx.query('SET LOCAL synchronous_commit = off');
+      await applyBatch(tx, p, part, shadow, { fresh: true });
+    });
+  let next = store.readAll({ after: pos, maxCount: pageSize });
   for (;;) {
     const page = await next;
     if (page.length === 0) break;
     const last = page[page.length - 1]!.position;
-    if (page.length === REBUILD_PAGE) next = store.readAll({ after: last, maxCount: REBUILD_PAGE });
-    await db.transaction((tx) => applyBatch(tx, p, page, shadow));
+    if (page.length === pageSize) next = store.readAll({ after: last, maxCount: pageSize });
+    const parts = lanes === 1 ? [page] : splitByPartition(page, p, lanes);
+    const applied = parts.map((part, lane) => {
+      const run = laneTail[lane]!.then(() => (part.length > 0 && failed === undefined ? applyPart(part) : undefined));
+      laneTail[lane] = run.catch((err) => {
+        failed ??= err;
+      });
+      return run;
+    });
+    pageDone.push(
+      Promise.all(applied).then(() => {
+        processed += page.length;
+        onProgress?.({ processed, position: last, head });
+      }),
+    );
     pos = last;
-    processed += page.length;
-    onProgress?.({ processed, position: pos, head });
-    if (page.length < REBUILD_PAGE) break;
+    if (pageDone.length > REBUILD_AHEAD) await pageDone.shift()!.catch(() => {});
+    if (failed !== undefined || page.length < pageSize) break;
   }
+  await Promise.all(laneTail);
+  if (failed !== undefined) throw failed;
+  await Promise.all(pageDone);
   // Swap phase.
   return db.transaction(async (tx) => {
     await readCheckpoint(tx, p.name, true);
     for (;;) {
-      const page = await store.readAll({ after: pos, maxCount: REBUILD_PAGE });
+      const page = await store.readAll({ after: pos, maxCount: pageSize });
       if (page.length === 0) break;
       await applyBatch(tx, p, page, shadow);
       pos = page[page.length - 1]!.position;
       processed += page.length;
     }
     for (const [logical, physical] of Object.entries(shadow)) {
-      await tx.query(`ALTER TABLE ${physical} SET LOGGED`);
       await tx.query(`DROP TABLE IF EXISTS ${live[logical]}`);
       await tx.query(`ALTER TABLE ${physical} RENAME TO ${live[logical]}`);
     }
@@ -267,4 +308,19 @@ export async function rebuildProjection(db: Db, store: EventStore, p: Projection
     onProgress?.(done);
     return done;
   });
+}
+
+/** The handled events of a page in `lanes` groups, a partition always in the same lane, each group in log order. */
+function splitByPartition(page: readonly RecordedEvent[], p: Projection, lanes: number): RecordedEvent[][] {
+  const parts: RecordedEvent[][] = Array.from({ length: lanes }, () => []);
+  for (const e of page) {
+    if (p.eventTypes.has(e.type)) parts[laneOf(p.partitionOf!(e), lanes)]!.push(e);
+  }
+  return parts;
+}
+
+function laneOf(key: string, lanes: number): number {
+  let h = 0;
+  for (let i = 0; i < key.length; i++) h = (Math.imul(h, 31) + key.charCodeAt(i)) | 0;
+  return (h >>> 0) % lanes;
 }

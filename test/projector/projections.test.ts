@@ -5,7 +5,7 @@ import { Rejection } from '../../src/eventstore/handler.ts';
 import type { Queryable } from '../../src/postgres/db.ts';
 import { listCheckpoints, readCheckpoint } from '../../src/projector/checkpoints.ts';
 import type { Projection } from '../../src/projector/projection.ts';
-import { ensureTables, ProjectionRunner, rebuildProjection } from '../../src/projector/runner.ts';
+import { applyBatch, ensureTables, ProjectionRunner, rebuildProjection } from '../../src/projector/runner.ts';
 import { testLedger } from '../helpers/ledger.ts';
 import { until } from '../helpers/wait.ts';
 
@@ -101,6 +101,38 @@ t.test('rebuild from position 0 produces identical tables and takes over', async
   const w = await ledger.run(orgDecider, orgStream('org_c'), { type: 'create_project', projectId: 'prj_after', name: 'After', slug: 'after', environment: 'test', settings: {} }, ctx);
   t.ok(await ledger.readSide.waitFor(w.lastPosition!, 60_000));
   t.ok(await getProject(ledger.db, 'org_c', 'prj_after'));
+});
+
+t.test('rebuild in small pages over two lanes: identical tables; a duplicate creation falls back to the guarded path', async (t) => {
+  // A creation of an id that exists (never decided, written straight to the log):
+  // every path must leave the existing row as it is, as `apply` does.
+  const first = (await ledger.store.readAll({ filter: { eventTypes: ['project.created'] }, maxCount: 1000 })).find((e) => (e.data as { project_id: string }).project_id === 'prj_org_a_3')!;
+  await ledger.store.appendToStream(first.streamName, [{ type: 'project.created', data: { ...first.data, name: 'Duplicate', slug: 'duplicate' }, metadata: { ...first.metadata, request_id: null } }], { expectedRevision: 'any' });
+  // Interleave organizations so that pages and lanes cut across them.
+  for (let i = 0; i < 6; i++) {
+    for (const org of ['org_a', 'org_b', 'org_c']) {
+      await ledger.run(orgDecider, orgStream(org), { type: 'create_project', projectId: `prj_lane_${org}_${i}`, name: `L${i}`, slug: `lane-${i}`, environment: 'test', settings: { i } }, ledger.ctx(org));
+    }
+    if (i % 2 === 1) await ledger.run(orgDecider, orgStream('org_b'), { type: 'update_project', projectId: `prj_lane_org_b_${i - 1}`, name: 'Moved', makeDefault: true }, ledger.ctx('org_b'));
+  }
+  await ledger.settle();
+  const tables = Object.keys(orgProjection.tables);
+  const before: Record<string, unknown[]> = {};
+  for (const tb of tables) before[tb] = await snapshot(ledger.db, tb);
+  t.match(await getProject(ledger.db, first.metadata.org_id, (first.data as { project_id: string }).project_id), { name: (first.data as { name: string }).name }, 'the live projection ignored the duplicate');
+  const pages: number[] = [];
+  const r = await rebuildProjection(ledger.db, ledger.store, orgProjection, (p) => pages.push(p.processed), { pageSize: 7 });
+  t.ok(pages.length > 10, `many pages (${pages.length})`);
+  t.equal(r.position, await ledger.store.headPosition());
+  for (const tb of tables) t.same(await snapshot(ledger.db, tb), before[tb], `${tb} row for row`);
+  // The set-based form, not fresh, in two batches, the second starting at the duplicate: the same rows again.
+  const shadow = Object.fromEntries(tables.map((tb) => [tb, `${tb}__twobatches`]));
+  await ensureTables(ledger.db, orgProjection, shadow);
+  const events = await ledger.store.readAll({ maxCount: 10_000 });
+  const cut = events.findIndex((e) => e.type === 'project.created' && (e.data as { name: string }).name === 'Duplicate');
+  t.ok(cut > 0);
+  for (const batch of [events.slice(0, cut), events.slice(cut)]) await ledger.db.transaction((tx) => applyBatch(tx, orgProjection, batch, shadow));
+  for (const tb of tables) t.same(await snapshot(ledger.db, shadow[tb]!), before[tb], `${tb}: two batches, row for row`);
 });
 
 t.test('a failing projection stops at the failing event, records it, and never skips', async (t) => {
