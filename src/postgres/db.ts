@@ -14,8 +14,12 @@ export interface Queryable {
 }
 
 export interface Db extends Queryable {
-  /** Runs `fn` in one transaction on one connection; rolls back if it throws. */
-  transaction<T>(fn: (tx: Queryable) => Promise<T>, opts?: { isolation?: 'read committed' | 'repeatable read' | 'serializable' }): Promise<T>;
+  /**
+   * Runs `fn` in one transaction on one connection; rolls back if it throws.
+   * `waitForFlush: false` commits without waiting for the WAL flush (only for
+   * work a later synchronous commit makes durable, or that may be lost).
+   */
+  transaction<T>(fn: (tx: Queryable) => Promise<T>, opts?: { isolation?: 'read committed' | 'repeatable read' | 'serializable'; waitForFlush?: boolean }): Promise<T>;
   /** Subscribes to a NOTIFY channel; the returned function stops listening. */
   listen(channel: string, onPayload: (payload: string) => void): Promise<() => Promise<void>>;
   close(): Promise<void>;
@@ -41,11 +45,13 @@ export function openDb(url: string, opts: { max?: number; applicationName?: stri
       const res = await pool.query({ text, values: params as unknown[] | undefined, ...(o?.name ? { name: o.name } : {}) });
       return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
     },
-    async transaction<T>(fn: (tx: Queryable) => Promise<T>, o?: { isolation?: string }) {
+    async transaction<T>(fn: (tx: Queryable) => Promise<T>, o?: { isolation?: string; waitForFlush?: boolean }) {
       const client = await pool.connect();
       let broken = false;
       try {
-        await client.query(o?.isolation ? `BEGIN ISOLATION LEVEL ${o.isolation.toUpperCase()}` : 'BEGIN');
+        const begin = o?.isolation ? `BEGIN ISOLATION LEVEL ${o.isolation.toUpperCase()}` : 'BEGIN';
+        // One round trip: the setting is local to this transaction.
+        await client.query(o?.waitForFlush === false ? `${begin}; SET LOCAL synchronous_commit = off` : begin);
         const tx: Queryable = {
           async query<R extends Row = Row>(text: string, params?: readonly unknown[], q?: { name?: string }) {
             const res = await client.query({ text, values: params as unknown[] | undefined, ...(q?.name ? { name: q.name } : {}) });

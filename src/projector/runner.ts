@@ -10,11 +10,11 @@ import { type BatchOptions, liveTables, type Projection, shadowTables, type Tabl
 // past events it ignores, and on a real failure stops with the position and
 // the error recorded (shown by `projections status`), never skipping silently.
 
-const REBUILD_PAGE = 10_000;
+const REBUILD_PAGE = 5_000;
 /** Connections a rebuild's bulk phase applies on at once, for a projection with partitions. */
 const REBUILD_LANES = 2;
 /** Pages a rebuild reads ahead of the slowest lane. */
-const REBUILD_AHEAD = 1;
+const REBUILD_AHEAD = 2;
 /** How often a follower's position over ignored events is written down. */
 export const CHECKPOINT_FLUSH_MS = 200;
 
@@ -256,11 +256,7 @@ export async function rebuildProjection(db: Db, store: EventStore, p: Projection
   const laneTail: Promise<void>[] = Array.from({ length: lanes }, () => Promise.resolve());
   const pageDone: Promise<void>[] = [];
   let failed: unknown;
-  const applyPart = (part: readonly RecordedEvent[]) =>
-    db.transaction(async (tx) => {
-      await tx.query('SET LOCAL synchronous_commit = off');
-      await applyBatch(tx, p, part, shadow, { fresh: true });
-    });
+  const applyPart = (part: readonly RecordedEvent[]) => db.transaction((tx) => applyBatch(tx, p, part, shadow, { fresh: true }), { waitForFlush: false });
   let next = store.readAll({ after: pos, maxCount: pageSize });
   for (;;) {
     const page = await next;
