@@ -57,16 +57,17 @@ export async function applyBatch(tx: Queryable, p: Projection, events: readonly 
 }
 
 /**
- * The same for a batch inside the append transaction (inline followers): no
- * savepoint, since a failure there rolls the whole transaction back and the
- * batch is written again without inline followers, whose runners then apply
- * it with the fallback above.
+ * The same without a savepoint, where a failure rolls the whole transaction
+ * back and the caller applies the batch again another way: inside the append
+ * transaction (inline followers: the batch is written again without them,
+ * and their runners apply it with the fallback above), and a rebuild's bulk
+ * phase (the part is applied again one by one).
  */
-export async function applyInline(tx: Queryable, p: Projection, events: readonly RecordedEvent[], t: TableNames): Promise<void> {
+export async function applyInline(tx: Queryable, p: Projection, events: readonly RecordedEvent[], t: TableNames, opts: BatchOptions = {}): Promise<void> {
   const handled = events.filter((e) => p.eventTypes.has(e.type));
   if (handled.length === 0) return;
   if (!p.applyBatch || handled.length === 1) return applyEach(tx, p, handled, t);
-  await p.applyBatch(tx, handled, t);
+  await p.applyBatch(tx, handled, t, opts);
 }
 
 class ApplyError extends Error {
@@ -256,7 +257,12 @@ export async function rebuildProjection(db: Db, store: EventStore, p: Projection
   const laneTail: Promise<void>[] = Array.from({ length: lanes }, () => Promise.resolve());
   const pageDone: Promise<void>[] = [];
   let failed: unknown;
-  const applyPart = (part: readonly RecordedEvent[]) => db.transaction((tx) => applyBatch(tx, p, part, shadow, { fresh: true }), { waitForFlush: false });
+  // Set-based and fresh in one transaction without a savepoint; if that fails,
+  // the part is applied again one by one, with the guards, in a new one.
+  const applyPart = (part: readonly RecordedEvent[]) =>
+    db
+      .transaction((tx) => applyInline(tx, p, part, shadow, { fresh: true }), { waitForFlush: false })
+      .catch(() => db.transaction((tx) => applyEach(tx, p, part.filter((e) => p.eventTypes.has(e.type)), shadow), { waitForFlush: false }));
   let next = store.readAll({ after: pos, maxCount: pageSize });
   for (;;) {
     const page = await next;
