@@ -16,6 +16,22 @@ export function randomString(length: number): string {
   return s;
 }
 
+// Resource ids are not secrets (keys and tokens use randomString): they draw
+// from a pool of random bytes refilled a few kilobytes at a time, rather than
+// asking the system for 32 bytes per id.
+const POOL_BYTES = 4096;
+let pool = Buffer.alloc(0);
+let offset = 0;
+
 export function newId(prefix: string, length = 16): string {
-  return `${prefix}_${randomString(length)}`;
+  let s = '';
+  while (s.length < length) {
+    if (offset >= pool.length) {
+      pool = randomBytes(POOL_BYTES);
+      offset = 0;
+    }
+    const b = pool[offset++]!;
+    if (b < 248) s += ALPHABET[b % 62]; // 248 = 4 * 62
+  }
+  return `${prefix}_${s}`;
 }
