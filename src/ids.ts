@@ -23,15 +23,30 @@ const POOL_BYTES = 4096;
 let pool = Buffer.alloc(0);
 let offset = 0;
 
+function pooledByte(): number {
+  if (offset >= pool.length) {
+    pool = randomBytes(POOL_BYTES);
+    offset = 0;
+  }
+  return pool[offset++]!;
+}
+
 export function newId(prefix: string, length = 16): string {
   let s = '';
   while (s.length < length) {
-    if (offset >= pool.length) {
-      pool = randomBytes(POOL_BYTES);
-      offset = 0;
-    }
-    const b = pool[offset++]!;
+    const b = pooledByte();
     if (b < 248) s += ALPHABET[b % 62]; // 248 = 4 * 62
   }
   return `${prefix}_${s}`;
+}
+
+/** `n` random bytes as hex from the same pool (salts: unpredictable, never a credential). */
+export function pooledHex(n: number): string {
+  if (n > POOL_BYTES) return randomBytes(n).toString('hex');
+  if (pool.length - offset < n) {
+    pool = randomBytes(POOL_BYTES);
+    offset = 0;
+  }
+  offset += n;
+  return pool.toString('hex', offset - n, offset);
 }

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { pooledHex } from '../ids.ts';
 import type { RecordedEvent } from '../eventstore/port.ts';
 import { canonicalize, hmacSha256, sha256 } from './hash.ts';
 
@@ -89,7 +89,7 @@ export function occurredAt(e: RecordedEvent): string {
   return typeof e.metadata.occurred_at === 'string' ? e.metadata.occurred_at : e.recordedAt;
 }
 
-export function buildEntry(source: RecordedEvent, sequence: number, prevHash: string, saltHex: string = randomBytes(16).toString('hex')): AuditEntry {
+export function buildEntry(source: RecordedEvent, sequence: number, prevHash: string, saltHex: string = pooledHex(16)): AuditEntry {
   const payload = source.data;
   const envelope: Envelope = {
     v: 1,

@@ -66,20 +66,24 @@ CREATE TABLE IF NOT EXISTS es_events (
 );
 
 DROP FUNCTION IF EXISTS es_append(text[], bigint[], int[], uuid[], text[], json[], json[]);
+DROP FUNCTION IF EXISTS es_append(text[], bigint[], int[], int[], int[], uuid[], text[], json[], json[]);
 
 -- Appends a batch in a constant number of statements, whatever its size.
 -- Per append: stream, expected revision (>= 0 exact, -1 no_stream, -2 stream_exists,
 -- -3 any) and event count. Per event (flattened, in order): the 1-based index of its
--- append, its 1-based index within that append, id, type, data, metadata.
+-- append, its 1-based index within that append, id, type; data and metadata come as
+-- two JSON arrays in the same order (their elements' text is kept exactly).
 -- Returns one row per append, in order: ok, the actual revision (-1: no stream), and
 -- for an accepted append its last revision and last position.
 CREATE OR REPLACE FUNCTION es_append(
   p_streams text[], p_expected bigint[], p_counts int[],
   p_event_append int[], p_event_k int[],
-  p_ids uuid[], p_types text[], p_data json[], p_metadata json[]
+  p_ids uuid[], p_types text[], p_data json, p_metadata json
 ) RETURNS TABLE (ok boolean, actual bigint, last_revision bigint, last_position bigint)
 LANGUAGE plpgsql AS $fn$
 DECLARE
+  datas json[] := ARRAY(SELECT x.d FROM json_array_elements(p_data) WITH ORDINALITY AS x(d, o) ORDER BY x.o);
+  metas json[] := ARRAY(SELECT x.m FROM json_array_elements(p_metadata) WITH ORDINALITY AS x(m, o) ORDER BY x.o);
   head bigint;
   start_head bigint;
   names text[];
@@ -131,7 +135,7 @@ BEGIN
   IF head <> start_head THEN
     INSERT INTO es_events (position, event_id, stream_name, stream_revision, event_type, data, metadata)
     SELECT a.base_pos + e.k, e.id, a.stream, a.base_rev + e.k, e.type, e.data, e.metadata
-    FROM unnest(p_event_append, p_event_k, p_ids, p_types, p_data, p_metadata) AS e(app, k, id, type, data, metadata)
+    FROM unnest(p_event_append, p_event_k, p_ids, p_types, datas, metas) AS e(app, k, id, type, data, metadata)
     JOIN unnest(p_streams, oks, base_revs, base_pos) WITH ORDINALITY AS a(stream, ok, base_rev, base_pos, ai) ON a.ai = e.app
     WHERE a.ok
     ORDER BY 1;
@@ -395,6 +399,8 @@ export class PostgresEventStore implements EventStore {
     const eventK: number[] = [];
     const ids: string[] = [];
     const types: string[] = [];
+    // Data and metadata are checked JSON texts: joined into two JSON arrays, with
+    // no array-literal escaping on either side.
     const data: string[] = [];
     const metadata: string[] = [];
     batch.forEach((p, ai) => {
@@ -410,11 +416,11 @@ export class PostgresEventStore implements EventStore {
         metadata.push(e.metadata);
       });
     });
-    return [streams, expected, counts, eventAppend, eventK, ids, types, data, metadata];
+    return [streams, expected, counts, eventAppend, eventK, ids, types, `[${data.join(',')}]`, `[${metadata.join(',')}]`];
   }
 
   private static readonly APPEND_SQL =
-    'SELECT ok, actual, last_revision, last_position, now() AS at FROM es_append($1::text[], $2::bigint[], $3::int[], $4::int[], $5::int[], $6::uuid[], $7::text[], $8::json[], $9::json[])';
+    'SELECT ok, actual, last_revision, last_position, now() AS at FROM es_append($1::text[], $2::bigint[], $3::int[], $4::int[], $5::int[], $6::uuid[], $7::text[], $8::json, $9::json)';
 
   /** The events of an accepted append as readers will see them (positions of one append are consecutive). */
   private static recorded(p: { stream: string; events: readonly CheckedEvent[] }, r: AppendRow): RecordedEvent[] {
@@ -443,7 +449,7 @@ export class PostgresEventStore implements EventStore {
     const params = PostgresEventStore.encode(batch);
     const inline = useInline ? this.inline : undefined;
     if (!inline) {
-      rows = (await this.db.query<AppendRow>(PostgresEventStore.APPEND_SQL, params, { name: 'es_append_v3' })).rows;
+      rows = (await this.db.query<AppendRow>(PostgresEventStore.APPEND_SQL, params, { name: 'es_append_v4' })).rows;
       if (rows.length !== batch.length) throw new Error(`es_append answered ${rows.length} rows for ${batch.length} appends`);
     } else {
       // Inline followers: the read models and the audit chain advance in the
@@ -451,7 +457,7 @@ export class PostgresEventStore implements EventStore {
       let followersFailed = false;
       try {
         rows = await this.db.transaction(async (tx) => {
-          const rs = (await tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, params, { name: 'es_append_v3' })).rows;
+          const rs = (await tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, params, { name: 'es_append_v4' })).rows;
           if (rs.length !== batch.length) throw new Error(`es_append answered ${rs.length} rows for ${batch.length} appends`);
           const events: RecordedEvent[] = [];
           let before: bigint | undefined;
@@ -534,7 +540,7 @@ export class PostgresEventStore implements EventStore {
       query: (text, params, opts) => tx.query(text, params, opts),
       append: async (appends) => {
         const items = appends.map((a) => ({ stream: a.stream, expected: a.expectedRevision, events: checkAppend(a.stream, a.events, a.expectedRevision, randomUUID) }));
-        const { rows } = await tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, PostgresEventStore.encode(items), { name: 'es_append_v3' });
+        const { rows } = await tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, PostgresEventStore.encode(items), { name: 'es_append_v4' });
         return items.map((p, i) => {
           const r = rows[i]!;
           if (r.ok) {

@@ -14,6 +14,8 @@ export async function* batches(store: EventStore, after: Position, signal: Abort
   const local = new AbortController();
   const onAbort = () => local.abort();
   signal.addEventListener('abort', onAbort, { once: true });
+  // One listener for the whole subscription (not one per wait): an abort wakes a waiting consumer.
+  local.signal.addEventListener('abort', () => wake?.(), { once: true });
   const pump = (async () => {
     try {
       for await (const item of store.subscribeToAll({ after, signal: local.signal })) {
@@ -33,15 +35,8 @@ export async function* batches(store: EventStore, after: Position, signal: Abort
   try {
     while (!signal.aborted) {
       if (buffer.length === 0) {
-        if (ended) break;
-        await new Promise<void>((r) => {
-          const done = () => {
-            local.signal.removeEventListener('abort', done);
-            r();
-          };
-          wake = done;
-          local.signal.addEventListener('abort', done, { once: true });
-        });
+        if (ended || local.signal.aborted) break;
+        await new Promise<void>((r) => (wake = r));
         wake = undefined;
         continue;
       }
