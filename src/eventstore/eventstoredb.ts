@@ -22,7 +22,9 @@ import {
 } from '@eventstore/db-client';
 import { ESDB_RETRY_ATTEMPTS, ESDB_RETRY_BASE_MS, ESDB_RETRY_MAX_MS, READ_PAGE_DEFAULT, READ_PAGE_MAX } from '../limits.ts';
 import {
+  type AppendOptions,
   type AppendResult,
+  GuardFailed,
   checkAppend,
   checkStreamName,
   type EventMetadata,
@@ -283,9 +285,20 @@ export class EventStoreDbStore implements EventStore {
     }
   }
 
-  async appendToStream(stream: string, events: readonly NewEvent[], opts: { expectedRevision?: ExpectedRevision } = {}): Promise<AppendResult> {
+  async appendToStream(stream: string, events: readonly NewEvent[], opts: AppendOptions = {}): Promise<AppendResult> {
     const expected = opts.expectedRevision ?? 'any';
     const checked = checkAppend(stream, events, expected, randomUUID);
+    if (opts.guard) {
+      // No multi-stream condition here: the guard stream is read just before the append.
+      // As on Postgres, the append's own expectation is reported first.
+      const lastOf = async (s: string) => (await this.readStream(s, { direction: 'backwards', maxCount: 1 }))[0]?.revision ?? ('no_stream' as const);
+      const actual = await lastOf(opts.guard.stream);
+      if (actual !== opts.guard.revision) {
+        const own = await lastOf(stream);
+        const held = expected === 'any' || (expected === 'no_stream' ? own === 'no_stream' : expected === 'stream_exists' ? own !== 'no_stream' : own === expected);
+        throw held ? new GuardFailed(opts.guard, actual) : new WrongExpectedRevision(stream, expected, own);
+      }
+    }
     const payload = checked.map((e) => jsonEvent({ id: e.id, type: e.type, data: e.dataValue, metadata: e.metadataValue }));
     // Event ids are fixed before the first attempt, so a retry after a lost
     // answer is recognised by the server as the same write (idempotent append).

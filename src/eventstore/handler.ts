@@ -1,7 +1,7 @@
 import { type DomainEvent, parseEvent } from '../../events/index.ts';
 import type { Actor, EventMeta } from '../../events/common.ts';
 import { STATE_CACHE_MAX_STREAMS } from '../limits.ts';
-import { type EventStore, type ExpectedRevision, type NewEvent, type Position, WrongExpectedRevision } from './port.ts';
+import { type AppendGuard, type EventStore, type ExpectedRevision, type NewEvent, type Position, WrongExpectedRevision } from './port.ts';
 import { eventsAppended } from '../metrics.ts';
 
 // The command handler: load the stream, fold it with `evolve`, `decide`, append
@@ -59,6 +59,12 @@ export type HandleOptions<State = unknown> = {
   expectedRevision?: ExpectedRevision;
   /** Queue behind other commands on the same stream in this process instead of racing them. */
   serialize?: boolean;
+  /**
+   * Append only while another stream stands at this revision (the state the
+   * caller decided on); otherwise GuardFailed reaches the caller, which decides
+   * again on a fresh read of that stream.
+   */
+  guard?: AppendGuard;
 };
 
 // Commands that ask to be serialized queue per stream: N concurrent spends on
@@ -95,6 +101,7 @@ export function eventMeta(ctx: CommandContext, at: string): EventMeta {
   };
 }
 
+/** A folded state and the revision it folds up to; -1 when the stream did not exist (the initial state). */
 type Folded = { state: unknown; revision: bigint };
 
 // Folded states by store and decider, keyed by stream, each with the revision
@@ -117,25 +124,25 @@ function cacheOf(store: EventStore, decider: object): Map<string, Folded> {
 }
 
 function remember(cache: Map<string, Folded>, stream: string, state: unknown, revision: bigint | null): void {
-  if (revision === null) return;
+  const r = revision ?? -1n;
   const cur = cache.get(stream);
-  if (cur && cur.revision >= revision) return;
+  if (cur && cur.revision >= r) return;
   cache.delete(stream);
-  cache.set(stream, { state, revision });
+  cache.set(stream, { state, revision: r });
   if (cache.size > STATE_CACHE_MAX_STREAMS) cache.delete(cache.keys().next().value!);
 }
 
 /** The cached folded state of a stream, without reading (undefined when this process has none). */
-function cachedState<State>(store: EventStore, stream: string, decider: object): { state: State; revision: bigint } | undefined {
+export function cachedState<State>(store: EventStore, stream: string, decider: object): { state: State; revision: bigint | null } | undefined {
   const hit = cacheOf(store, decider).get(stream);
-  return hit ? { state: hit.state as State, revision: hit.revision } : undefined;
+  return hit ? { state: hit.state as State, revision: hit.revision < 0n ? null : hit.revision } : undefined;
 }
 
 export async function loadState<State>(store: EventStore, stream: string, decider: Pick<Decider<State, unknown>, 'initialState' | 'evolve'>) {
   const cache = cacheOf(store, decider);
   const hit = cache.get(stream);
   let state = hit ? (hit.state as State) : decider.initialState();
-  let revision: bigint | null = hit ? hit.revision : null;
+  let revision: bigint | null = hit && hit.revision >= 0n ? hit.revision : null;
   let from = revision === null ? 0n : revision + 1n;
   for (;;) {
     const page = await store.readStream(stream, { fromRevision: from, maxCount: 1000 });
@@ -220,7 +227,7 @@ async function decideAndAppend<State, Command>(
     }));
     const expected: ExpectedRevision = opts.expectedRevision ?? (revision === null ? 'no_stream' : revision);
     try {
-      const res = await store.appendToStream(stream, newEvents, { expectedRevision: expected });
+      const res = await store.appendToStream(stream, newEvents, { expectedRevision: expected, ...(opts.guard ? { guard: opts.guard } : {}) });
       for (const e of produced) eventsAppended.inc({ type: e.type });
       let next = state;
       for (const e of produced) next = decider.evolve(next, e);

@@ -81,9 +81,23 @@ export type SubscribeOptions = {
   signal?: AbortSignal;
 };
 
+/**
+ * A condition on another stream an append is accepted under: that stream
+ * stands exactly at `revision` ('no_stream': it does not exist). The append
+ * does not write to it. A mismatch throws GuardFailed and writes nothing.
+ */
+export type AppendGuard = { stream: string; revision: bigint | 'no_stream' };
+
+export type AppendOptions = { expectedRevision?: ExpectedRevision; guard?: AppendGuard };
+
 export interface EventStore {
   readonly kind: 'postgres' | 'eventstoredb';
-  appendToStream(stream: string, events: readonly NewEvent[], opts?: { expectedRevision?: ExpectedRevision }): Promise<AppendResult>;
+  /**
+   * A guard is checked in the append's own transaction on Postgres; EventStoreDB
+   * has no multi-stream condition, so its adapter reads the guard stream just
+   * before appending (a change acknowledged before the append started is seen).
+   */
+  appendToStream(stream: string, events: readonly NewEvent[], opts?: AppendOptions): Promise<AppendResult>;
   /** Events of one stream; a stream that does not exist reads empty. */
   readStream(stream: string, opts?: ReadStreamOptions): Promise<RecordedEvent[]>;
   readAll(opts?: ReadAllOptions): Promise<RecordedEvent[]>;
@@ -99,7 +113,7 @@ export interface EventStore {
 
 export class EventStoreError extends Error {
   constructor(
-    readonly code: 'wrong_expected_revision' | 'invalid_stream_name' | 'invalid_event' | 'duplicate_event_id' | 'store_unavailable',
+    readonly code: 'wrong_expected_revision' | 'guard_failed' | 'invalid_stream_name' | 'invalid_event' | 'duplicate_event_id' | 'store_unavailable',
     message: string,
   ) {
     super(message);
@@ -114,6 +128,17 @@ export class WrongExpectedRevision extends EventStoreError {
     readonly actual: ActualRevision,
   ) {
     super('wrong_expected_revision', `stream ${stream}: expected revision ${String(expected)}, actual ${String(actual)}`);
+  }
+}
+
+/** The guard stream of an append (AppendGuard) was not at the revision it was decided on. */
+export class GuardFailed extends EventStoreError {
+  override name = 'GuardFailed';
+  constructor(
+    readonly guard: AppendGuard,
+    readonly actual: ActualRevision,
+  ) {
+    super('guard_failed', `guard stream ${guard.stream}: expected revision ${String(guard.revision)}, actual ${String(actual)}`);
   }
 }
 

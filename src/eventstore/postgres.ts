@@ -2,6 +2,8 @@ import { randomUUID } from 'node:crypto';
 import type { Db, Queryable } from '../postgres/db.ts';
 import { GROUP_COMMIT_MAX_APPENDS, GROUP_COMMIT_MAX_EVENTS, READ_PAGE_DEFAULT, READ_PAGE_MAX, SUBSCRIPTION_POLL_MS, SUBSCRIPTION_RETRY_MS } from '../limits.ts';
 import {
+  type AppendGuard,
+  type AppendOptions,
   type AppendResult,
   type CheckedEvent,
   checkAppend,
@@ -11,6 +13,7 @@ import {
   type EventStore,
   EventStoreError,
   type ExpectedRevision,
+  GuardFailed,
   type JsonObject,
   type NewEvent,
   type Position,
@@ -67,21 +70,29 @@ CREATE TABLE IF NOT EXISTS es_events (
 
 DROP FUNCTION IF EXISTS es_append(text[], bigint[], int[], uuid[], text[], json[], json[]);
 DROP FUNCTION IF EXISTS es_append(text[], bigint[], int[], int[], int[], uuid[], text[], json[], json[]);
+DROP FUNCTION IF EXISTS es_append(text[], bigint[], int[], int[], int[], uuid[], text[], json, json);
 
 -- Appends a batch in a constant number of statements, whatever its size.
 -- Per append: stream, expected revision (>= 0 exact, -1 no_stream, -2 stream_exists,
 -- -3 any) and event count. Per event (flattened, in order): the 1-based index of its
 -- append, its 1-based index within that append, id, type; data and metadata come as
 -- two JSON arrays in the same order (their elements' text is kept exactly).
--- Returns one row per append, in order: ok, the actual revision (-1: no stream), and
--- for an accepted append its last revision and last position.
+-- Per append, optionally, a guard: another stream (NULL: none) that must stand at
+-- exactly a revision (-1: must not exist), as of this append's place in the batch.
+-- Returns one row per append, in order: ok, the actual revision (-1: no stream),
+-- whether its guard held, and for an accepted append its last revision and position.
 CREATE OR REPLACE FUNCTION es_append(
   p_streams text[], p_expected bigint[], p_counts int[],
   p_event_append int[], p_event_k int[],
-  p_ids uuid[], p_types text[], p_data json, p_metadata json
-) RETURNS TABLE (ok boolean, actual bigint, last_revision bigint, last_position bigint)
+  p_ids uuid[], p_types text[], p_data json, p_metadata json,
+  p_guard_streams text[], p_guard_expected bigint[]
+) RETURNS TABLE (ok boolean, actual bigint, guard_actual bigint, last_revision bigint, last_position bigint)
 LANGUAGE plpgsql AS $fn$
 DECLARE
+  g int;
+  guard_cur bigint;
+  guard_ok boolean;
+  guard_actuals bigint[] := '{}';
   datas json[] := ARRAY(SELECT x.d FROM json_array_elements(p_data) WITH ORDINALITY AS x(d, o) ORDER BY x.o);
   metas json[] := ARRAY(SELECT x.m FROM json_array_elements(p_metadata) WITH ORDINALITY AS x(m, o) ORDER BY x.o);
   head bigint;
@@ -105,14 +116,22 @@ BEGIN
   start_head := head;
 
   SELECT coalesce(array_agg(s.name), '{}'), coalesce(array_agg(coalesce(m.rev, -1)), '{}') INTO names, revs
-  FROM (SELECT DISTINCT unnest(p_streams) AS name) s
+  FROM (SELECT DISTINCT x AS name FROM unnest(p_streams || p_guard_streams) AS x WHERE x IS NOT NULL) s
   LEFT JOIN LATERAL (SELECT max(e.stream_revision) AS rev FROM es_events e WHERE e.stream_name = s.name) m ON true;
 
   FOR i IN 1 .. n LOOP
     j := array_position(names, p_streams[i]);
     cur := revs[j];
     exp := p_expected[i];
-    IF exp = -3 OR (exp = -1 AND cur = -1) OR (exp = -2 AND cur <> -1) OR (exp >= 0 AND cur = exp) THEN
+    guard_ok := true;
+    guard_actuals[i] := NULL;
+    IF p_guard_streams[i] IS NOT NULL THEN
+      g := array_position(names, p_guard_streams[i]);
+      guard_cur := revs[g];
+      guard_actuals[i] := guard_cur;
+      guard_ok := guard_cur = p_guard_expected[i];
+    END IF;
+    IF guard_ok AND (exp = -3 OR (exp = -1 AND cur = -1) OR (exp = -2 AND cur <> -1) OR (exp >= 0 AND cur = exp)) THEN
       oks[i] := true;
       base_revs[i] := cur;
       base_pos[i] := head;
@@ -143,7 +162,7 @@ BEGIN
     PERFORM pg_notify('${NOTIFY_CHANNEL}', head::text);
   END IF;
 
-  RETURN QUERY SELECT * FROM unnest(oks, actuals, last_revs, last_pos);
+  RETURN QUERY SELECT * FROM unnest(oks, actuals, guard_actuals, last_revs, last_pos);
 END
 $fn$;
 `;
@@ -161,6 +180,7 @@ export function parsePosition(p: Position | undefined): bigint {
 type Pending = {
   stream: string;
   expected: ExpectedRevision;
+  guard?: AppendGuard | undefined;
   events: CheckedEvent[];
   resolve: (r: AppendResult) => void;
   reject: (e: unknown) => void;
@@ -189,7 +209,7 @@ export type InlineTx = Queryable & {
 export type InlineOutcome = { committed?: () => void; rolledBack?: () => void };
 export type InlineFollower = (tx: InlineTx, before: Position, events: RecordedEvent[]) => Promise<InlineOutcome | void>;
 
-type AppendRow = { ok: boolean; actual: string; last_revision: string | null; last_position: string | null; at: Date };
+type AppendRow = { ok: boolean; actual: string; guard_actual: string | null; last_revision: string | null; last_position: string | null; at: Date };
 
 type EventRow = {
   position: string;
@@ -314,17 +334,19 @@ export class PostgresEventStore implements EventStore {
     return store;
   }
 
-  appendToStream(stream: string, events: readonly NewEvent[], opts: { expectedRevision?: ExpectedRevision } = {}): Promise<AppendResult> {
+  appendToStream(stream: string, events: readonly NewEvent[], opts: AppendOptions = {}): Promise<AppendResult> {
     const expected = opts.expectedRevision ?? 'any';
     let checked: CheckedEvent[];
+    const guard = opts.guard;
     try {
       checked = checkAppend(stream, events, expected, randomUUID);
+      if (guard) checkStreamName(guard.stream);
     } catch (err) {
       return Promise.reject(err);
     }
     if (this.closed) return Promise.reject(new EventStoreError('store_unavailable', 'event store is closed'));
     return new Promise((resolve, reject) => {
-      this.queue.push({ stream, expected, events: checked, resolve, reject });
+      this.queue.push({ stream, expected, guard, events: checked, resolve, reject });
       if (!this.draining) {
         // Start on a microtask: appends made in the same tick (a burst while
         // the store was idle) go in the first batch together, not one alone.
@@ -391,7 +413,9 @@ export class PostgresEventStore implements EventStore {
   /** Called when an inline follower failed (its work was rolled back; the appends stand). */
   onInlineError: ((err: unknown) => void) | undefined;
 
-  private static encode(batch: ReadonlyArray<{ stream: string; expected: ExpectedRevision; events: readonly CheckedEvent[] }>): unknown[] {
+  private static encode(batch: ReadonlyArray<{ stream: string; expected: ExpectedRevision; guard?: AppendGuard | undefined; events: readonly CheckedEvent[] }>): unknown[] {
+    const guardStreams: (string | null)[] = [];
+    const guardExpected: (string | null)[] = [];
     const streams: string[] = [];
     const expected: string[] = [];
     const counts: number[] = [];
@@ -407,6 +431,8 @@ export class PostgresEventStore implements EventStore {
       streams.push(p.stream);
       expected.push((typeof p.expected === 'bigint' ? p.expected : SENTINEL[p.expected]).toString());
       counts.push(p.events.length);
+      guardStreams.push(p.guard?.stream ?? null);
+      guardExpected.push(p.guard ? (p.guard.revision === 'no_stream' ? '-1' : p.guard.revision.toString()) : null);
       p.events.forEach((e, k) => {
         eventAppend.push(ai + 1);
         eventK.push(k + 1);
@@ -416,11 +442,22 @@ export class PostgresEventStore implements EventStore {
         metadata.push(e.metadata);
       });
     });
-    return [streams, expected, counts, eventAppend, eventK, ids, types, `[${data.join(',')}]`, `[${metadata.join(',')}]`];
+    return [streams, expected, counts, eventAppend, eventK, ids, types, `[${data.join(',')}]`, `[${metadata.join(',')}]`, guardStreams, guardExpected];
   }
 
   private static readonly APPEND_SQL =
-    'SELECT ok, actual, last_revision, last_position, now() AS at FROM es_append($1::text[], $2::bigint[], $3::int[], $4::int[], $5::int[], $6::uuid[], $7::text[], $8::json, $9::json)';
+    'SELECT ok, actual, guard_actual, last_revision, last_position, now() AS at FROM es_append($1::text[], $2::bigint[], $3::int[], $4::int[], $5::int[], $6::uuid[], $7::text[], $8::json, $9::json, $10::text[], $11::bigint[])';
+
+  /** Why an append was refused: its own stream moved (checked first), else its guard stream. */
+  private static refusal(p: { stream: string; expected: ExpectedRevision; guard?: AppendGuard | undefined }, r: AppendRow): EventStoreError {
+    const actual = BigInt(r.actual);
+    const ownHeld = p.expected === 'any' || (p.expected === 'no_stream' ? actual < 0n : p.expected === 'stream_exists' ? actual >= 0n : actual === p.expected);
+    if (ownHeld && p.guard && r.guard_actual !== null) {
+      const g = BigInt(r.guard_actual);
+      return new GuardFailed(p.guard, g < 0n ? 'no_stream' : g);
+    }
+    return new WrongExpectedRevision(p.stream, p.expected, actual < 0n ? 'no_stream' : actual);
+  }
 
   /** The events of an accepted append as readers will see them (positions of one append are consecutive). */
   private static recorded(p: { stream: string; events: readonly CheckedEvent[] }, r: AppendRow): RecordedEvent[] {
@@ -449,7 +486,7 @@ export class PostgresEventStore implements EventStore {
     const params = PostgresEventStore.encode(batch);
     const inline = useInline ? this.inline : undefined;
     if (!inline) {
-      rows = (await this.db.query<AppendRow>(PostgresEventStore.APPEND_SQL, params, { name: 'es_append_v4' })).rows;
+      rows = (await this.db.query<AppendRow>(PostgresEventStore.APPEND_SQL, params, { name: 'es_append_v5' })).rows;
       if (rows.length !== batch.length) throw new Error(`es_append answered ${rows.length} rows for ${batch.length} appends`);
     } else {
       // Inline followers: the read models and the audit chain advance in the
@@ -457,7 +494,7 @@ export class PostgresEventStore implements EventStore {
       let followersFailed = false;
       try {
         rows = await this.db.transaction(async (tx) => {
-          const rs = (await tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, params, { name: 'es_append_v4' })).rows;
+          const rs = (await tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, params, { name: 'es_append_v5' })).rows;
           if (rs.length !== batch.length) throw new Error(`es_append answered ${rs.length} rows for ${batch.length} appends`);
           const events: RecordedEvent[] = [];
           let before: bigint | undefined;
@@ -506,8 +543,7 @@ export class PostgresEventStore implements EventStore {
         moved = true;
         p.resolve({ nextExpectedRevision: BigInt(r.last_revision!), lastPosition: formatPosition(BigInt(r.last_position!)) });
       } else {
-        const actual = BigInt(r.actual);
-        p.reject(new WrongExpectedRevision(p.stream, p.expected, actual < 0n ? 'no_stream' : actual));
+        p.reject(PostgresEventStore.refusal(p, r));
       }
     });
     hook.after?.committed?.();
@@ -540,7 +576,7 @@ export class PostgresEventStore implements EventStore {
       query: (text, params, opts) => tx.query(text, params, opts),
       append: async (appends) => {
         const items = appends.map((a) => ({ stream: a.stream, expected: a.expectedRevision, events: checkAppend(a.stream, a.events, a.expectedRevision, randomUUID) }));
-        const { rows } = await tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, PostgresEventStore.encode(items), { name: 'es_append_v4' });
+        const { rows } = await tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, PostgresEventStore.encode(items), { name: 'es_append_v5' });
         return items.map((p, i) => {
           const r = rows[i]!;
           if (r.ok) {

@@ -5,6 +5,7 @@ import { consumerDecider, consumerStream, ownConsumer } from '../../commands/con
 import { effectiveStatus, type Mandate, mandateDecider, mandateStream, type MandateState, SPEND_CODES, type SpendCode } from '../../commands/mandate.ts';
 import { Currency } from '../../events/mandate.ts';
 import { loadState, Rejection } from '../eventstore/handler.ts';
+import { type AppendGuard, GuardFailed } from '../eventstore/port.ts';
 import { ApiError } from './errors.ts';
 import { newId } from './ids.ts';
 import { defineRoute, type AppDeps, type Ctx } from './route.ts';
@@ -152,33 +153,46 @@ type SpendRun = Pick<MCtx, 'run' | 'deps'> & { tenant: { orgId: string; projectI
  */
 async function spend(c: SpendRun, mandateId: string, body: z.infer<typeof SpendBody>, channel: 'api' | 'card', approvedBy: string | null = null) {
   const agentId = await mandateAgent(c.deps, c.tenant, mandateId);
-  let release = async () => {};
-  if (agentId) {
-    const toolInput = { mandate_id: mandateId, amount_minor: body.amount_minor, currency: body.currency, merchant: body.merchant, description: body.description ?? null, channel };
-    const outcome = await new PolicyEngine(c.deps.store, c.deps.now).evaluate(
-      { orgId: c.tenant.orgId, projectId: c.tenant.projectId, agentId, toolName: 'mandate.spend', toolInput, amountMinor: BigInt(body.amount_minor), currency: body.currency, approvedBy },
-      c.run,
-    );
-    if (outcome.decision !== 'allowed') throw policyDenied(outcome.body);
-    release = outcome.release;
-  }
-  try {
-    const r = await c.run(
-      mandateDecider,
-      mandateStream(mandateId),
-      {
-        type: 'spend',
-        tenant: c.tenant,
-        spend: { transactionId: newId('txn'), channel, amount: BigInt(body.amount_minor), currency: body.currency, merchant: body.merchant, description: body.description ?? null },
-      },
-      { serialize: true, orgId: c.tenant.orgId, projectId: c.tenant.projectId },
-    );
-    return spendReply(r);
-  } catch (err) {
-    await release();
-    throw err;
+  // The policies are taken from this process's folded copy first, without a
+  // read; the spend is appended guarded by the policy stream's revision, so a
+  // change acknowledged anywhere before the append refuses it (nothing written),
+  // and the spend is evaluated again on a fresh read.
+  for (let attempt = 1; ; attempt++) {
+    let release = async () => {};
+    let guard: AppendGuard | undefined;
+    if (agentId) {
+      const toolInput = { mandate_id: mandateId, amount_minor: body.amount_minor, currency: body.currency, merchant: body.merchant, description: body.description ?? null, channel };
+      const outcome = await new PolicyEngine(c.deps.store, c.deps.now).evaluate(
+        { orgId: c.tenant.orgId, projectId: c.tenant.projectId, agentId, toolName: 'mandate.spend', toolInput, amountMinor: BigInt(body.amount_minor), currency: body.currency, approvedBy },
+        c.run,
+        { fromCache: attempt === 1 },
+      );
+      if (outcome.decision !== 'allowed') throw policyDenied(outcome.body);
+      release = outcome.release;
+      guard = outcome.guard;
+    }
+    try {
+      const r = await c.run(
+        mandateDecider,
+        mandateStream(mandateId),
+        {
+          type: 'spend',
+          tenant: c.tenant,
+          spend: { transactionId: newId('txn'), channel, amount: BigInt(body.amount_minor), currency: body.currency, merchant: body.merchant, description: body.description ?? null },
+        },
+        { serialize: true, orgId: c.tenant.orgId, projectId: c.tenant.projectId, ...(guard ? { guard } : {}) },
+      );
+      return spendReply(r);
+    } catch (err) {
+      await release();
+      if (!(err instanceof GuardFailed)) throw err;
+      if (attempt >= SPEND_POLICY_ATTEMPTS) throw new Rejection('concurrency_conflict', 'the policies kept changing; retry the request', { attempts: attempt });
+    }
   }
 }
+
+/** Evaluations of a spend's policies while they keep changing under it. */
+const SPEND_POLICY_ATTEMPTS = 5;
 
 // An approved `mandate.spend` runs the held spend with its verbatim input.
 registerApprovalExecutor('mandate.spend', async (a, deps, run) => {

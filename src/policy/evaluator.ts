@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { approvalDecider, approvalStream } from '../../commands/approval.ts';
-import { counterDecider, counterStream, decisionDecider, decisionStream, ordered, type Policy, policySetDecider, policiesStream } from '../../commands/policy.ts';
+import { counterDecider, counterStream, decisionDecider, decisionStream, ordered, type Policy, type PolicySet, policySetDecider, policiesStream } from '../../commands/policy.ts';
 import type { CommandResult, Decider, HandleOptions } from '../eventstore/handler.ts';
-import { loadState, Rejection } from '../eventstore/handler.ts';
-import type { EventStore } from '../eventstore/port.ts';
+import { cachedState, loadState, Rejection } from '../eventstore/handler.ts';
+import type { AppendGuard, EventStore } from '../eventstore/port.ts';
 import { newId } from '../ids.ts';
 import { CONFIG_SCHEMAS, matches, WEEKDAYS } from './config.ts';
 
@@ -44,7 +44,13 @@ export type PolicyCall = {
 export type Denial = { reason: string; ruleType: string; ruleId: string; approval_id?: string; expires_at?: string };
 
 export type PolicyOutcome =
-  | { decision: 'allowed'; ruleId: string | null; release(): Promise<void> }
+  | {
+      decision: 'allowed';
+      ruleId: string | null;
+      release(): Promise<void>;
+      /** The policy set this was decided on: append the guarded action under it (GuardFailed: the set moved, evaluate again). */
+      guard: AppendGuard;
+    }
   | { decision: 'denied' | 'approval_required'; body: Denial };
 
 type Held = { policyId: string; subject: string; reservationId: string };
@@ -85,13 +91,39 @@ export class PolicyEngine {
 
   /** The organization's policies in evaluation order, folded from its stream. */
   async policies(orgId: string): Promise<Policy[]> {
-    const { state } = await loadState(this.store, policiesStream(orgId), policySetDecider);
-    return ordered(state);
+    return (await this.policySet(orgId)).policies;
   }
 
-  async evaluate(call: PolicyCall, run: Run): Promise<PolicyOutcome> {
-    const rules = (await this.policies(call.orgId)).filter((p) => p.enabled && matches(p.agents, call.agentId) && matches(p.tools, call.toolName));
-    if (rules.length === 0) return { decision: 'allowed', ruleId: null, release: async () => {} };
+  /**
+   * The policies and the revision of the stream they fold up to. `fromCache`
+   * takes this process's folded copy when it has one, without reading: only
+   * for an action appended under the outcome's guard, which proves the copy
+   * current (or fails, and the caller evaluates again without the cache).
+   */
+  async policySet(orgId: string, fromCache = false): Promise<{ policies: Policy[]; guard: AppendGuard }> {
+    const stream = policiesStream(orgId);
+    const hit = fromCache ? cachedState<PolicySet>(this.store, stream, policySetDecider) : undefined;
+    const { state, revision } = hit ?? (await loadState(this.store, stream, policySetDecider));
+    return { policies: ordered(state), guard: { stream, revision: revision ?? 'no_stream' } };
+  }
+
+  /**
+   * `fromCache`: when this process's copy of the policies has no rule for the
+   * call, the call is allowed on it without a read (the caller appends under the
+   * returned guard). A copy with a matching rule is never acted on: rules consume
+   * counters, record decisions and request approvals, so they are evaluated on a
+   * fresh read, as without the option.
+   */
+  async evaluate(call: PolicyCall, run: Run, opts: { fromCache?: boolean } = {}): Promise<PolicyOutcome> {
+    const applicable = (set: { policies: Policy[] }) => set.policies.filter((p) => p.enabled && matches(p.agents, call.agentId) && matches(p.tools, call.toolName));
+    let set = await this.policySet(call.orgId, opts.fromCache ?? false);
+    let rules = applicable(set);
+    if (rules.length > 0 && opts.fromCache) {
+      set = await this.policySet(call.orgId);
+      rules = applicable(set);
+    }
+    const guard = set.guard;
+    if (rules.length === 0) return { decision: 'allowed', ruleId: null, release: async () => {}, guard };
     const held: Held[] = [];
     const release = async () => {
       for (const h of held.splice(0)) await run(counterDecider, counterStream(h.policyId, h.subject), { type: 'release', policyId: h.policyId, subject: h.subject, reservationId: h.reservationId }, { serialize: true, orgId: call.orgId, projectId: call.projectId });
@@ -101,7 +133,7 @@ export class PolicyEngine {
     for (const rule of rules) {
       const denial = (reason: string): PolicyOutcome => ({ decision: 'denied', body: { reason, ruleType: rule.type, ruleId: rule.id } });
       if (rule.type === 'allow') {
-        outcome = { decision: 'allowed', ruleId: rule.id, release };
+        outcome = { decision: 'allowed', ruleId: rule.id, release, guard };
       } else if (rule.type === 'deny') {
         outcome = denial('denied_by_policy');
       } else if (rule.type === 'budget' || rule.type === 'rate-limit') {
@@ -149,7 +181,7 @@ export class PolicyEngine {
       decisive = rule;
       break;
     }
-    outcome ??= { decision: 'allowed', ruleId: null, release };
+    outcome ??= { decision: 'allowed', ruleId: null, release, guard };
     if (outcome.decision !== 'allowed') await release();
     if (decisive || held.length > 0) {
       const decisionId = newId('pdc');

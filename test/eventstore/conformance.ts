@@ -3,6 +3,7 @@ import type { Test } from 'tap';
 import {
   type EventStore,
   EventStoreError,
+  GuardFailed,
   InvalidEvent,
   InvalidStreamName,
   type NewEvent,
@@ -81,6 +82,26 @@ export function conformance(t: Test, factory: StoreFactory): void {
     t.equal((await store.appendToStream(s, [ev('test.d')], { expectedRevision: 'any' })).nextExpectedRevision, 3n);
     t.equal((await store.appendToStream(uniq('any'), [ev('test.d')])).nextExpectedRevision, 0n, 'any is the default');
     t.equal((await store.readStream(s)).length, 4, 'refused appends wrote nothing');
+  });
+
+  t.test('a guard: the append is accepted only while another stream stands where it was decided', async (t) => {
+    const s = uniq('guarded');
+    const g = uniq('guard');
+    const absent = await store.appendToStream(s, [ev('test.a')], { expectedRevision: 'no_stream', guard: { stream: g, revision: 'no_stream' } });
+    t.equal(absent.nextExpectedRevision, 0n, 'an absent guard stream expected absent');
+    await store.appendToStream(g, [ev('test.rule')], { expectedRevision: 'no_stream' });
+    const moved = await rejects(store.appendToStream(s, [ev('test.b')], { expectedRevision: 0n, guard: { stream: g, revision: 'no_stream' } }), GuardFailed);
+    t.equal(moved.actual, 0n, "the guard stream's actual revision");
+    t.equal(moved.guard.stream, g);
+    t.equal(moved.code, 'guard_failed');
+    const ahead = await rejects(store.appendToStream(s, [ev('test.b')], { expectedRevision: 0n, guard: { stream: g, revision: 3n } }), GuardFailed);
+    t.equal(ahead.actual, 0n);
+    t.equal((await store.readStream(s)).length, 1, 'a refused guard wrote nothing');
+    t.equal((await store.appendToStream(s, [ev('test.b')], { expectedRevision: 0n, guard: { stream: g, revision: 0n } })).nextExpectedRevision, 1n, 'the guard at its revision');
+    // The append's own stream is checked first: a stale expectation is a WrongExpectedRevision even when the guard moved too.
+    await store.appendToStream(g, [ev('test.rule')], { expectedRevision: 0n });
+    await rejects(store.appendToStream(s, [ev('test.c')], { expectedRevision: 0n, guard: { stream: g, revision: 0n } }), WrongExpectedRevision);
+    t.equal((await store.readStream(g)).length, 2, 'the guard stream is never written by a guarded append');
   });
 
   t.test('ten racing appends with the same expectation: exactly one wins', async (t) => {

@@ -96,3 +96,25 @@ t.test('concurrent commands through both instances: every 2xx visible through bo
   const failed = (await listCheckpoints(a.ledger.db)).filter((c) => c.status !== 'running' || c.error);
   t.same(failed, [], 'no follower failed');
 });
+
+t.test('a policy acknowledged through one instance binds the next spend through the other, whose copy of the policies is older', async (t) => {
+  const created = await inject(0, 'POST', '/v1/mandates', { consumer_id: consumer.id, agent_id: 'buyer', purpose: 'twins', merchant_allowlist: ['shop@pix.example'], merchant_pin_kind: 'pix-key', cap_minor: '1000', per_tx_cap_minor: '300', currency: 'BRL', expires_at: Math.floor(Date.now() / 1000) + 3600 });
+  const m = created.json().id as string;
+  const spendVia = (i: number) => inject(i, 'POST', `/v1/consumers/mandates/${m}/spend`, { amount_minor: '10', currency: 'BRL', merchant: 'shop@pix.example' });
+  const approvedCount = async () => ((await inject(1, 'GET', `/v1/consumers/mandates/${m}/card`)).json().authorizations as { decision: string }[]).filter((x) => x.decision === 'approved').length;
+  // Instance 0 folds the policies (none) and keeps its copy.
+  t.equal((await spendVia(0)).statusCode, 201);
+  t.equal((await spendVia(0)).statusCode, 201, 'decided on its copy');
+  // A deny rule acknowledged through instance 1.
+  const deny = await inject(1, 'POST', '/v1/policies', { name: 'stop spends', type: 'deny', agents: ['buyer'], tools: ['mandate.spend'] });
+  t.equal(deny.statusCode, 201, deny.body);
+  const refused = await spendVia(0);
+  t.equal(refused.statusCode, 403, 'the next spend through instance 0 is denied');
+  t.same(refused.json(), { reason: 'denied_by_policy', ruleType: 'deny', ruleId: deny.json().id });
+  t.equal(await approvedCount(), 2, 'nothing recorded for it');
+  // Removed through instance 1: instance 0's copy (with the rule) is refused by the guard, and the spend evaluated again.
+  const removed = await apps[1]!.inject({ method: 'DELETE', url: `/v1/policies/${deny.json().id}`, headers: org.key });
+  t.equal(removed.statusCode, 204, removed.body);
+  t.equal((await spendVia(0)).statusCode, 201, 'allowed again through instance 0');
+  t.equal(await approvedCount(), 3);
+});
