@@ -74,6 +74,9 @@ export type SubscriptionItem =
   /** Sent once, when the history up to the head at subscription time has been delivered. */
   | { kind: 'caught_up'; position: Position };
 
+/** A run of consecutive events of the log, or the moment a subscription caught up. */
+export type BatchItem = { kind: 'events'; events: readonly RecordedEvent[] } | { kind: 'caught_up'; position: Position };
+
 export type SubscribeOptions = {
   /** Exclusive. Default: START. */
   after?: Position;
@@ -103,6 +106,8 @@ export interface EventStore {
   readAll(opts?: ReadAllOptions): Promise<RecordedEvent[]>;
   /** Catch-up then live; resubscribes by itself after transport errors; ends when `signal` aborts. */
   subscribeToAll(opts?: SubscribeOptions): AsyncIterable<SubscriptionItem>;
+  /** Optional: the same subscription as runs of consecutive events (shared arrays: never change them). */
+  subscribeToAllBatches?(opts?: SubscribeOptions): AsyncIterable<BatchItem>;
   /** Position of the last event in the log, START for an empty log. */
   headPosition(): Promise<Position>;
   close(): Promise<void>;

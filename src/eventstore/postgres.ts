@@ -5,6 +5,7 @@ import {
   type AppendGuard,
   type AppendOptions,
   type AppendResult,
+  type BatchItem,
   type CheckedEvent,
   checkAppend,
   checkStreamName,
@@ -650,7 +651,30 @@ export class PostgresEventStore implements EventStore {
     return { [Symbol.asyncIterator]: () => this.subscription(opts)[Symbol.asyncIterator]() };
   }
 
+  /**
+   * The same subscription, delivered as the runs of events it reads or takes
+   * from the tail (one item per transaction or page, not per event), for
+   * followers in this process that work a batch at a time (src/projector/follow.ts).
+   * The arrays are shared: read them, never change them.
+   */
+  subscribeToAllBatches(opts: SubscribeOptions = {}): AsyncIterable<BatchItem> {
+    return { [Symbol.asyncIterator]: () => this.batchSubscription(opts)[Symbol.asyncIterator]() };
+  }
+
   private async *subscription(opts: SubscribeOptions): AsyncGenerator<SubscriptionItem> {
+    for await (const item of this.batchSubscription(opts)) {
+      if (item.kind === 'caught_up') {
+        yield item;
+        continue;
+      }
+      for (const event of item.events) {
+        if (opts.signal?.aborted) return;
+        yield { kind: 'event', event };
+      }
+    }
+  }
+
+  private async *batchSubscription(opts: SubscribeOptions): AsyncGenerator<BatchItem> {
     this.subscribers++;
     try {
       yield* this.follow(opts);
@@ -659,7 +683,7 @@ export class PostgresEventStore implements EventStore {
     }
   }
 
-  private async *follow(opts: SubscribeOptions): AsyncGenerator<SubscriptionItem> {
+  private async *follow(opts: SubscribeOptions): AsyncGenerator<BatchItem> {
     const { signal, filter } = opts;
     let after = opts.after ?? START;
     parsePosition(after);
@@ -670,11 +694,9 @@ export class PostgresEventStore implements EventStore {
         // This process's own commits, straight from memory while they continue exactly where we stand.
         let served = false;
         for (let events = this.tail.get(after); events; events = this.tail.get(after)) {
-          for (const event of events) {
-            if (signal?.aborted) return;
-            yield { kind: 'event', event };
-            after = event.position;
-          }
+          if (signal?.aborted) return;
+          after = events[events.length - 1]!.position;
+          yield { kind: 'events', events };
           served = true;
         }
         // Nothing newer is known: wait (a NOTIFY from another process, or the poll, reads the log).
@@ -694,10 +716,10 @@ export class PostgresEventStore implements EventStore {
         await sleep(SUBSCRIPTION_RETRY_MS, signal);
         continue;
       }
-      for (const event of batch) {
+      if (batch.length > 0) {
         if (signal?.aborted) return;
-        yield { kind: 'event', event };
-        after = event.position;
+        after = batch[batch.length - 1]!.position;
+        yield { kind: 'events', events: batch };
       }
       if (batch.length < READ_PAGE_DEFAULT) {
         if (!caughtUp) {

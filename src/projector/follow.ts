@@ -1,4 +1,4 @@
-import type { EventStore, Position, RecordedEvent } from '../eventstore/port.ts';
+import type { BatchItem, EventStore, Position, RecordedEvent, SubscriptionItem } from '../eventstore/port.ts';
 
 // Batches a catch-up subscription: yields whatever has arrived (at least one
 // event, at most `max`), so followers write one transaction per batch while
@@ -18,9 +18,13 @@ export async function* batches(store: EventStore, after: Position, signal: Abort
   local.signal.addEventListener('abort', () => wake?.(), { once: true });
   const pump = (async () => {
     try {
-      for await (const item of store.subscribeToAll({ after, signal: local.signal })) {
-        if (item.kind !== 'event') continue;
-        buffer.push(item.event);
+      // Runs of events where the store offers them (one item per transaction or page), else event by event.
+      const items = store.subscribeToAllBatches
+        ? store.subscribeToAllBatches({ after, signal: local.signal })
+        : mapItems(store.subscribeToAll({ after, signal: local.signal }));
+      for await (const item of items) {
+        if (item.kind !== 'events') continue;
+        for (const e of item.events) buffer.push(e);
         wake?.();
         // Back-pressure: let the consumer drain before reading further.
         while (buffer.length >= max * 4 && !local.signal.aborted) await new Promise<void>((r) => (pumpWake = r));
@@ -51,4 +55,8 @@ export async function* batches(store: EventStore, after: Position, signal: Abort
     await pump.catch(() => {});
   }
   if (failure && !signal.aborted) throw failure;
+}
+
+async function* mapItems(items: AsyncIterable<SubscriptionItem>): AsyncGenerator<BatchItem> {
+  for await (const item of items) yield item.kind === 'event' ? { kind: 'events', events: [item.event] } : item;
 }
