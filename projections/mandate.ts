@@ -173,22 +173,22 @@ mandateProjection.applyBatch = async (tx, events, t) => {
       [JSON.stringify(created)],
     );
   }
-  if (auths.length > 0) {
-    await tx.query(
-      `INSERT INTO ${t.mandate_authorizations} (transaction_id, mandate_id, org_id, channel, amount_minor, currency, merchant, decision, code, at, position)
+  const insertAuths = `INSERT INTO ${t.mandate_authorizations} (transaction_id, mandate_id, org_id, channel, amount_minor, currency, merchant, decision, code, at, position)
        SELECT transaction_id, mandate_id, org_id, channel, amount_minor::numeric, currency, merchant, decision, code, at, position
        FROM json_to_recordset($1::json) AS x(transaction_id text, mandate_id text, org_id text, channel text, amount_minor text, currency text, merchant text, decision text, code text, at timestamptz, position text)
-       ON CONFLICT (transaction_id) DO NOTHING`,
-      [JSON.stringify(auths)],
-    );
-  }
-  if (latest.size > 0) {
-    await tx.query(
-      `UPDATE ${t.mandates} AS m SET status = coalesce(x.status, m.status), spent_minor = coalesce(x.spent::numeric, m.spent_minor), position = x.position
-       FROM json_to_recordset($1::json) AS x(id text, status text, spent text, position text)
-       WHERE m.id = x.id AND m.position < x.position`,
-      [JSON.stringify([...latest].map(([id, v]) => ({ id, ...v })))],
-    );
+       ON CONFLICT (transaction_id) DO NOTHING`;
+  const updateMandates = (p: string) => `UPDATE ${t.mandates} AS m SET status = coalesce(x.status, m.status), spent_minor = coalesce(x.spent::numeric, m.spent_minor), position = x.position
+       FROM json_to_recordset(${p}::json) AS x(id text, status text, spent text, position text)
+       WHERE m.id = x.id AND m.position < x.position`;
+  const moves = JSON.stringify([...latest].map(([id, v]) => ({ id, ...v })));
+  if (auths.length > 0 && latest.size > 0) {
+    // One statement for both (a spend's usual pair): they write different tables,
+    // and the mandates inserted above are already visible to it.
+    await tx.query(`WITH inserted AS (${insertAuths}) ${updateMandates('$2')}`, [JSON.stringify(auths), moves]);
+  } else if (auths.length > 0) {
+    await tx.query(insertAuths, [JSON.stringify(auths)]);
+  } else if (latest.size > 0) {
+    await tx.query(updateMandates('$1'), [moves]);
   }
   for (const ev of cards) await mandateProjection.apply(tx, ev, t);
 };

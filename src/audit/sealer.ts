@@ -18,7 +18,7 @@ import {
   isAuditStream,
 } from './chain.ts';
 import { leafHash, verifyConsistency } from './merkle.ts';
-import { appendLeaves, consistencyProofFromStore, edgeFromJson, edgeRoot, edgeToJson, migrateTree, type RightEdge, storeNodes } from './tree.ts';
+import { appendLeaves, consistencyProofFromStore, edgeFromJson, edgeRoot, edgeToJson, migrateTree, type Node, type RightEdge, storeNodes } from './tree.ts';
 import { type SigningKey, signCheckpoint, verifierKey } from './note.ts';
 
 // The audit sealer: one writer that reads the log in order and appends one
@@ -31,6 +31,8 @@ import { type SigningKey, signCheckpoint, verifierKey } from './note.ts';
 // proven consistent with the previous one before it is signed.
 
 export const SEALER_NAME = 'audit-sealer';
+/** New tree nodes written in the same statement as the chain's state row (more go by storeNodes). */
+const NODES_WITH_STATE_MAX = 5000;
 
 export type SealerOptions = {
   signingKey: SigningKey;
@@ -264,14 +266,31 @@ export class Sealer {
     return true;
   }
 
-  private async saveState(q: Queryable, chain: Chain): Promise<void> {
-    await q.query(
-      `INSERT INTO audit_chain_state (org_id, sequence, tip_hash, last_source_position, right_edge, checkpoint_size, checkpoint_root, updated_at)
+  private static readonly SAVE_STATE = `INSERT INTO audit_chain_state (org_id, sequence, tip_hash, last_source_position, right_edge, checkpoint_size, checkpoint_root, updated_at)
        VALUES ($1, $2, $3, $4, $5, $6, $7, now())
        ON CONFLICT (org_id) DO UPDATE SET sequence = EXCLUDED.sequence, tip_hash = EXCLUDED.tip_hash, last_source_position = EXCLUDED.last_source_position,
          right_edge = EXCLUDED.right_edge, checkpoint_size = EXCLUDED.checkpoint_size, checkpoint_root = EXCLUDED.checkpoint_root, updated_at = now()
-       WHERE audit_chain_state.sequence <= EXCLUDED.sequence`,
-      [chain.orgId, chain.sequence, chain.tipHash, chain.lastSourcePosition, JSON.stringify(edgeToJson(chain.edge)), chain.lastCheckpoint?.size ?? null, chain.lastCheckpoint?.root.toString('hex') ?? null],
+       WHERE audit_chain_state.sequence <= EXCLUDED.sequence`;
+
+  private stateParams(chain: Chain): unknown[] {
+    return [chain.orgId, chain.sequence, chain.tipHash, chain.lastSourcePosition, JSON.stringify(edgeToJson(chain.edge)), chain.lastCheckpoint?.size ?? null, chain.lastCheckpoint?.root.toString('hex') ?? null];
+  }
+
+  private async saveState(q: Queryable, chain: Chain): Promise<void> {
+    await q.query(Sealer.SAVE_STATE, this.stateParams(chain));
+  }
+
+  /** The tree's new nodes and the chain's state row, in one statement when the nodes are few (one batch's). */
+  private async saveNodesAndState(q: Queryable, chain: Chain, nodes: readonly Node[]): Promise<void> {
+    if (nodes.length === 0 || nodes.length > NODES_WITH_STATE_MAX) {
+      await storeNodes(q, chain.orgId, nodes);
+      return this.saveState(q, chain);
+    }
+    await q.query(
+      `WITH nodes AS (INSERT INTO audit_tree_nodes (org_id, level, idx, hash)
+         SELECT $1, l, i, h FROM unnest($8::smallint[], $9::bigint[], $10::bytea[]) AS t(l, i, h) ON CONFLICT DO NOTHING)
+       ${Sealer.SAVE_STATE}`,
+      [...this.stateParams(chain), nodes.map((n) => n.level), nodes.map((n) => n.index), nodes.map((n) => n.hash)],
     );
   }
 
@@ -317,15 +336,8 @@ export class Sealer {
     chain.tipHash = prev;
     chain.lastSourcePosition = fresh[fresh.length - 1]!.position;
     // The tree's nodes and the chain's constant-size state, together.
-    if (q) {
-      await storeNodes(q, chain.orgId, nodes);
-      await this.saveState(q, chain);
-    } else {
-      await this.db.transaction(async (tx) => {
-        await storeNodes(tx, chain.orgId, nodes);
-        await this.saveState(tx, chain);
-      });
-    }
+    if (q) await this.saveNodesAndState(q, chain, nodes);
+    else await this.db.transaction((tx) => this.saveNodesAndState(tx, chain, nodes));
     await this.maybeCheckpoint(chain, false, append, q);
     return appended;
   }
