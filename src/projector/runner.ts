@@ -263,12 +263,18 @@ export async function rebuildProjection(db: Db, store: EventStore, p: Projection
     db
       .transaction((tx) => applyInline(tx, p, part, shadow, { fresh: true }), { waitForFlush: false })
       .catch(() => db.transaction((tx) => applyEach(tx, p, part.filter((e) => p.eventTypes.has(e.type)), shadow), { waitForFlush: false }));
-  let next = store.readAll({ after: pos, maxCount: pageSize });
+  // A read left pending when the loop stops must not reject unobserved.
+  const read = (after: Position) => {
+    const r = store.readAll({ after, maxCount: pageSize });
+    r.catch(() => {});
+    return r;
+  };
+  let next = read(pos);
   for (;;) {
     const page = await next;
     if (page.length === 0) break;
     const last = page[page.length - 1]!.position;
-    if (page.length === pageSize) next = store.readAll({ after: last, maxCount: pageSize });
+    if (page.length === pageSize) next = read(last);
     const parts = lanes === 1 ? [page] : splitByPartition(page, p, lanes);
     const applied = parts.map((part, lane) => {
       const run = laneTail[lane]!.then(() => (part.length > 0 && failed === undefined ? applyPart(part) : undefined));
@@ -277,14 +283,18 @@ export async function rebuildProjection(db: Db, store: EventStore, p: Projection
       });
       return run;
     });
+    // A failure is carried by `failed` (this promise never rejects).
     pageDone.push(
-      Promise.all(applied).then(() => {
-        processed += page.length;
-        onProgress?.({ processed, position: last, head });
-      }),
+      Promise.all(applied).then(
+        () => {
+          processed += page.length;
+          onProgress?.({ processed, position: last, head });
+        },
+        () => {},
+      ),
     );
     pos = last;
-    if (pageDone.length > REBUILD_AHEAD) await pageDone.shift()!.catch(() => {});
+    if (pageDone.length > REBUILD_AHEAD) await pageDone.shift();
     if (failed !== undefined || page.length < pageSize) break;
   }
   await Promise.all(laneTail);

@@ -135,6 +135,24 @@ t.test('rebuild in small pages over two lanes: identical tables; a duplicate cre
   for (const tb of tables) t.same(await snapshot(ledger.db, shadow[tb]!), before[tb], `${tb}: two batches, row for row`);
 });
 
+t.test('a rebuild whose lane fails rejects with the failure and leaves the live tables as they were', async (t) => {
+  const failing: Projection = {
+    name: 'lanes_fail',
+    version: 1,
+    tables: { lanes_fail_rows: (tb) => `CREATE TABLE ${tb} (position text COLLATE "C" PRIMARY KEY)` },
+    eventTypes: new Set(['project.created']),
+    partitionOf: (e) => e.metadata.org_id,
+    async apply(tx, e, tb) {
+      if ((e.data as { project_id: string }).project_id === 'prj_lane_org_b_3') throw new Error('lane boom');
+      await tx.query(`INSERT INTO ${tb.lanes_fail_rows} VALUES ($1) ON CONFLICT DO NOTHING`, [e.position]);
+    },
+  };
+  await ensureTables(ledger.db, failing, { lanes_fail_rows: 'lanes_fail_rows' });
+  await ledger.db.query(`INSERT INTO lanes_fail_rows VALUES ('live')`);
+  await t.rejects(rebuildProjection(ledger.db, ledger.store, failing, undefined, { pageSize: 5 }), /lane boom/);
+  t.same(await snapshot(ledger.db, 'lanes_fail_rows'), [{ position: 'live' }], 'the live table untouched');
+});
+
 t.test('a failing projection stops at the failing event, records it, and never skips', async (t) => {
   let failOn: string | undefined = 'project.updated';
   const applied: string[] = [];
