@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Db, Queryable } from '../postgres/db.ts';
+import { type Db, isServerError, type Queryable, type Transaction } from '../postgres/db.ts';
 import { GROUP_COMMIT_MAX_APPENDS, GROUP_COMMIT_MAX_EVENTS, READ_PAGE_DEFAULT, READ_PAGE_MAX, SUBSCRIPTION_POLL_MS, SUBSCRIPTION_RETRY_MS } from '../limits.ts';
 import {
   type AppendGuard,
@@ -193,6 +193,8 @@ type Pending = {
  * appends into the same transaction, and stream reads that see them.
  */
 export type InlineTx = Queryable & {
+  /** Literal SQL sent with the COMMIT in one round trip (db.ts Transaction.atCommit). */
+  atCommit(sql: string): void;
   /** Appends in this transaction, each checked against its expected revision; answers per append. */
   append(appends: ReadonlyArray<{ stream: string; events: readonly NewEvent[]; expectedRevision: ExpectedRevision }>): Promise<Array<{ ok: true; events: RecordedEvent[] } | { ok: false; actual: 'no_stream' | bigint }>>;
   readStream(stream: string, fromRevision: bigint, maxCount: number): Promise<RecordedEvent[]>;
@@ -493,6 +495,7 @@ export class PostgresEventStore implements EventStore {
       // Inline followers: the read models and the audit chain advance in the
       // append transaction itself, under the log-head lock, with one commit.
       let followersFailed = false;
+      let followersDone = false;
       try {
         rows = await this.db.transaction(async (tx) => {
           const rs = (await tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, params, { name: 'es_append_v5' })).rows;
@@ -512,6 +515,7 @@ export class PostgresEventStore implements EventStore {
             this.lockedHead = events[events.length - 1]!.position;
             try {
               hook.after = await inline(this.inlineTx(tx, written), formatPosition(before), events);
+              followersDone = true;
             } catch (err) {
               followersFailed = true;
               this.onInlineError?.(err);
@@ -532,6 +536,12 @@ export class PostgresEventStore implements EventStore {
         // Write the appends alone (each checked again); the asynchronous
         // followers catch up and record the failure where it belongs.
         if (followersFailed) return this.commit(batch, false);
+        // The server refused the COMMIT round trip (which carries the followers'
+        // last statement): nothing was committed; likewise without them.
+        if (followersDone && isServerError(err)) {
+          this.onInlineError?.(err);
+          return this.commit(batch, false);
+        }
         throw err;
       }
     }
@@ -572,9 +582,10 @@ export class PostgresEventStore implements EventStore {
     }
   }
 
-  private inlineTx(tx: Queryable, written: RecordedEvent[] = []): InlineTx {
+  private inlineTx(tx: Transaction, written: RecordedEvent[] = []): InlineTx {
     return {
       query: (text, params, opts) => tx.query(text, params, opts),
+      atCommit: (sql) => tx.atCommit(sql),
       append: async (appends) => {
         const items = appends.map((a) => ({ stream: a.stream, expected: a.expectedRevision, events: checkAppend(a.stream, a.events, a.expectedRevision, randomUUID) }));
         const { rows } = await tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, PostgresEventStore.encode(items), { name: 'es_append_v5' });

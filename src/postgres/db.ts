@@ -13,13 +13,28 @@ export interface Queryable {
   query<R extends Row = Row>(text: string, params?: readonly unknown[], opts?: { name?: string }): Promise<QueryResult<R>>;
 }
 
+/** A transaction's connection. */
+export interface Transaction extends Queryable {
+  /**
+   * Literal SQL (no parameters) sent together with COMMIT, in one round trip,
+   * after everything else. If it fails, nothing is committed and the
+   * transaction throws (isServerError tells that the server refused it).
+   */
+  atCommit(sql: string): void;
+}
+
+/** Whether an error is PostgreSQL's answer to a statement (so the statement, or its transaction, did not take effect). */
+export function isServerError(err: unknown): boolean {
+  return err instanceof pg.DatabaseError;
+}
+
 export interface Db extends Queryable {
   /**
    * Runs `fn` in one transaction on one connection; rolls back if it throws.
    * `waitForFlush: false` commits without waiting for the WAL flush (only for
    * work a later synchronous commit makes durable, or that may be lost).
    */
-  transaction<T>(fn: (tx: Queryable) => Promise<T>, opts?: { isolation?: 'read committed' | 'repeatable read' | 'serializable'; waitForFlush?: boolean }): Promise<T>;
+  transaction<T>(fn: (tx: Transaction) => Promise<T>, opts?: { isolation?: 'read committed' | 'repeatable read' | 'serializable'; waitForFlush?: boolean }): Promise<T>;
   /** Subscribes to a NOTIFY channel; the returned function stops listening. */
   listen(channel: string, onPayload: (payload: string) => void): Promise<() => Promise<void>>;
   close(): Promise<void>;
@@ -45,21 +60,26 @@ export function openDb(url: string, opts: { max?: number; applicationName?: stri
       const res = await pool.query({ text, values: params as unknown[] | undefined, ...(o?.name ? { name: o.name } : {}) });
       return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
     },
-    async transaction<T>(fn: (tx: Queryable) => Promise<T>, o?: { isolation?: string; waitForFlush?: boolean }) {
+    async transaction<T>(fn: (tx: Transaction) => Promise<T>, o?: { isolation?: string; waitForFlush?: boolean }) {
       const client = await pool.connect();
       let broken = false;
       try {
         const begin = o?.isolation ? `BEGIN ISOLATION LEVEL ${o.isolation.toUpperCase()}` : 'BEGIN';
         // One round trip: the setting is local to this transaction.
         await client.query(o?.waitForFlush === false ? `${begin}; SET LOCAL synchronous_commit = off` : begin);
-        const tx: Queryable = {
+        const atCommit: string[] = [];
+        const tx: Transaction = {
           async query<R extends Row = Row>(text: string, params?: readonly unknown[], q?: { name?: string }) {
             const res = await client.query({ text, values: params as unknown[] | undefined, ...(q?.name ? { name: q.name } : {}) });
             return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
           },
+          atCommit(sql: string) {
+            atCommit.push(sql);
+          },
         };
         const out = await fn(tx);
-        await client.query('COMMIT');
+        // One simple-protocol query: a failing statement stops it before COMMIT.
+        await client.query(atCommit.length > 0 ? `${atCommit.join(';\n')};\nCOMMIT` : 'COMMIT');
         return out;
       } catch (err) {
         try {

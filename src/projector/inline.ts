@@ -57,12 +57,11 @@ export function inlineFollower(projections: readonly Projection[], sealer: Seale
       const failed = results.find((r) => r.status === 'rejected');
       if (failed) throw (failed as PromiseRejectedResult).reason;
       const applied = applying.map((p) => p.name);
-      // One statement moves every checkpoint and wakes waiters in other processes.
-      await tx.query(
-        `WITH moved AS (UPDATE checkpoints SET position = $2, applied_position = CASE WHEN name = ANY($3) THEN $2 ELSE applied_position END, status = 'running', error = NULL, error_position = NULL, updated_at = now() WHERE name = ANY($1) RETURNING 1)
-         SELECT pg_notify($4, $5) FROM (SELECT count(*) FROM moved) m`,
-        [caught.map((r) => r.name), head, applied, PROGRESS_CHANNEL, progress.origin],
-        { name: 'inline_checkpoints' },
+      // One statement moves every checkpoint and wakes waiters in other processes;
+      // it travels with the COMMIT (one round trip), so it is literal SQL.
+      tx.atCommit(
+        `WITH moved AS (UPDATE checkpoints SET position = ${lit(head)}, applied_position = CASE WHEN name = ANY(${list(applied)}) THEN ${lit(head)} ELSE applied_position END, status = 'running', error = NULL, error_position = NULL, updated_at = now() WHERE name = ANY(${list(caught.map((r) => r.name))}) RETURNING 1)
+         SELECT pg_notify(${lit(PROGRESS_CHANNEL)}, ${lit(progress.origin)}) FROM (SELECT count(*) FROM moved) m`,
       );
       return {
         committed: () => {
@@ -77,3 +76,11 @@ export function inlineFollower(projections: readonly Projection[], sealer: Seale
     }
   };
 }
+
+/** A literal of one of our own names or positions: refused unless made of these characters (no quote, no backslash). */
+function lit(v: string): string {
+  if (!/^[A-Za-z0-9_:@.-]*$/.test(v)) throw new Error(`not a plain name: ${JSON.stringify(v)}`);
+  return `'${v}'`;
+}
+
+const list = (vs: readonly string[]) => `ARRAY[${vs.map(lit).join(',')}]::text[]`;

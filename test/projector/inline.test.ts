@@ -1,0 +1,43 @@
+import t from 'tap';
+import { orgDecider, orgStream } from '../../commands/org.ts';
+import { getProject } from '../../projections/org.ts';
+import { PostgresEventStore } from '../../src/eventstore/postgres.ts';
+import { testLedger } from '../helpers/ledger.ts';
+
+// Inline followers move their checkpoints in the statement that travels with
+// the append transaction's COMMIT. If the server refuses that round trip,
+// nothing of the transaction stands; the appends are written again without
+// the inline followers (once, with the same event ids), and the asynchronous
+// runners bring the read side up once they can.
+
+const ledger = await testLedger(t);
+const store = ledger.store as PostgresEventStore;
+const inlineErrors: unknown[] = [];
+store.onInlineError = (err) => inlineErrors.push(err);
+
+t.test('a refused COMMIT round trip: the append stands once, the read side catches up, nothing twice', async (t) => {
+  const org = 'org_inline_fault';
+  await ledger.run(orgDecider, orgStream(org), { type: 'create_org', orgId: org, name: 'Fault', defaultProjectId: 'prj_fault_default', owner: { userId: 'usr_fault', email: 'f@example.com', displayName: null } }, ledger.ctx(org));
+  await ledger.settle();
+  // A fault at the server: any update of a checkpoint is refused while it is on.
+  await ledger.db.query(`CREATE TABLE fault (active boolean NOT NULL); INSERT INTO fault VALUES (true)`);
+  await ledger.db.query(`CREATE FUNCTION refuse_checkpoints() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN IF (SELECT active FROM fault) THEN RAISE EXCEPTION 'checkpoint fault (test)'; END IF; RETURN NEW; END $$`);
+  await ledger.db.query(`CREATE TRIGGER refuse_checkpoints BEFORE UPDATE ON checkpoints FOR EACH ROW EXECUTE FUNCTION refuse_checkpoints()`);
+  t.teardown(() => ledger.db.query('DROP TRIGGER IF EXISTS refuse_checkpoints ON checkpoints').then(() => undefined));
+
+  const r = await ledger.run(orgDecider, orgStream(org), { type: 'create_project', projectId: 'prj_fault_1', name: 'One', slug: 'one', environment: 'test', settings: {} }, ledger.ctx(org));
+  t.ok(r.changed && r.lastPosition, 'the append was accepted');
+  t.ok(inlineErrors.some((e) => /checkpoint fault/.test(String((e as Error).message))), 'the refusal was reported as an inline failure');
+  t.notOk(await ledger.readSide.waitFor(r.lastPosition!, 300), 'the read side cannot move while checkpoints are refused');
+
+  await ledger.db.query('UPDATE fault SET active = false');
+  t.ok(await ledger.readSide.waitFor(r.lastPosition!, 60_000), 'caught up once the fault is gone');
+  t.match(await getProject(ledger.db, org, 'prj_fault_1'), { id: 'prj_fault_1', slug: 'one' });
+  const events = (await ledger.store.readStream(orgStream(org))).filter((e) => e.type === 'project.created' && (e.data as { project_id: string }).project_id === 'prj_fault_1');
+  t.equal(events.length, 1, 'the event is in the log once');
+  // Inline again afterwards: the next append is applied in its own transaction.
+  const next = await ledger.run(orgDecider, orgStream(org), { type: 'create_project', projectId: 'prj_fault_2', name: 'Two', slug: 'two', environment: 'test', settings: {} }, ledger.ctx(org));
+  t.ok(await ledger.readSide.waitFor(next.lastPosition!, 60_000));
+  t.ok(await getProject(ledger.db, org, 'prj_fault_2'));
+});
