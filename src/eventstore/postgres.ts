@@ -379,16 +379,17 @@ export class PostgresEventStore implements EventStore {
         try {
           await this.commit(batch);
         } catch (err) {
-          if (batch.length === 1) {
-            batch[0]!.reject(this.mapError(err));
+          const rest = await this.settleUnknown(batch, err);
+          if (rest.length === 1 && batch.length === 1) {
+            rest[0]!.reject(this.mapError(err));
           } else {
             // One bad append (a duplicate event id, say) must not fail its
             // neighbours: retry each alone, so only the culprit fails.
-            for (const p of batch) {
+            for (const p of rest) {
               try {
                 await this.commit([p]);
               } catch (e) {
-                p.reject(this.mapError(e));
+                for (const q of await this.settleUnknown([p], e)) q.reject(this.mapError(e));
               }
             }
           }
@@ -397,6 +398,39 @@ export class PostgresEventStore implements EventStore {
     } finally {
       this.draining = false;
     }
+  }
+
+  /**
+   * An append that failed without the server's answer (the connection broke,
+   * perhaps while COMMIT was in flight) may or may not be in the log: its event
+   * ids are looked up. Appends found are answered from the log, as written;
+   * the others are returned (not written: safe to try again). Retrying
+   * without looking would let a written append be refused by its own events
+   * and its command decided a second time. If the lookup fails too, they are
+   * all refused (store_unavailable), never retried blind.
+   */
+  private async settleUnknown(batch: Pending[], err: unknown): Promise<Pending[]> {
+    if (isServerError(err) || err instanceof EventStoreError) return batch;
+    let found: Map<string, { position: string; stream_revision: string }>;
+    try {
+      const { rows } = await this.db.query<{ event_id: string; position: string; stream_revision: string }>(
+        'SELECT event_id::text AS event_id, position::text AS position, stream_revision::text AS stream_revision FROM es_events WHERE event_id = ANY($1::uuid[])',
+        [batch.flatMap((p) => p.events.map((e) => e.id))],
+      );
+      found = new Map(rows.map((r) => [r.event_id, r]));
+    } catch {
+      for (const p of batch) p.reject(this.mapError(err));
+      return [];
+    }
+    const rest: Pending[] = [];
+    for (const p of batch) {
+      const last = found.get(p.events[p.events.length - 1]!.id);
+      if (last) p.resolve({ nextExpectedRevision: BigInt(last.stream_revision), lastPosition: formatPosition(BigInt(last.position)) });
+      else rest.push(p);
+    }
+    // Subscriptions read what was written from the log.
+    if (rest.length < batch.length) this.signal.fire();
+    return rest;
   }
 
   private mapError(err: unknown): unknown {

@@ -63,6 +63,13 @@ export function openDb(url: string, opts: { max?: number; applicationName?: stri
     async transaction<T>(fn: (tx: Transaction) => Promise<T>, o?: { isolation?: string; waitForFlush?: boolean }) {
       const client = await pool.connect();
       let broken = false;
+      // A connection lost while checked out is also emitted as an 'error' event,
+      // which with no listener would end the process: the failing query already
+      // carries the error, so the listener only marks the client broken.
+      const onError = () => {
+        broken = true;
+      };
+      client.on('error', onError);
       try {
         const begin = o?.isolation ? `BEGIN ISOLATION LEVEL ${o.isolation.toUpperCase()}` : 'BEGIN';
         // One round trip: the setting is local to this transaction.
@@ -89,6 +96,7 @@ export function openDb(url: string, opts: { max?: number; applicationName?: stri
         }
         throw err;
       } finally {
+        client.off('error', onError);
         client.release(broken);
       }
     },
