@@ -160,9 +160,17 @@ export async function guardedRequest(rawUrl: string, allow: AllowedTargets, o: O
     );
     const total = setTimeout(() => req.destroy(new Error(`timed out after ${o.timeoutMs ?? 10_000} ms`)), o.timeoutMs ?? 10_000);
     req.on('socket', (sock) => {
+      // A socket the agent kept alive is connected already: no connect to guard
+      // (a timer there would cut a slow answer short), and nothing left on it.
+      if (!sock.connecting) return;
       const connect = setTimeout(() => req.destroy(new Error('connect timeout')), o.connectTimeoutMs ?? 5_000);
-      sock.once('connect', () => clearTimeout(connect));
-      sock.once('close', () => clearTimeout(connect));
+      const settled = () => {
+        clearTimeout(connect);
+        sock.off('connect', settled);
+        sock.off('close', settled);
+      };
+      sock.once('connect', settled);
+      sock.once('close', settled);
     });
     req.on('error', (e) => {
       clearTimeout(total);
