@@ -23,18 +23,20 @@ const POOL_BYTES = 4096;
 let pool = Buffer.alloc(0);
 let offset = 0;
 
-function pooledByte(): number {
-  if (offset >= pool.length) {
-    pool = randomBytes(POOL_BYTES);
+/** Where `n` unused bytes of the pool start (refilled when fewer remain). */
+function take(n: number): number {
+  if (pool.length - offset < n) {
+    pool = randomBytes(Math.max(POOL_BYTES, n));
     offset = 0;
   }
-  return pool[offset++]!;
+  offset += n;
+  return offset - n;
 }
 
 export function newId(prefix: string, length = 16): string {
   let s = '';
   while (s.length < length) {
-    const b = pooledByte();
+    const b = pool[take(1)]!;
     if (b < 248) s += ALPHABET[b % 62]; // 248 = 4 * 62
   }
   return `${prefix}_${s}`;
@@ -42,11 +44,6 @@ export function newId(prefix: string, length = 16): string {
 
 /** `n` random bytes as hex from the same pool (salts: unpredictable, never a credential). */
 export function pooledHex(n: number): string {
-  if (n > POOL_BYTES) return randomBytes(n).toString('hex');
-  if (pool.length - offset < n) {
-    pool = randomBytes(POOL_BYTES);
-    offset = 0;
-  }
-  offset += n;
-  return pool.toString('hex', offset - n, offset);
+  const at = take(n);
+  return pool.toString('hex', at, at + n);
 }

@@ -18,7 +18,7 @@ import {
   isAuditStream,
 } from './chain.ts';
 import { leafHash, verifyConsistency } from './merkle.ts';
-import { appendLeaves, consistencyProofFromStore, edgeFromJson, edgeRoot, edgeToJson, migrateTree, type Node, type RightEdge, storeNodes } from './tree.ts';
+import { appendLeaves, consistencyProofFromStore, edgeFromJson, edgeRoot, edgeToJson, insertNodesSql, migrateTree, type Node, nodeParams, NODES_PER_STATEMENT, type RightEdge, storeNodes } from './tree.ts';
 import { type SigningKey, signCheckpoint, verifierKey } from './note.ts';
 
 // The audit sealer: one writer that reads the log in order and appends one
@@ -31,8 +31,6 @@ import { type SigningKey, signCheckpoint, verifierKey } from './note.ts';
 // proven consistent with the previous one before it is signed.
 
 export const SEALER_NAME = 'audit-sealer';
-/** New tree nodes written in the same statement as the chain's state row (more go by storeNodes). */
-const NODES_WITH_STATE_MAX = 5000;
 
 export type SealerOptions = {
   signingKey: SigningKey;
@@ -282,16 +280,11 @@ export class Sealer {
 
   /** The tree's new nodes and the chain's state row, in one statement when the nodes are few (one batch's). */
   private async saveNodesAndState(q: Queryable, chain: Chain, nodes: readonly Node[]): Promise<void> {
-    if (nodes.length === 0 || nodes.length > NODES_WITH_STATE_MAX) {
+    if (nodes.length === 0 || nodes.length > NODES_PER_STATEMENT) {
       await storeNodes(q, chain.orgId, nodes);
       return this.saveState(q, chain);
     }
-    await q.query(
-      `WITH nodes AS (INSERT INTO audit_tree_nodes (org_id, level, idx, hash)
-         SELECT $1, l, i, h FROM unnest($8::smallint[], $9::bigint[], $10::bytea[]) AS t(l, i, h) ON CONFLICT DO NOTHING)
-       ${Sealer.SAVE_STATE}`,
-      [...this.stateParams(chain), nodes.map((n) => n.level), nodes.map((n) => n.index), nodes.map((n) => n.hash)],
-    );
+    await q.query(`WITH nodes AS (${insertNodesSql('$1', '$8', '$9', '$10')}) ${Sealer.SAVE_STATE}`, [...this.stateParams(chain), ...nodeParams(nodes)]);
   }
 
   /**

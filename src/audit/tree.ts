@@ -74,16 +74,22 @@ export function edgeRoot(edge: RightEdge): Buffer {
 export const edgeToJson = (edge: RightEdge): Record<string, string> => Object.fromEntries([...edge].map(([l, h]) => [String(l), h.toString('hex')]));
 export const edgeFromJson = (j: Record<string, string>): RightEdge => new Map(Object.entries(j).map(([l, h]) => [Number(l), Buffer.from(h, 'hex')]));
 
-/** Stores nodes (idempotent: a node's hash never changes). */
+/** Nodes stored per statement. */
+export const NODES_PER_STATEMENT = 5000;
+
+/** The statement storing nodes (idempotent: a node's hash never changes), with its parameters' places: org, levels, indexes, hashes. */
+export const insertNodesSql = (org: string, levels: string, indexes: string, hashes: string) =>
+  `INSERT INTO audit_tree_nodes (org_id, level, idx, hash)
+       SELECT ${org}, l, i, h FROM unnest(${levels}::smallint[], ${indexes}::bigint[], ${hashes}::bytea[]) AS t(l, i, h)
+       ON CONFLICT DO NOTHING`;
+
+/** The parameters of insertNodesSql for some nodes, after the org. */
+export const nodeParams = (nodes: readonly Node[]) => [nodes.map((n) => n.level), nodes.map((n) => n.index), nodes.map((n) => n.hash)];
+
+/** Stores nodes. */
 export async function storeNodes(q: Queryable, orgId: string, nodes: readonly Node[]): Promise<void> {
-  for (let i = 0; i < nodes.length; i += 5000) {
-    const part = nodes.slice(i, i + 5000);
-    await q.query(
-      `INSERT INTO audit_tree_nodes (org_id, level, idx, hash)
-       SELECT $1, l, i, h FROM unnest($2::smallint[], $3::bigint[], $4::bytea[]) AS t(l, i, h)
-       ON CONFLICT DO NOTHING`,
-      [orgId, part.map((n) => n.level), part.map((n) => n.index), part.map((n) => n.hash)],
-    );
+  for (let i = 0; i < nodes.length; i += NODES_PER_STATEMENT) {
+    await q.query(insertNodesSql('$1', '$2', '$3', '$4'), [orgId, ...nodeParams(nodes.slice(i, i + NODES_PER_STATEMENT))]);
   }
 }
 

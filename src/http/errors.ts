@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Rejection } from '../eventstore/handler.ts';
+import { isShared } from '../projector/readcache.ts';
 
 // One central error path. Most errors use the spec's envelope
 //   {error: {code, message, details?}, request_id}
@@ -156,7 +157,7 @@ export function sendResponse(reply: FastifyReply, r: { status: number; body?: un
   if (!r.headers?.['content-type']) {
     reply.type('application/json; charset=utf-8');
     const body = r.body;
-    if (body !== null && typeof body === 'object' && Object.isFrozen(body)) {
+    if (isShared(body)) {
       let json = encodedBodies.get(body);
       if (json === undefined) encodedBodies.set(body, (json = JSON.stringify(body)));
       return reply.send(json);

@@ -4,7 +4,7 @@ import type { EventStore } from '../eventstore/port.ts';
 import { type CommandContext, type CommandResult, type Decider, handleCommand, type HandleOptions } from '../eventstore/handler.ts';
 import type { Db } from '../postgres/db.ts';
 import type { ReadSide } from '../readside.ts';
-import type { ReadCache } from '../projector/readcache.ts';
+import { isShared, type ReadCache } from '../projector/readcache.ts';
 import type { Vault } from '../adapters/vault.ts';
 import type { Bank } from '../adapters/bank/port.ts';
 import type { X402Deps } from '../adapters/chain/x402.ts';
@@ -137,7 +137,6 @@ function actorOf(auth: Auth): CommandContext['actor'] {
  * same object once rather than on every request.
  */
 const checkedBodies = new WeakMap<object, z.ZodType>();
-const isShared = (v: unknown): v is object => v !== null && typeof v === 'object' && Object.isFrozen(v);
 
 export function defineRoute<P, Q, B, M extends AuthMode>(app: FastifyInstance, deps: AppDeps, spec: RouteSpec<P, Q, B, M>): void {
   deps.routes.push(spec as unknown as RouteSpec);

@@ -47,6 +47,9 @@ export class ReadCache<V> {
   }
 }
 
+/** Whether a value is one the cache shares (deeply frozen), so work derived from it can be kept with it. */
+export const isShared = (v: unknown): v is object => v !== null && typeof v === 'object' && Object.isFrozen(v);
+
 function deepFreeze<T>(v: T): T {
   if (v === null || typeof v !== 'object' || ArrayBuffer.isView(v) || Object.isFrozen(v)) return v;
   Object.freeze(v);
