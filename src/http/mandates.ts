@@ -11,7 +11,7 @@ import { newId } from './ids.ts';
 import { defineRoute, type AppDeps, type Ctx } from './route.ts';
 import { IdParam, Timestamp, isoText as TS } from './schemas.ts';
 import type { ApiKeyAuth } from './auth.ts';
-import { PolicyEngine } from '../policy/evaluator.ts';
+import { POLICY_ATTEMPTS, PolicyEngine } from '../policy/evaluator.ts';
 import { policyDenied, registerApprovalExecutor } from './approvals.ts';
 
 // Mandates (spec 4.7): creation, reads, pause/resume/revoke, spends against
@@ -186,13 +186,10 @@ async function spend(c: SpendRun, mandateId: string, body: z.infer<typeof SpendB
     } catch (err) {
       await release();
       if (!(err instanceof GuardFailed)) throw err;
-      if (attempt >= SPEND_POLICY_ATTEMPTS) throw new Rejection('concurrency_conflict', 'the policies kept changing; retry the request', { attempts: attempt });
+      if (attempt >= POLICY_ATTEMPTS) throw new Rejection('concurrency_conflict', 'the policies kept changing; retry the request', { attempts: attempt });
     }
   }
 }
-
-/** Evaluations of a spend's policies while they keep changing under it. */
-const SPEND_POLICY_ATTEMPTS = 5;
 
 // An approved `mandate.spend` runs the held spend with its verbatim input.
 registerApprovalExecutor('mandate.spend', async (a, deps, run) => {

@@ -1,11 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { toolCallDecider, toolCallStream } from '../../commands/session.ts';
 import type { Tenant } from '../../commands/consumer.ts';
-import type { CommandResult, Decider, HandleOptions } from '../eventstore/handler.ts';
+import { type CommandResult, type Decider, type HandleOptions, Rejection } from '../eventstore/handler.ts';
+import { GuardFailed } from '../eventstore/port.ts';
 import type { ProviderDef, ToolDef } from '../providers/catalog.ts';
 import type { ToolError } from '../providers/tools.ts';
 import { ApiError, type RawHttpError } from './errors.ts';
-import { PolicyEngine, type Denial } from '../policy/evaluator.ts';
+import { type Denial, POLICY_ATTEMPTS, PolicyEngine, type PolicyOutcome } from '../policy/evaluator.ts';
 import { policyDenied } from './approvals.ts';
 import type { AppDeps } from './route.ts';
 
@@ -66,18 +67,33 @@ export async function executeTool(deps: AppDeps, run: Run, session: SessionRow, 
   const tenant = { orgId: session.org_id, projectId: session.project_id };
   const toolInput = (typeof input === 'object' && input !== null && !Array.isArray(input) ? input : {}) as Record<string, unknown>;
   const amount = typeof toolInput.amount_minor === 'number' && Number.isSafeInteger(toolInput.amount_minor) ? BigInt(toolInput.amount_minor) : typeof toolInput.amount_minor === 'string' && /^\d{1,16}$/.test(toolInput.amount_minor) ? BigInt(toolInput.amount_minor) : null;
-  const policy = await new PolicyEngine(deps.store, deps.now).evaluate(
-    { orgId: tenant.orgId, projectId: tenant.projectId, sessionId: session.id, agentId: session.user_id, toolName: `${provider.id}/${tool.name}`, toolInput, amountMinor: amount, currency: typeof toolInput.currency === 'string' ? toolInput.currency : null, approvedBy },
-    run,
-  );
-  if (policy.decision !== 'allowed') return { ok: false, id: null, error: { code: policy.decision === 'denied' ? 'policy_denied' : 'approval_required', message: `the call was ${policy.decision === 'denied' ? 'denied' : 'held for approval'} by policy ${policy.body.ruleId}`, retriable: false }, policy: policy.body };
   const id = newToolCallId();
   const opts = { orgId: tenant.orgId, projectId: tenant.projectId };
   const base = { tool_call_id: id, session_id: session.id, server_id: provider.id, tool_name: tool.name };
-  await run(toolCallDecider, toolCallStream(id), {
-    type: 'start',
-    data: { ...base, org_id: tenant.orgId, project_id: tenant.projectId, user_id: session.user_id, input: input ?? null, routing: { server_id: provider.id, environment: session.environment, auth_type: provider.auth_type }, called_at: deps.now().toISOString() },
-  }, { ...opts, expectedRevision: 'no_stream' });
+  // The policies come from this process's folded copy first, without a read;
+  // `tool_call.started` is appended under the policy stream's revision, so a
+  // change acknowledged anywhere before it refuses the start (nothing written)
+  // and the call is evaluated again on a fresh read (as spends are).
+  let policy: PolicyOutcome;
+  for (let attempt = 1; ; attempt++) {
+    policy = await new PolicyEngine(deps.store, deps.now).evaluate(
+      { orgId: tenant.orgId, projectId: tenant.projectId, sessionId: session.id, agentId: session.user_id, toolName: `${provider.id}/${tool.name}`, toolInput, amountMinor: amount, currency: typeof toolInput.currency === 'string' ? toolInput.currency : null, approvedBy },
+      run,
+      { fromCache: attempt === 1 },
+    );
+    if (policy.decision !== 'allowed') return { ok: false, id: null, error: { code: policy.decision === 'denied' ? 'policy_denied' : 'approval_required', message: `the call was ${policy.decision === 'denied' ? 'denied' : 'held for approval'} by policy ${policy.body.ruleId}`, retriable: false }, policy: policy.body };
+    try {
+      await run(toolCallDecider, toolCallStream(id), {
+        type: 'start',
+        data: { ...base, org_id: tenant.orgId, project_id: tenant.projectId, user_id: session.user_id, input: input ?? null, routing: { server_id: provider.id, environment: session.environment, auth_type: provider.auth_type }, called_at: deps.now().toISOString() },
+      }, { ...opts, expectedRevision: 'no_stream', guard: policy.guard });
+      break;
+    } catch (err) {
+      await policy.release();
+      if (!(err instanceof GuardFailed)) throw err;
+      if (attempt >= POLICY_ATTEMPTS) throw new Rejection('concurrency_conflict', 'the policies kept changing; retry the request', { attempts: attempt });
+    }
+  }
   const started = Date.now();
   const r = await deps.providers.execute({ tenant, environment: session.environment, serverId: provider.id, toolName: tool.name, input: input ?? {}, userId: session.user_id });
   const duration_ms = Math.max(0, Date.now() - started);

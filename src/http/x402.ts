@@ -6,10 +6,11 @@ import { fauthDecider, fauthStream, nonceDecider, nonceStream, x402MandateDecide
 import { isChecksummed } from '../adapters/chain/signature.ts';
 import { checkShape, checkSignature, checkTime, uint as sharedUint, X402Refusal } from '../x402/verify.ts';
 import { Rejection } from '../eventstore/handler.ts';
+import { GuardFailed } from '../eventstore/port.ts';
 import { ApiError } from './errors.ts';
 import { newId } from './ids.ts';
 import { defineRoute, type AppDeps } from './route.ts';
-import { PolicyEngine, type Run } from '../policy/evaluator.ts';
+import { POLICY_ATTEMPTS, PolicyEngine, type Run } from '../policy/evaluator.ts';
 import { policyDenied, registerApprovalExecutor } from './approvals.ts';
 import { receiptJwks, signReceipt, type Network, type X402Deps } from '../adapters/chain/x402.ts';
 import { IdParam, Timestamp, isoText as TS } from './schemas.ts';
@@ -120,78 +121,93 @@ async function executeAuthorization(c: ExecCtx, input: unknown, approvedBy: stri
     // Payee binding.
     if (intent.payee !== a.to) throw new ApiError(422, 'payee_authorization_mismatch', 'intent.payee must be authorization.to');
 
-    // The organization's policies: tool `x402.execute`, the signer as the agent, the amount in USDC cents.
-    const policyAmount = (value + ATOMIC_PER_CENT - 1n) / ATOMIC_PER_CENT;
-    const outcome = await new PolicyEngine(deps.store, deps.now).evaluate(
-      { orgId: auth.orgId, projectId: auth.projectId, agentId: signer, toolName: 'x402.execute', toolInput: input as Record<string, unknown>, amountMinor: policyAmount, currency: 'USDC', approvedBy },
-      run,
-    );
-    if (outcome.decision !== 'allowed') throw policyDenied(outcome.body);
-
-    // Replay guard: the (signer, nonce) claim.
-    const fauthId = newId('fauth');
-    try {
-      await run(nonceDecider, nonceStream(signer, a.nonce), { type: 'claim', signer, nonce: a.nonce, fauthId }, { serialize: true });
-    } catch (err) {
-      await outcome.release();
-      throw err;
-    }
-
-    // Amount guard, against the internal mandate (one per organization, signer, payee and resource).
+    // The organization's policies: tool `x402.execute`, the signer as the agent,
+    // the amount in USDC cents; then the replay guard (the (signer, nonce)
+    // claim), the amount guard against the internal mandate (one per
+    // organization, signer, payee and resource), and the verified row. The
+    // policies come from this process's folded copy first, without a read; the
+    // row (the last write before money moves) is appended under the policy
+    // stream's revision, so a change acknowledged anywhere before it refuses
+    // the row (nothing written): the claim and the reservation are released
+    // and the execution is evaluated again on a fresh read (as spends are).
     const amountMinor = (value + ATOMIC_PER_CENT - 1n) / ATOMIC_PER_CENT;
     const key = createHash('sha256').update(`${auth.orgId}\n${signer}\n${a.to}\n${intent.resource}`).digest('hex').slice(0, 32);
     const mandateId = `x402mdt_${key.slice(0, 16)}`;
-    try {
-      if (network.name === 'base' && amountMinor > x.mainnetCeilingMinor) throw new Rejection('x402_mainnet_cap_exceeded', `mainnet executions are capped at ${x.mainnetCeilingMinor} cents`);
-      await run(
-        x402MandateDecider,
-        x402MandateStream(key),
-        { type: 'reserve', open: { mandateId, orgId: auth.orgId, signer, payee: a.to, resource: intent.resource, perTx: maxMinor, total: totalMinor }, fauthId, amount: amountMinor },
-        { serialize: true },
-      );
-    } catch (err) {
-      // Refused before the row: release the claim, so no row and no spent nonce remain.
-      await run(nonceDecider, nonceStream(signer, a.nonce), { type: 'release', fauthId, reason: err instanceof Rejection ? err.code : 'error' }, { serialize: true });
-      await outcome.release();
-      if (err instanceof Rejection) throw new ApiError(422, err.code, err.message, err.details);
-      throw err;
-    }
-
-    // The row: verified.
     const at = () => deps.now().toISOString();
-    await run(
-      fauthDecider,
-      fauthStream(fauthId),
-      {
-        type: 'record',
-        events: [
+    let fauthId: string;
+    for (let attempt = 1; ; attempt++) {
+      const outcome = await new PolicyEngine(deps.store, deps.now).evaluate(
+        { orgId: auth.orgId, projectId: auth.projectId, agentId: signer, toolName: 'x402.execute', toolInput: input as Record<string, unknown>, amountMinor, currency: 'USDC', approvedBy },
+        run,
+        { fromCache: attempt === 1 },
+      );
+      if (outcome.decision !== 'allowed') throw policyDenied(outcome.body);
+      fauthId = newId('fauth');
+      try {
+        await run(nonceDecider, nonceStream(signer, a.nonce), { type: 'claim', signer, nonce: a.nonce, fauthId }, { serialize: true });
+      } catch (err) {
+        await outcome.release();
+        throw err;
+      }
+      try {
+        if (network.name === 'base' && amountMinor > x.mainnetCeilingMinor) throw new Rejection('x402_mainnet_cap_exceeded', `mainnet executions are capped at ${x.mainnetCeilingMinor} cents`);
+        await run(
+          x402MandateDecider,
+          x402MandateStream(key),
+          { type: 'reserve', open: { mandateId, orgId: auth.orgId, signer, payee: a.to, resource: intent.resource, perTx: maxMinor, total: totalMinor }, fauthId, amount: amountMinor },
+          { serialize: true },
+        );
+      } catch (err) {
+        // Refused before the row: release the claim, so no row and no spent nonce remain.
+        await run(nonceDecider, nonceStream(signer, a.nonce), { type: 'release', fauthId, reason: err instanceof Rejection ? err.code : 'error' }, { serialize: true });
+        await outcome.release();
+        if (err instanceof Rejection) throw new ApiError(422, err.code, err.message, err.details);
+        throw err;
+      }
+      try {
+        await run(
+          fauthDecider,
+          fauthStream(fauthId),
           {
-            type: 'x402.authorization_verified',
-            data: {
-              foreign_authorization_id: fauthId,
-              org_id: auth.orgId,
-              project_id: auth.projectId,
-              signer,
-              payee: a.to,
-              nonce: a.nonce.toLowerCase(),
-              value_atomic: value.toString(),
-              amount_minor: amountMinor.toString(),
-              asset: network.token,
-              chain_id: network.chainId,
-              network: network.name,
-              mandate_id: mandateId,
-              mandate_key: key,
-              valid_after: validAfter.toString(),
-              valid_before: validBefore.toString(),
-              signature,
-              intent: parsed.data.intent as Record<string, unknown>,
-              at: at(),
-            },
+            type: 'record',
+            events: [
+              {
+                type: 'x402.authorization_verified',
+                data: {
+                  foreign_authorization_id: fauthId,
+                  org_id: auth.orgId,
+                  project_id: auth.projectId,
+                  signer,
+                  payee: a.to,
+                  nonce: a.nonce.toLowerCase(),
+                  value_atomic: value.toString(),
+                  amount_minor: amountMinor.toString(),
+                  asset: network.token,
+                  chain_id: network.chainId,
+                  network: network.name,
+                  mandate_id: mandateId,
+                  mandate_key: key,
+                  valid_after: validAfter.toString(),
+                  valid_before: validBefore.toString(),
+                  signature,
+                  intent: parsed.data.intent as Record<string, unknown>,
+                  at: at(),
+                },
+              },
+            ],
           },
-        ],
-      },
-      { expectedRevision: 'no_stream' },
-    );
+          { expectedRevision: 'no_stream', guard: outcome.guard },
+        );
+        break;
+      } catch (err) {
+        if (!(err instanceof GuardFailed)) throw err;
+        // The policies moved: nothing of the row was written; undo the reservation and the claim, and decide again.
+        await run(x402MandateDecider, x402MandateStream(key), { type: 'release', fauthId, amount: amountMinor }, { serialize: true });
+        await run(nonceDecider, nonceStream(signer, a.nonce), { type: 'release', fauthId, reason: 'policies_changed' }, { serialize: true });
+        await outcome.release();
+        if (attempt >= POLICY_ATTEMPTS) throw new Rejection('concurrency_conflict', 'the policies kept changing; retry the request', { attempts: attempt });
+      }
+    }
 
     // Settlement.
     const result = await network.settlement.settle({ from: a.from as `0x${string}`, to: a.to as `0x${string}`, value, validAfter, validBefore, nonce: a.nonce as `0x${string}` }, signature as `0x${string}`);

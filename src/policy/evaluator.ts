@@ -43,6 +43,9 @@ export type PolicyCall = {
 
 export type Denial = { reason: string; ruleType: string; ruleId: string; approval_id?: string; expires_at?: string };
 
+/** Evaluations of a guarded action (a spend, a tool call, an x402 execution) while the policies keep changing under it. */
+export const POLICY_ATTEMPTS = 5;
+
 export type PolicyOutcome =
   | {
       decision: 'allowed';
