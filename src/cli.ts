@@ -113,9 +113,12 @@ export async function main(argv: string[]): Promise<number> {
           return 2;
         }
         const head = await rt.store.headPosition();
-        const { rows } = await rt.db.query<{ n: string }>('SELECT count(*)::text AS n FROM es_events WHERE position <= $1', [head === '' ? '0' : head]).catch(() => ({ rows: [{ n: '0' }] }));
-        const total = Number(rows[0]?.n ?? 0);
         for (const p of chosen) {
+          // A rebuild reads only the events its projection handles: the bar counts those.
+          const { rows } = await rt.db
+            .query<{ n: string }>('SELECT count(*)::text AS n FROM es_events WHERE position <= $1 AND event_type = ANY($2)', [head === '' ? '0' : head, [...p.eventTypes]])
+            .catch(() => ({ rows: [{ n: '0' }] }));
+          const total = Number(rows[0]?.n ?? 0);
           const started = Date.now();
           const r = await rebuildProjection(rt.db, rt.store, p, (prog) => {
             const secs = (Date.now() - started) / 1000 || 1e-3;

@@ -166,6 +166,25 @@ BEGIN
   RETURN QUERY SELECT * FROM unnest(oks, actuals, guard_actuals, last_revs, last_pos);
 END
 $fn$;
+
+-- A filtered read of the log: the next events after a position whose type or
+-- stream matches, in log order. Always the ordered scan of the primary key
+-- (it stops at the LIMIT): a planner left to itself may, when its statistics
+-- are stale (right after a bulk import) or the types rare, fetch the whole
+-- tail by bitmap and sort it for every page.
+CREATE OR REPLACE FUNCTION es_read_filtered(p_after bigint, p_count int, p_types text[], p_prefixes text[])
+RETURNS SETOF es_events
+LANGUAGE sql STABLE
+SET enable_seqscan = off SET enable_bitmapscan = off SET enable_sort = off
+AS $rd$
+  SELECT e.*
+  FROM es_events e
+  WHERE e.position > p_after
+    AND (p_types IS NULL OR e.event_type = ANY(p_types))
+    AND (p_prefixes IS NULL OR e.stream_name LIKE ANY(p_prefixes))
+  ORDER BY e.position
+  LIMIT p_count
+$rd$;
 `;
 
 export function formatPosition(p: bigint): Position {
@@ -246,14 +265,10 @@ function clampCount(n: number | undefined, dflt: number): number {
   return Math.min(n, READ_PAGE_MAX);
 }
 
-function filterSql(filter: ReadFilter | undefined, params: unknown[]): string {
-  if (!filter) return '';
-  if ('streamPrefixes' in filter) {
-    params.push(filter.streamPrefixes.map((p) => p.replace(/[\\%_]/g, (c) => '\\' + c) + '%'));
-    return ` AND stream_name LIKE ANY($${params.length})`;
-  }
-  params.push([...filter.eventTypes]);
-  return ` AND event_type = ANY($${params.length})`;
+/** The filter's arguments of es_read_filtered: event types, stream-name LIKE patterns (each null when not filtered on). */
+function filterArgs(filter: ReadFilter): [string[] | null, string[] | null] {
+  if ('streamPrefixes' in filter) return [null, filter.streamPrefixes.map((p) => p.replace(/[\\%_]/g, (c) => '\\' + c) + '%')];
+  return [[...filter.eventTypes], null];
 }
 
 /** Wakes waiters when the log head moves (NOTIFY from any process, or a local commit). */
@@ -681,9 +696,10 @@ export class PostgresEventStore implements EventStore {
   private async readAllOnce(opts: ReadAllOptions): Promise<RecordedEvent[]> {
     const max = clampCount(opts.maxCount, READ_PAGE_DEFAULT);
     if (max === 0) return [];
-    const params: unknown[] = [parsePosition(opts.after).toString(), max];
-    const extra = filterSql(opts.filter, params);
-    const { rows } = await this.db.query<EventRow>(`${SELECT_EVENT} WHERE position > $1${extra} ORDER BY position LIMIT $2`, params);
+    const after = parsePosition(opts.after).toString();
+    const { rows } = opts.filter
+      ? await this.db.query<EventRow>('SELECT * FROM es_read_filtered($1, $2, $3, $4)', [after, max, ...filterArgs(opts.filter)])
+      : await this.db.query<EventRow>(`${SELECT_EVENT} WHERE position > $1 ORDER BY position LIMIT $2`, [after, max]);
     return rows.map(toRecorded);
   }
 

@@ -241,6 +241,9 @@ export async function rebuildProjection(db: Db, store: EventStore, p: Projection
   let pos: Position = '';
   let processed = 0;
   const head = await store.headPosition();
+  // Only the events the projection handles leave the store (most of a log is
+  // other families' events and the audit chain's own).
+  const handled = { eventTypes: [...p.eventTypes] };
   // Bulk phase: pages of the log straight into the shadow tables, reading the
   // next page while the current one is written.
   //  - A projection with partitions applies on several connections at once:
@@ -265,7 +268,7 @@ export async function rebuildProjection(db: Db, store: EventStore, p: Projection
       .catch(() => db.transaction((tx) => applyEach(tx, p, part.filter((e) => p.eventTypes.has(e.type)), shadow), { waitForFlush: false }));
   // A read left pending when the loop stops must not reject unobserved.
   const read = (after: Position) => {
-    const r = store.readAll({ after, maxCount: pageSize });
+    const r = store.readAll({ after, maxCount: pageSize, filter: handled });
     r.catch(() => {});
     return r;
   };
@@ -303,13 +306,19 @@ export async function rebuildProjection(db: Db, store: EventStore, p: Projection
   // Swap phase.
   return db.transaction(async (tx) => {
     await readCheckpoint(tx, p.name, true);
+    // Every event up to this head was committed before the reads below, which
+    // therefore return each handled one: the rebuilt tables stand at this
+    // head (or at the last handled event, if later), whatever it holds after
+    // the last handled event.
+    const swapHead = await store.headPosition();
     for (;;) {
-      const page = await store.readAll({ after: pos, maxCount: pageSize });
+      const page = await store.readAll({ after: pos, maxCount: pageSize, filter: handled });
       if (page.length === 0) break;
       await applyBatch(tx, p, page, shadow);
       pos = page[page.length - 1]!.position;
       processed += page.length;
     }
+    if (swapHead > pos) pos = swapHead;
     for (const [logical, physical] of Object.entries(shadow)) {
       await tx.query(`DROP TABLE IF EXISTS ${live[logical]}`);
       await tx.query(`ALTER TABLE ${physical} RENAME TO ${live[logical]}`);
