@@ -89,8 +89,9 @@ export async function executeTool(deps: AppDeps, run: Run, session: SessionRow, 
       }, { ...opts, expectedRevision: 'no_stream', guard: policy.guard });
       break;
     } catch (err) {
-      await policy.release();
       if (!(err instanceof GuardFailed)) throw err;
+      // Nothing was written: give back what the policies counted, and decide again.
+      await policy.release();
       if (attempt >= POLICY_ATTEMPTS) throw new Rejection('concurrency_conflict', 'the policies kept changing; retry the request', { attempts: attempt });
     }
   }
