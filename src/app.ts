@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { pooledHex } from './ids.ts';
 import Fastify, { LogController, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { EventStore } from './eventstore/port.ts';
 import { Authenticator } from './http/auth.ts';
@@ -116,10 +116,10 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     bodyLimit: HTTP_BODY_MAX_BYTES,
     // Path parameters up to 256 characters reach their schemas (a Pix charge reference is up to 128).
     routerOptions: { maxParamLength: 256 },
-    // Echo a well-formed incoming X-Request-Id, else mint one.
+    // Echo a well-formed incoming X-Request-Id, else mint one (32 hex characters from the pooled random bytes).
     genReqId: (req) => {
       const h = req.headers['x-request-id'];
-      return typeof h === 'string' && REQUEST_ID.test(h) ? h : `req_${randomUUID().replaceAll('-', '')}`;
+      return typeof h === 'string' && REQUEST_ID.test(h) ? h : `req_${pooledHex(16)}`;
     },
     requestIdHeader: false,
     return503OnClosing: true,

@@ -65,6 +65,15 @@ const sha256 = (s: string) => hash('sha256', s, 'buffer');
 
 type KeyRow = { key_id: string; org_id: string; project_id: string | null; environment: 'live' | 'test'; scopes: string[]; key_hash: string; revoked_at: string | null };
 
+/**
+ * The last API key authenticated on a connection: the credential and project
+ * header it came with, the organization projection's position when it was
+ * resolved, and the (mode, scope) pairs it passed.
+ */
+type ConnectionAuth = { header: Buffer; project: string | undefined; at: string; auth: ApiKeyAuth; passed: Set<string> };
+
+const headerValue = (v: string | string[] | undefined): string | undefined => (typeof v === 'string' ? v : undefined);
+
 export class Authenticator {
   /**
    * `cache` follows the organization projection (keys, projects, users): an entry
@@ -82,6 +91,43 @@ export class Authenticator {
 
   /** The platform secret's digest: a presented bearer is hashed once and compared in constant time. */
   private readonly serviceDigest: Buffer;
+
+  /**
+   * Per connection (keep-alive clients send one credential on many requests):
+   * an API key's authentication is reused for the next request on the same
+   * connection with the same Authorization and x-svc-project headers, while
+   * the organization projection (keys, projects) has not moved; so a
+   * revocation binds from its acknowledgement, as with the read cache. The
+   * headers are compared in constant time. Access tokens (which expire) and
+   * the platform credential are not kept.
+   */
+  private readonly byConnection = new WeakMap<object, ConnectionAuth>();
+
+  /** The authentication already made for this request's connection and headers, if it still holds (no hashing, no lookup). */
+  cached(req: FastifyRequest, mode: AuthMode, scope: string | undefined): Auth | undefined {
+    const c = this.byConnection.get(req.raw.socket);
+    if (c === undefined || c.at !== this.cache.version() || !c.passed.has(`${mode} ${scope ?? ''}`)) return undefined;
+    const header = req.headers.authorization;
+    if (typeof header !== 'string' || headerValue(req.headers['x-svc-project']) !== c.project) return undefined;
+    const presented = Buffer.from(header);
+    return presented.length === c.header.length && timingSafeEqual(presented, c.header) ? c.auth : undefined;
+  }
+
+  private remember(req: FastifyRequest, mode: AuthMode, scope: string | undefined, at: string | undefined, auth: ApiKeyAuth): void {
+    const header = req.headers.authorization;
+    if (at === undefined || at !== this.cache.version() || typeof header !== 'string' || auth.grantId !== undefined) return;
+    const key = `${mode} ${scope ?? ''}`;
+    const project = headerValue(req.headers['x-svc-project']);
+    const presented = Buffer.from(header);
+    const c = this.byConnection.get(req.raw.socket);
+    // The same credential again (another route's mode or scope): one more pair it passed.
+    if (c && c.at === at && c.project === project && c.header.length === presented.length && timingSafeEqual(c.header, presented)) {
+      c.passed.add(key);
+      return;
+    }
+    Object.freeze(auth.scopes);
+    this.byConnection.set(req.raw.socket, { header: presented, project, at, auth: Object.freeze(auth), passed: new Set([key]) });
+  }
 
   /** 401 for a bad bearer: the bare body, plus where to discover the OAuth server (RFC 9728 §5.1). */
   private unauthorizedBearer() {
@@ -129,6 +175,7 @@ export class Authenticator {
 
   async authenticate(req: FastifyRequest, mode: AuthMode, scope: string | undefined, minRole: Role | undefined): Promise<Auth> {
     if (mode === 'open') return { kind: 'open' };
+    const at = this.cache.version();
     const token = bearer(req);
     const digest = token !== undefined ? sha256(token) : undefined;
     const isService = digest !== undefined && timingSafeEqual(digest, this.serviceDigest);
@@ -136,11 +183,14 @@ export class Authenticator {
       if (!token || isService || !(API_KEY_PATTERN.test(token) || ACCESS_TOKEN_PATTERN.test(token))) throw this.unauthorizedBearer();
       const auth = await this.apiKey(req, token, scope, digest!);
       if (mode === 'org_admin' && auth.projectBound) throw forbidden('a project API key cannot act for the whole organization');
+      this.remember(req, mode, scope, at, auth);
       return auth;
     }
     if (mode === 'key_or_service' && !isService) {
       if (!token || !API_KEY_PATTERN.test(token)) throw unauthorized();
-      return this.apiKey(req, token, scope, digest!);
+      const auth = await this.apiKey(req, token, scope, digest!);
+      this.remember(req, mode, scope, at, auth);
+      return auth;
     }
     if (mode === 'key_or_service' && typeof req.headers['x-svc-user'] !== 'string') throw insufficientRole(minRole ?? 'admin');
     if (mode === 'org_admin') minRole ??= 'admin';

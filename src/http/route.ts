@@ -144,7 +144,7 @@ export function defineRoute<P, Q, B, M extends AuthMode>(app: FastifyInstance, d
     method: spec.method,
     url: spec.url,
     handler: async (req, reply) => {
-      const auth = (await deps.auth.authenticate(req, spec.auth, spec.scope, spec.minRole)) as AuthFor<M>;
+      const auth = (deps.auth.cached(req, spec.auth, spec.scope) ?? (await deps.auth.authenticate(req, spec.auth, spec.scope, spec.minRole))) as AuthFor<M>;
       if (auth.kind === 'api_key') deps.rateLimiter.take(auth.keyId);
       const params = parseOr400(spec.params, req.params, 'invalid_params', 'path');
       const query = parseOr400(spec.query, req.query, 'invalid_query', 'query');

@@ -42,6 +42,15 @@ export class ReadCache<V> {
     return value;
   }
 
+  /**
+   * The projection's applied position now: a value derived from entries of
+   * this cache may be kept with it and used while this has not changed
+   * (undefined: not known yet, keep nothing).
+   */
+  version(): Position | undefined {
+    return this.progress.position(this.applied);
+  }
+
   clear(): void {
     this.entries.clear();
   }
