@@ -115,18 +115,19 @@ export class Authenticator {
 
   private remember(req: FastifyRequest, mode: AuthMode, scope: string | undefined, at: string | undefined, auth: ApiKeyAuth): void {
     const header = req.headers.authorization;
-    if (at === undefined || at !== this.cache.version() || typeof header !== 'string' || auth.grantId !== undefined) return;
+    const socket = req.raw.socket as object | null | undefined;
+    if (!socket || at === undefined || at !== this.cache.version() || typeof header !== 'string' || auth.grantId !== undefined) return;
     const key = `${mode} ${scope ?? ''}`;
     const project = headerValue(req.headers['x-svc-project']);
     const presented = Buffer.from(header);
-    const c = this.byConnection.get(req.raw.socket);
+    const c = this.byConnection.get(socket);
     // The same credential again (another route's mode or scope): one more pair it passed.
     if (c && c.at === at && c.project === project && c.header.length === presented.length && timingSafeEqual(c.header, presented)) {
       c.passed.add(key);
       return;
     }
     Object.freeze(auth.scopes);
-    this.byConnection.set(req.raw.socket, { header: presented, project, at, auth: Object.freeze(auth), passed: new Set([key]) });
+    this.byConnection.set(socket, { header: presented, project, at, auth: Object.freeze(auth), passed: new Set([key]) });
   }
 
   /** 401 for a bad bearer: the bare body, plus where to discover the OAuth server (RFC 9728 §5.1). */
