@@ -138,6 +138,21 @@ function actorOf(auth: Auth): CommandContext['actor'] {
  */
 const checkedBodies = new WeakMap<object, z.ZodType>();
 
+/** Asserts a response on the way out: one that breaks its own schema is our bug. A shared read-cache body is checked once. */
+function checkResponse(spec: RouteSpec, r: Reply, req: FastifyRequest): Reply {
+  const schema = spec.responses[r.status];
+  if (!schema) return r;
+  const shared = isShared(r.body);
+  if (shared && checkedBodies.get(r.body as object) === schema) return r;
+  const result = schema.safeParse(r.body);
+  if (!result.success) {
+    req.log.error({ operation: spec.operationId, issues: result.error.issues }, 'response does not match its schema');
+    throw new Error(`response of ${spec.operationId} does not match its schema`);
+  }
+  if (shared) checkedBodies.set(r.body as object, schema);
+  return r;
+}
+
 export function defineRoute<P, Q, B, M extends AuthMode>(app: FastifyInstance, deps: AppDeps, spec: RouteSpec<P, Q, B, M>): void {
   deps.routes.push(spec as unknown as RouteSpec);
   app.route({
@@ -176,18 +191,7 @@ export function defineRoute<P, Q, B, M extends AuthMode>(app: FastifyInstance, d
         },
       };
 
-      // Assert on the way out too: a response that breaks its own schema is our bug.
-      const checked = async (): Promise<Reply> => {
-        const r = await spec.handler(ctx);
-        const schema = spec.responses[r.status];
-        if (schema && isShared(r.body) && checkedBodies.get(r.body) === schema) return r;
-        if (schema && !schema.safeParse(r.body).success) {
-          req.log.error({ operation: spec.operationId, issues: schema.safeParse(r.body).error?.issues }, 'response does not match its schema');
-          throw new Error(`response of ${spec.operationId} does not match its schema`);
-        }
-        if (schema && isShared(r.body)) checkedBodies.set(r.body, schema);
-        return r;
-      };
+      const checked = async (): Promise<Reply> => checkResponse(spec as unknown as RouteSpec, await spec.handler(ctx), req);
       const idemHeader = req.headers['idempotency-key'];
       const idemKey = spec.idempotent && typeof idemHeader === 'string' ? idemHeader : undefined;
       if (idemKey === undefined || !('orgId' in auth)) return sendResponse(reply, await checked());
