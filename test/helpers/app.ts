@@ -1,7 +1,11 @@
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import type { Test } from 'tap';
 import { randomBytes } from 'node:crypto';
-import { buildApp } from '../../src/app.ts';
+import { buildApp, type BuildOptions } from '../../src/app.ts';
+import { PostgresEventStore } from '../../src/eventstore/postgres.ts';
+import { openDb } from '../../src/postgres/db.ts';
+import { startReadSide } from '../../src/readside.ts';
+import type { SealerOptions } from '../../src/audit/sealer.ts';
 import { Vault } from '../../src/adapters/vault.ts';
 import type { Bank } from '../../src/adapters/bank/port.ts';
 import type { PixDeps } from '../../src/adapters/psp/port.ts';
@@ -116,6 +120,26 @@ export function testClock() {
 function ok(res: LightMyRequestResponse, status: number): LightMyRequestResponse {
   if (res.statusCode !== status) throw new Error(`expected ${status}, got ${res.statusCode}: ${res.body}`);
   return res;
+}
+
+/**
+ * A second service instance on the test app's database, as another process
+ * runs it: its own pool, event store (group commit, inline followers), read
+ * side (no reactors), sealer and command-state cache. `app` overrides its
+ * build options (say, the first instance's vault, providers or x402).
+ */
+export async function secondInstance(t: Test, a: TestApp, opts: { sealer?: Partial<SealerOptions>; app?: Partial<BuildOptions> } = {}): Promise<FastifyInstance> {
+  const db = openDb(a.ledger.url, { max: 10 });
+  const store = await PostgresEventStore.open(db);
+  const readSide = await startReadSide(db, store, { signingKey: a.ledger.key, origin: a.ledger.origin, ...opts.sealer }, undefined, { reactors: false });
+  const app = await buildApp({ vault: await Vault.open(db, randomBytes(32)), db, store, readSide, serviceSecret: SERVICE_SECRET, baseUrl: 'http://127.0.0.1:8080', logLevel: 'silent', readWaitMs: 10_000, rateLimit: { burst: 100_000, perSecond: 100_000 }, ...opts.app });
+  t.teardown(async () => {
+    await app.close();
+    await readSide.stop();
+    await store.close();
+    await db.close();
+  });
+  return app;
 }
 
 export async function bootstrapOrg(app: FastifyInstance, name = 'Acme'): Promise<Org> {

@@ -1,14 +1,8 @@
-import { randomBytes } from 'node:crypto';
 import t from 'tap';
 import type { Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import { buildApp } from '../../src/app.ts';
-import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../../src/adapters/chain/signature.ts';
-import { BASE_SEPOLIA_CHAIN_ID, BASE_SEPOLIA_USDC } from '../../src/adapters/chain/local-chain.ts';
-import { PostgresEventStore } from '../../src/eventstore/postgres.ts';
-import { openDb } from '../../src/postgres/db.ts';
-import { startReadSide } from '../../src/readside.ts';
-import { bootstrapOrg, SERVICE_SECRET, testApp } from '../helpers/app.ts';
+import { bootstrapOrg, secondInstance, testApp } from '../helpers/app.ts';
+import { signedExecution } from '../helpers/x402.ts';
 
 // Tool calls and x402 executions decide on this process's copy of the
 // policies and write their last record before the outside effect (the
@@ -19,29 +13,7 @@ import { bootstrapOrg, SERVICE_SECRET, testApp } from '../helpers/app.ts';
 // for a refused call, and the x402 nonce stays usable.
 
 const a = await testApp(t, { providers: true, x402: true });
-const dbB = openDb(a.ledger.url, { max: 10 });
-const storeB = await PostgresEventStore.open(dbB);
-const readSideB = await startReadSide(dbB, storeB, { signingKey: a.ledger.key, origin: a.ledger.origin }, undefined, { reactors: false });
-const appB = await buildApp({
-  vault: a.vault,
-  db: dbB,
-  store: storeB,
-  readSide: readSideB,
-  providers: a.providerRuntime,
-  x402: a.x402!,
-  webhookTargets: { loopback: true, private: false },
-  serviceSecret: SERVICE_SECRET,
-  baseUrl: 'http://127.0.0.1:8080',
-  logLevel: 'silent',
-  readWaitMs: 10_000,
-  rateLimit: { burst: 100_000, perSecond: 100_000 },
-});
-t.teardown(async () => {
-  await appB.close();
-  await readSideB.stop();
-  await storeB.close();
-  await dbB.close();
-});
+const appB = await secondInstance(t, a, { app: { vault: a.vault, providers: a.providerRuntime, x402: a.x402!, webhookTargets: { loopback: true, private: false } } });
 const apps = [a.app, appB];
 
 const org = await bootstrapOrg(a.app, 'GuardedCalls');
@@ -75,18 +47,7 @@ t.test('x402: a rule acknowledged through one instance binds the next execution 
   const payee = privateKeyToAccount(generatePrivateKey()).address;
   t.equal((await post(0, '/v1/test/x402/faucet', { address: payer.address, value_atomic: '50000000' })).statusCode, 200);
   const balance = () => a.x402!.test!.settlement.balanceOf(payee as Hex);
-  const execution = async (value: bigint) => {
-    const now = BigInt(Math.floor(Date.now() / 1000));
-    const message = { from: payer.address, to: payee, value, validAfter: now - 60n, validBefore: now + 3600n, nonce: `0x${randomBytes(32).toString('hex')}` as Hex };
-    const domain = { name: 'USDC', version: '2', chainId: BASE_SEPOLIA_CHAIN_ID, verifyingContract: BASE_SEPOLIA_USDC as Hex };
-    const signature = await payer.signTypedData({ domain, types: TRANSFER_WITH_AUTHORIZATION_TYPES, primaryType: 'TransferWithAuthorization', message });
-    return {
-      authorization: { ...message, value: message.value.toString(), validAfter: message.validAfter.toString(), validBefore: message.validBefore.toString() },
-      domain,
-      signature,
-      intent: { payee, resource: 'https://api.example.com/guarded', max_amount_minor: '100000', total_cap_minor: '1000000' },
-    };
-  };
+  const execution = (value: bigint) => signedExecution(payer, payee, value, { resource: 'https://api.example.com/guarded' });
   const execute = async (i: number, body: Record<string, unknown>) => post(i, '/v1/facilitator/x402/executions', body);
   t.equal((await execute(0, await execution(10_000n))).statusCode, 200, 'instance 0 folds the policies (none)');
   const deny = await post(1, '/v1/policies', { name: 'no x402 for this payer', type: 'deny', agents: [payer.address], tools: ['x402.*'] });
@@ -108,13 +69,7 @@ t.test('x402: the guard refuses the verified row when the policies moved after t
   const payer = privateKeyToAccount(generatePrivateKey());
   const payee = privateKeyToAccount(generatePrivateKey()).address;
   t.equal((await post(1, '/v1/test/x402/faucet', { address: payer.address, value_atomic: '50000000' })).statusCode, 200);
-  const now = BigInt(Math.floor(Date.now() / 1000));
-  const sign = async () => {
-    const message = { from: payer.address, to: payee, value: 5_000n, validAfter: now - 60n, validBefore: now + 3600n, nonce: `0x${randomBytes(32).toString('hex')}` as Hex };
-    const domain = { name: 'USDC', version: '2', chainId: BASE_SEPOLIA_CHAIN_ID, verifyingContract: BASE_SEPOLIA_USDC as Hex };
-    const signature = await payer.signTypedData({ domain, types: TRANSFER_WITH_AUTHORIZATION_TYPES, primaryType: 'TransferWithAuthorization', message });
-    return { authorization: { ...message, value: '5000', validAfter: message.validAfter.toString(), validBefore: message.validBefore.toString() }, domain, signature, intent: { payee, resource: 'https://api.example.com/moved', max_amount_minor: '100', total_cap_minor: '100000' } };
-  };
+  const sign = () => signedExecution(payer, payee, 5_000n, { resource: 'https://api.example.com/moved', max_amount_minor: '100', total_cap_minor: '100000' });
   t.equal((await post(1, '/v1/facilitator/x402/executions', await sign())).statusCode, 200, 'instance 1 folds the policies');
   // A rule that does not concern this payer moves the policy stream through instance 0.
   const other = await post(0, '/v1/policies', { name: 'someone else', type: 'deny', agents: ['0x0000000000000000000000000000000000000001'], tools: ['x402.*'] });

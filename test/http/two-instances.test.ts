@@ -1,14 +1,8 @@
 import t from 'tap';
-import { randomBytes } from 'node:crypto';
-import { buildApp } from '../../src/app.ts';
-import { Vault } from '../../src/adapters/vault.ts';
 import { auditStream, isAuditStream } from '../../src/audit/chain.ts';
 import { verifyOrgChain } from '../../src/audit/verifier.ts';
-import { PostgresEventStore } from '../../src/eventstore/postgres.ts';
-import { openDb } from '../../src/postgres/db.ts';
 import { listCheckpoints } from '../../src/projector/checkpoints.ts';
-import { startReadSide } from '../../src/readside.ts';
-import { bootstrapOrg, SERVICE_SECRET, testApp } from '../helpers/app.ts';
+import { bootstrapOrg, secondInstance, testApp } from '../helpers/app.ts';
 
 // Two service instances on one database, as two processes run them: each with
 // its own pool, event store (its own group commit and inline followers), read
@@ -17,16 +11,7 @@ import { bootstrapOrg, SERVICE_SECRET, testApp } from '../helpers/app.ts';
 // no projection records an error.
 
 const a = await testApp(t);
-const dbB = openDb(a.ledger.url, { max: 10 });
-const storeB = await PostgresEventStore.open(dbB);
-const readSideB = await startReadSide(dbB, storeB, { signingKey: a.ledger.key, origin: a.ledger.origin, checkpointEveryEntries: 4, checkpointIntervalMs: 60_000 }, undefined, { reactors: false });
-const appB = await buildApp({ vault: await Vault.open(dbB, randomBytes(32)), db: dbB, store: storeB, readSide: readSideB, serviceSecret: SERVICE_SECRET, baseUrl: 'http://127.0.0.1:8080', logLevel: 'silent', readWaitMs: 10_000, rateLimit: { burst: 100_000, perSecond: 100_000 } });
-t.teardown(async () => {
-  await appB.close();
-  await readSideB.stop();
-  await storeB.close();
-  await dbB.close();
-});
+const appB = await secondInstance(t, a, { sealer: { checkpointEveryEntries: 4, checkpointIntervalMs: 60_000 } });
 const apps = [a.app, appB];
 
 const org = await bootstrapOrg(a.app, 'Twins');

@@ -1,10 +1,8 @@
-import { randomBytes } from 'node:crypto';
 import t from 'tap';
 import type { Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../../src/adapters/chain/signature.ts';
-import { BASE_SEPOLIA_CHAIN_ID, BASE_SEPOLIA_USDC } from '../../src/adapters/chain/local-chain.ts';
 import { bootstrapOrg, testApp } from '../helpers/app.ts';
+import { signedExecution } from '../helpers/x402.ts';
 
 // Policies before every x402 execution (tool `x402.execute`, the signer as the
 // agent, the amount in USDC cents): a denial moves no money and spends no
@@ -19,18 +17,7 @@ const post = (url: string, payload: Record<string, unknown>, headers: Record<str
 await post('/v1/test/x402/faucet', { address: payer.address, value_atomic: '50000000' });
 const balance = (a: string) => x402!.test!.settlement.balanceOf(a as Hex);
 
-async function execution(value: bigint) {
-  const now = BigInt(Math.floor(Date.now() / 1000));
-  const message = { from: payer.address, to: payee, value, validAfter: now - 60n, validBefore: now + 3600n, nonce: `0x${randomBytes(32).toString('hex')}` as Hex };
-  const domain = { name: 'USDC', version: '2', chainId: BASE_SEPOLIA_CHAIN_ID, verifyingContract: BASE_SEPOLIA_USDC as Hex };
-  const signature = await payer.signTypedData({ domain, types: TRANSFER_WITH_AUTHORIZATION_TYPES, primaryType: 'TransferWithAuthorization', message });
-  return {
-    authorization: { ...message, value: message.value.toString(), validAfter: message.validAfter.toString(), validBefore: message.validBefore.toString() },
-    domain,
-    signature,
-    intent: { payee, resource: 'https://api.example.com/report', max_amount_minor: '100000', total_cap_minor: '1000000' },
-  };
-}
+const execution = (value: bigint) => signedExecution(payer, payee, value);
 
 t.test('a deny rule on x402.execute: 403 with the rule, nothing moved, the nonce still usable', async (t) => {
   const rule = (await post('/v1/policies', { name: 'no x402 for this payer', type: 'deny', agents: [payer.address], tools: ['x402.*'] })).json();
