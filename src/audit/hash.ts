@@ -1,5 +1,4 @@
 import { createHash, createHmac } from 'node:crypto';
-import canonicalizeJcs from 'canonicalize';
 
 // Hashing and canonical encoding shared by the sealer and every verifier.
 // SHA-256 runs on node:crypto (about 3x @noble/hashes here); a test holds both
@@ -17,9 +16,80 @@ export function hmacSha256(key: Uint8Array, ...parts: (Uint8Array | string)[]): 
   return h.digest();
 }
 
-/** RFC 8785 (JCS) canonical JSON text. */
+/**
+ * RFC 8785 (JCS) canonical JSON text: object members sorted by UTF-16 code
+ * units, no whitespace, numbers and strings as ECMAScript serializes them. A
+ * value with no canonical form (NaN, an infinity, a lone surrogate, a BigInt,
+ * a nesting deeper than MAX_DEPTH, a top-level undefined) throws. Written for
+ * the sealer and the verifiers, which canonicalize every event twice; the
+ * `canonicalize` package is the reference it is tested against
+ * (test/audit/jcs.test.ts).
+ */
 export function canonicalize(value: unknown): string {
-  const text = canonicalizeJcs(value);
+  const text = canon(value, 0);
   if (text === undefined) throw new Error('value has no canonical JSON form');
   return text;
+}
+
+/** Deeper than this is refused (a cycle would otherwise recurse until the stack runs out). */
+const MAX_DEPTH = 256;
+/** Characters JSON escapes, and surrogates (which must come in pairs). */
+const SPECIAL = /[\u0000-\u001f"\\\uD800-\uDFFF]/;
+
+function str(s: string): string {
+  if (!SPECIAL.test(s)) return `"${s}"`;
+  if (hasLoneSurrogate(s)) throw new Error('Lone surrogate is not allowed');
+  return JSON.stringify(s);
+}
+
+function canon(v: unknown, depth: number): string | undefined {
+  switch (typeof v) {
+    case 'string':
+      return str(v);
+    case 'number':
+      if (!Number.isFinite(v)) throw new Error(`${v} is not allowed`);
+      return JSON.stringify(v);
+    case 'boolean':
+      return v ? 'true' : 'false';
+    case 'object':
+      break;
+    default:
+      // undefined, functions and symbols have no JSON form; a BigInt throws.
+      return JSON.stringify(v);
+  }
+  if (v === null) return 'null';
+  if (depth >= MAX_DEPTH) throw new Error('nesting too deep (or circular)');
+  const o = v as { toJSON?: () => unknown } & Record<string, unknown>;
+  if (typeof o.toJSON === 'function') return canon(o.toJSON(), depth + 1);
+  if (Array.isArray(v)) {
+    let out = '[';
+    for (let i = 0; i < v.length; i++) {
+      const e = v[i];
+      if (i > 0) out += ',';
+      out += e === undefined || typeof e === 'symbol' || typeof e === 'function' ? 'null' : canon(e, depth + 1);
+    }
+    return out + ']';
+  }
+  const keys = Object.keys(o).sort();
+  let out = '{';
+  let first = true;
+  for (const k of keys) {
+    const e = o[k];
+    if (e === undefined || typeof e === 'symbol' || typeof e === 'function') continue;
+    out += (first ? '' : ',') + str(k) + ':' + canon(e, depth + 1);
+    first = false;
+  }
+  return out + '}';
+}
+
+function hasLoneSurrogate(s: string): boolean {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdbff) {
+      const next = s.charCodeAt(i + 1);
+      if (!(next >= 0xdc00 && next <= 0xdfff)) return true;
+      i++;
+    } else if (c >= 0xdc00 && c <= 0xdfff) return true;
+  }
+  return false;
 }
