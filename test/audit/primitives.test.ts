@@ -1,10 +1,11 @@
 import { randomBytes } from 'node:crypto';
+import * as ed from '@noble/ed25519';
 import { hmac } from '@noble/hashes/hmac.js';
 import { sha256 as nobleSha256 } from '@noble/hashes/sha2.js';
 import t from 'tap';
 import { canonicalize, hmacSha256, sha256 } from '../../src/audit/hash.ts';
 import { CompactRange, consistencyProof, inclusionProof, leafHash, rootOf, verifyConsistency, verifyInclusion } from '../../src/audit/merkle.ts';
-import { generateSigningKey, openCheckpoint, parseVerifierKey, signCheckpoint, verifierKey } from '../../src/audit/note.ts';
+import { ed25519Sign, ed25519Verify, generateSigningKey, openCheckpoint, parseVerifierKey, signCheckpoint, verifierKey } from '../../src/audit/note.ts';
 
 t.test('node:crypto and @noble/hashes give identical bytes', async (t) => {
   for (const n of [0, 1, 55, 56, 64, 300, 4096]) {
@@ -14,6 +15,22 @@ t.test('node:crypto and @noble/hashes give identical bytes', async (t) => {
     t.same(new Uint8Array(hmacSha256(key, data)), hmac(nobleSha256, key, data), `hmac of ${n} bytes`);
   }
   t.same(new Uint8Array(sha256('a', 'bc')), nobleSha256(new TextEncoder().encode('abc')), 'parts concatenate');
+});
+
+t.test('node:crypto and @noble/ed25519 give identical Ed25519 signatures and verdicts', async (t) => {
+  for (const n of [0, 1, 64, 300]) {
+    const key = generateSigningKey('k');
+    const message = randomBytes(n);
+    const sig = ed25519Sign(message, key.secretKey);
+    t.same(new Uint8Array(sig), ed.sign(message, key.secretKey), `signature of ${n} bytes`);
+    t.ok(ed25519Verify(sig, message, key.publicKey) && ed.verify(sig, message, key.publicKey), 'both accept it');
+    const flipped = Buffer.from(sig);
+    flipped[n % 64] = flipped[n % 64]! ^ 1;
+    t.notOk(ed25519Verify(flipped, message, key.publicKey), 'a flipped signature byte is refused');
+    t.notOk(ed.verify(flipped, message, key.publicKey), 'by both');
+    t.notOk(ed25519Verify(sig, message, generateSigningKey('k').publicKey), 'another key is refused');
+  }
+  t.notOk(ed25519Verify(Buffer.alloc(63), Buffer.alloc(1), generateSigningKey('k').publicKey), 'a short signature is refused');
 });
 
 t.test('RFC 8785 canonical JSON', async (t) => {
