@@ -58,8 +58,14 @@ export type VerifyReport = {
 
 const MAX_PROBLEMS = 100;
 
-function sameJson(a: unknown, b: unknown): boolean {
-  return canonicalizeSafe(a) === canonicalizeSafe(b);
+/** Whether `data` hashes, under the salt, to the committed payload_hash (false when it has no canonical form). */
+function meetsCommitment(salt: string | null, data: unknown, committed: string): boolean {
+  if (typeof salt !== 'string') return false;
+  try {
+    return payloadHash(salt, data) === committed;
+  } catch {
+    return false;
+  }
 }
 
 export function checkEntry(orgId: string, se: StoredEntry, prevHash: string): Problem | null {
@@ -104,7 +110,9 @@ export async function checkSource(se: StoredEntry, lookup: NonNullable<ChainSour
   if (src.recordedAt !== env.recorded_at) return bad('source event recorded_at differs');
   const occurred = typeof src.metadata.occurred_at === 'string' ? src.metadata.occurred_at : src.recordedAt;
   if (occurred !== env.occurred_at) return bad('source event occurred_at differs');
-  if (e.payload !== null && !sameJson(src.data, e.payload)) return bad('source event data differs from the sealed payload');
+  // The sealed payload was checked against payload_hash (checkEntry); the source
+  // must meet the same commitment (one canonicalization instead of comparing two).
+  if (e.payload !== null && !meetsCommitment(e.payload_salt, src.data, env.payload_hash)) return bad('source event data differs from the sealed payload');
   return null;
 }
 

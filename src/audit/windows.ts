@@ -1,3 +1,4 @@
+import { businessEventTypes } from '../../events/index.ts';
 import { type EventStore, type Position, type RecordedEvent, START } from '../eventstore/port.ts';
 import type { Db } from '../postgres/db.ts';
 import { type AuditEntry, auditStream, genesisHash } from './chain.ts';
@@ -19,8 +20,12 @@ import { checkEntry, checkSource, type Problem, type StoredEntry, storedCheckpoi
 export type RangeReport = { from: number; to: number; entries: number; problems: Problem[] };
 
 const PAGE = 2_000;
-/** At most this many log events are scanned to prefetch one page's sources (the rest are looked up one by one). */
+/** Entries checked between two turns of the event loop. */
+const YIELD_EVERY = 200;
+/** At most this many events of source types are read to prefetch one page's sources (the rest are looked up one by one). */
 const PREFETCH_BUDGET = PAGE * 8;
+
+const SOURCE_TYPES = { eventTypes: businessEventTypes };
 
 const sourceKey = (stream: string, revision: string | bigint) => `${stream}@${revision}`;
 
@@ -44,7 +49,8 @@ async function prefetchSources(store: EventStore, after: Position, sources: Read
   try {
     let cursor = after;
     for (let scanned = 0; cursor < last && scanned < budget; ) {
-      const events = await store.readAll({ after: cursor, maxCount: Math.min(1_000, budget - scanned) });
+      // Only business events can be sources: the chain's own entries between them are not read again.
+      const events = await store.readAll({ after: cursor, maxCount: Math.min(1_000, budget - scanned), filter: SOURCE_TYPES });
       if (events.length === 0) break;
       for (const e of events) {
         if (e.position > last) break;
@@ -112,6 +118,8 @@ export async function verifyRange(
       leaves.push(leafHash(Buffer.from(prevHash, 'hex')));
       expected++;
       count++;
+      // A page is ~100 ms of hashing: let waiting requests run between slices of it.
+      if (count % YIELD_EVERY === 0) await new Promise((r) => setImmediate(r));
     }
     rev = page[page.length - 1]!.revision + 1n;
   }
