@@ -164,8 +164,10 @@ type ProjectRecord = {
  * memory with exactly the rules of `apply` (same position guards), and write
  * the touched rows back in one upsert. Two statements per batch, whatever its size.
  * Fresh (a rebuild's bulk phase): rows the batch created and did not load are
- * new, and go in by a plain insert, without the upsert's conflict check.
+ * new, and go in by COPY, without the upsert's conflict check.
  */
+const PROJECT_ROW_COLUMNS = ['id', 'org_id', 'name', 'slug', 'environment', 'is_default', 'settings', 'created_at', 'deleted_at', 'position'] as const;
+
 orgProjection.applyBatch = async (tx, events, t, opts = {}) => {
   const ids = new Set<string>();
   const orgsAll = new Set<string>();
@@ -257,16 +259,18 @@ orgProjection.applyBatch = async (tx, events, t, opts = {}) => {
       [JSON.stringify(newOrgs)],
     );
   }
-  const insert = `INSERT INTO ${t.projects} (id, org_id, name, slug, environment, is_default, settings, created_at, deleted_at, position)
+  const upsert = `INSERT INTO ${t.projects} (id, org_id, name, slug, environment, is_default, settings, created_at, deleted_at, position)
        SELECT id, org_id, name, slug, environment, is_default, settings::jsonb, created_at, deleted_at, position
        FROM json_to_recordset($1::json) AS x(id text, org_id text, name text, slug text, environment text, is_default boolean, settings text, created_at timestamptz, deleted_at timestamptz, position text)`;
   const upserts: ProjectRecord[] = [];
   const inserts: ProjectRecord[] = [];
   for (const id of touched) (opts.fresh && !loaded.has(id) ? inserts : upserts).push(rows.get(id)!);
-  if (inserts.length > 0) await tx.query(insert, [JSON.stringify(inserts)]);
+  if (inserts.length > 0 && opts.fresh) {
+    await opts.fresh.copyRows(t.projects!, PROJECT_ROW_COLUMNS, inserts.map((r) => PROJECT_ROW_COLUMNS.map((c) => r[c])));
+  }
   if (upserts.length > 0) {
     await tx.query(
-      `${insert}
+      `${upsert}
        ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, slug = EXCLUDED.slug, is_default = EXCLUDED.is_default,
          deleted_at = EXCLUDED.deleted_at, position = EXCLUDED.position
        WHERE ${t.projects}.position < EXCLUDED.position`,

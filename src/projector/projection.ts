@@ -1,4 +1,4 @@
-import type { Queryable } from '../postgres/db.ts';
+import type { Queryable, Transaction } from '../postgres/db.ts';
 import type { RecordedEvent } from '../eventstore/port.ts';
 
 // A projection: a named, versioned function from events to rows.
@@ -16,10 +16,10 @@ export type TableNames = Record<string, string>;
  * fresh: the tables hold exactly what this same pass applied, and each event
  * comes once, in order (a rebuild's bulk phase). A row the batch creates and
  * did not find cannot exist yet, so the projection may insert it without an
- * idempotency guard; if that fails anyway, the batch is applied again one by
- * one, with the guards.
+ * idempotency guard, by COPY (`fresh.copyRows`); if that fails anyway, the
+ * batch is applied again one by one, with the guards.
  */
-export type BatchOptions = { fresh?: boolean };
+export type BatchOptions = { fresh?: Pick<Transaction, 'copyRows'> };
 
 export interface Projection {
   readonly name: string;

@@ -264,7 +264,7 @@ export async function rebuildProjection(db: Db, store: EventStore, p: Projection
   // the part is applied again one by one, with the guards, in a new one.
   const applyPart = (part: readonly RecordedEvent[]) =>
     db
-      .transaction((tx) => applyInline(tx, p, part, shadow, { fresh: true }), { waitForFlush: false })
+      .transaction((tx) => applyInline(tx, p, part, shadow, { fresh: tx }), { waitForFlush: false })
       .catch(() => db.transaction((tx) => applyEach(tx, p, part.filter((e) => p.eventTypes.has(e.type)), shadow), { waitForFlush: false }));
   // A read left pending when the loop stops must not reject unobserved.
   const read = (after: Position) => {

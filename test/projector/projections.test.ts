@@ -22,7 +22,9 @@ async function mixedCommands() {
     const s = orgStream(org);
     await ledger.run(orgDecider, s, { type: 'create_org', orgId: org, name: `Org ${org}`, defaultProjectId: `prj_${org}_default`, owner: { userId: `usr_${Math.random().toString(36).slice(2)}`, email: 'owner@example.com', displayName: null } }, ctx);
     for (let i = 0; i < 4; i++) {
-      await ledger.run(orgDecider, s, { type: 'create_project', projectId: `prj_${org}_${i}`, name: `P${i}`, slug: `p-${i}`, environment: i % 2 ? 'live' : 'test', settings: { i } }, ctx);
+      // Text that COPY must escape (tab, line breaks, backslashes, a literal \N) goes through every rebuild.
+      const name = i === 3 ? `P${i}\ttab\nline\r\\N back\\slash "q" é€😀` : `P${i}`;
+      await ledger.run(orgDecider, s, { type: 'create_project', projectId: `prj_${org}_${i}`, name, slug: `p-${i}`, environment: i % 2 ? 'live' : 'test', settings: i === 3 ? { i, note: 'a\tb\\c\n\\N', nested: { q: '"' } } : { i } }, ctx);
     }
     await ledger.run(orgDecider, s, { type: 'update_project', projectId: `prj_${org}_1`, name: 'Renamed', slug: 'renamed', makeDefault: true }, ctx);
     await ledger.run(orgDecider, s, { type: 'delete_project', projectId: `prj_${org}_default` }, ctx);
