@@ -24,6 +24,7 @@ import { MandateExpiryReactor } from './reactors/mandate-expiry.ts';
 import { AuditVerifier } from './audit/health.ts';
 import { ProjectionRunner } from './projector/runner.ts';
 import { PostgresEventStore } from './eventstore/postgres.ts';
+import { VerifierThread, type VerifierThreadSpec } from './audit/verifier-thread.ts';
 import { inlineFollower } from './projector/inline.ts';
 
 // Everything that follows the log to serve reads: the projections and the
@@ -70,9 +71,12 @@ export async function startReadSide(
   const expiry = new MandateExpiryReactor(db, store, opts.now ?? (() => new Date()));
   await AuditVerifier.migrate(db);
   const verifier = new AuditVerifier(db, store, sealerOpts.signingKey, sealerOpts.origin ?? 'agent-ledger/audit', opts.now);
+  let verifierThread: VerifierThread | undefined;
   if (opts.reactors !== false) {
     expiry.start();
-    verifier.start();
+    const spec = threadSpec(db, store, sealerOpts);
+    if (spec && !opts.now) verifierThread = await VerifierThread.start(spec);
+    else verifier.start();
   }
   return {
     progress,
@@ -83,6 +87,7 @@ export async function startReadSide(
     waitFor: (position, timeoutMs) => progress.waitFor(position, timeoutMs),
     async stop() {
       if (inlineStore) inlineStore.inline = undefined;
+      await verifierThread?.stop();
       await verifier.stop();
       await expiry.stop();
       await progress.stop();
@@ -90,4 +95,11 @@ export async function startReadSide(
       for (const r of runners) await r.stop();
     },
   };
+}
+
+/** How the verifier thread opens the same log and database; undefined for a store it cannot open (it then runs here). */
+function threadSpec(db: Db, store: EventStore, sealerOpts: SealerOptions): VerifierThreadSpec | undefined {
+  const esdb = store.kind === 'eventstoredb' && 'connectionString' in store ? (store as { connectionString(): string }).connectionString() : undefined;
+  if (!(store instanceof PostgresEventStore) && !esdb) return undefined;
+  return { dbUrl: db.url, esdbUrl: esdb, keyName: sealerOpts.signingKey.name, publicKey: sealerOpts.signingKey.publicKey, origin: sealerOpts.origin ?? 'agent-ledger/audit' };
 }

@@ -236,11 +236,18 @@ export type EventStoreDbHealth = {
 export class EventStoreDbStore implements EventStore {
   readonly kind = 'eventstoredb' as const;
   readonly health: EventStoreDbHealth = { transportErrors: 0, lastError: undefined, resubscriptions: 0 };
+  /** Kept out of sight (it may carry credentials): only to open the same store elsewhere (the verifier thread). */
+  #connectionString = '';
   private constructor(
     private readonly client: EventStoreDBClient,
     /** host:port list of the connection string, for error messages (never credentials). */
     readonly address: string,
   ) {}
+
+  /** The connection string this store was opened with (credentials included: never log it). */
+  connectionString(): string {
+    return this.#connectionString;
+  }
 
   static async open(connectionString: string): Promise<EventStoreDbStore> {
     const address = describeAddress(connectionString);
@@ -251,6 +258,7 @@ export class EventStoreDbStore implements EventStore {
       throw new EventStoreError('store_unavailable', `EventStoreDB connection string for ${address} is invalid: ${(err as Error).message}`);
     }
     const store = new EventStoreDbStore(client, address);
+    store.#connectionString = connectionString;
     try {
       await store.headPosition(); // fail fast when the server is unreachable or $all is not readable
     } catch (err) {

@@ -1,0 +1,49 @@
+import { Worker } from 'node:worker_threads';
+
+// Continuous verification re-reads and re-hashes every sealed entry: as much
+// work as sealing it, and none of it on any request's path. It runs on a
+// worker thread with its own connections, so it uses a core the service's
+// thread is not using instead of delaying requests (docs/performance.md, fifth
+// round). A clock injected for tests cannot cross threads: with one, the
+// verifier runs in the service's thread as before (src/readside.ts).
+
+export type VerifierThreadSpec = {
+  dbUrl: string;
+  /** The EventStoreDB connection string when the log lives there. */
+  esdbUrl: string | undefined;
+  keyName: string;
+  publicKey: Uint8Array;
+  origin: string;
+};
+
+export class VerifierThread {
+  private constructor(private readonly worker: Worker) {}
+
+  static async start(spec: VerifierThreadSpec): Promise<VerifierThread> {
+    // The service runs its TypeScript through tsx, whose loader a worker does not
+    // inherit: the worker registers it first, then imports its entry.
+    const boot = `import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((m) => { m.register(); return import(${JSON.stringify(new URL('./verifier-worker.ts', import.meta.url).href)}); })`;
+    const worker = new Worker(boot, { eval: true, workerData: spec });
+    await new Promise<void>((resolve, reject) => {
+      worker.once('message', () => resolve());
+      worker.once('error', reject);
+      worker.once('exit', (code) => reject(new Error(`the verifier thread exited (${code}) before starting`)));
+    });
+    // Once started, a failure of the thread must not end the service: verification
+    // health shows the verifier falling behind (last_checked_at stops moving).
+    worker.removeAllListeners('error').removeAllListeners('exit');
+    worker.on('error', () => {});
+    worker.unref();
+    return new VerifierThread(worker);
+  }
+
+  async stop(): Promise<void> {
+    const stopped = new Promise<void>((resolve) => {
+      this.worker.once('message', () => resolve());
+      this.worker.once('exit', () => resolve());
+    });
+    this.worker.postMessage('stop');
+    await stopped;
+    await this.worker.terminate();
+  }
+}

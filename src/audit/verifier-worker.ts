@@ -1,0 +1,22 @@
+import { parentPort, workerData } from 'node:worker_threads';
+import { openEventStore } from '../eventstore/index.ts';
+import { openDb } from '../postgres/db.ts';
+import { AuditVerifier } from './health.ts';
+import type { VerifierThreadSpec } from './verifier-thread.ts';
+
+// The continuous audit verifier on its own thread (src/audit/verifier-thread.ts):
+// its own connections and its own view of the event store, the same schedule
+// and code as in the service's thread.
+
+const spec = workerData as VerifierThreadSpec;
+const db = openDb(spec.dbUrl, { max: 2, applicationName: 'ledger-verifier' });
+const store = await openEventStore({ esdbUrl: spec.esdbUrl, db });
+const verifier = new AuditVerifier(db, store, { name: spec.keyName, publicKey: spec.publicKey }, spec.origin);
+verifier.start();
+parentPort!.postMessage('started');
+parentPort!.once('message', async () => {
+  await verifier.stop();
+  await store.close().catch(() => {});
+  await db.close().catch(() => {});
+  parentPort!.postMessage('stopped');
+});
