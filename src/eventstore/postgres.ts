@@ -388,30 +388,44 @@ export class PostgresEventStore implements EventStore {
 
   private async drain(): Promise<void> {
     this.draining = true;
+    // A committed batch is answered once the next batch's transaction is under
+    // way: its first statements travel while the answers (and the requests
+    // waiting on them) run. Transactions stay strictly one after another.
+    let answer: (() => void) | undefined;
     try {
       while (this.queue.length > 0) {
-        const batch = this.takeBatch();
-        try {
-          await this.commit(batch);
-        } catch (err) {
-          const rest = await this.settleUnknown(batch, err);
-          if (rest.length === 1 && batch.length === 1) {
-            rest[0]!.reject(this.mapError(err));
-          } else {
-            // One bad append (a duplicate event id, say) must not fail its
-            // neighbours: retry each alone, so only the culprit fails.
-            for (const p of rest) {
-              try {
-                await this.commit([p]);
-              } catch (e) {
-                for (const q of await this.settleUnknown([p], e)) q.reject(this.mapError(e));
-              }
-            }
+        const next = this.commitOrSettle(this.takeBatch());
+        const previous = answer;
+        answer = undefined;
+        previous?.();
+        answer = await next;
+      }
+    } finally {
+      answer?.();
+      this.draining = false;
+    }
+  }
+
+  /** Commits a batch; answers how to answer it. Failures are settled here (each append answered or refused). */
+  private async commitOrSettle(batch: Pending[]): Promise<(() => void) | undefined> {
+    try {
+      return await this.commit(batch);
+    } catch (err) {
+      const rest = await this.settleUnknown(batch, err);
+      if (rest.length === 1 && batch.length === 1) {
+        rest[0]!.reject(this.mapError(err));
+      } else {
+        // One bad append (a duplicate event id, say) must not fail its
+        // neighbours: retry each alone, so only the culprit fails.
+        for (const p of rest) {
+          try {
+            (await this.commit([p]))();
+          } catch (e) {
+            for (const q of await this.settleUnknown([p], e)) q.reject(this.mapError(e));
           }
         }
       }
-    } finally {
-      this.draining = false;
+      return undefined;
     }
   }
 
@@ -529,8 +543,11 @@ export class PostgresEventStore implements EventStore {
     }));
   }
 
-  /** Writes a batch in one statement (one transaction) and answers each append. */
-  private async commit(batch: Pending[], useInline = true): Promise<void> {
+  /**
+   * Writes a batch in one transaction; answers the function that answers each
+   * append (called by the drain once the next batch is under way).
+   */
+  private async commit(batch: Pending[], useInline = true): Promise<() => void> {
     let rows: AppendRow[];
     const hook: { after: InlineOutcome | void } = { after: undefined };
     // Everything the transaction wrote to the log (the batch, and the inline followers' appends).
@@ -596,18 +613,20 @@ export class PostgresEventStore implements EventStore {
     }
     if (!inline && this.subscribers > 0) batch.forEach((p, i) => rows[i]!.ok && written.push(...PostgresEventStore.recorded(p, rows[i]!)));
     this.remember(written);
-    let moved = false;
-    batch.forEach((p, i) => {
-      const r = rows[i]!;
-      if (r.ok) {
-        moved = true;
-        p.resolve({ nextExpectedRevision: BigInt(r.last_revision!), lastPosition: formatPosition(BigInt(r.last_position!)) });
-      } else {
-        p.reject(PostgresEventStore.refusal(p, r));
-      }
-    });
-    hook.after?.committed?.();
-    if (moved) this.signal.fire();
+    return () => {
+      let moved = false;
+      batch.forEach((p, i) => {
+        const r = rows[i]!;
+        if (r.ok) {
+          moved = true;
+          p.resolve({ nextExpectedRevision: BigInt(r.last_revision!), lastPosition: formatPosition(BigInt(r.last_position!)) });
+        } else {
+          p.reject(PostgresEventStore.refusal(p, r));
+        }
+      });
+      hook.after?.committed?.();
+      if (moved) this.signal.fire();
+    };
   }
 
   /** Keeps a committed transaction's events for local subscriptions, when they cover its positions without a gap. */
