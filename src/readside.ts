@@ -75,8 +75,9 @@ export async function startReadSide(
   if (opts.reactors !== false) {
     expiry.start();
     const spec = threadSpec(db, store, sealerOpts);
-    if (spec && !opts.now) verifierThread = await VerifierThread.start(spec);
-    else verifier.start();
+    // A thread that cannot start (its store unreachable, say) leaves the verifier here.
+    verifierThread = spec && !opts.now ? await VerifierThread.start(spec).catch(() => undefined) : undefined;
+    if (!verifierThread) verifier.start();
   }
   return {
     progress,

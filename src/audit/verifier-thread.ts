@@ -17,33 +17,40 @@ export type VerifierThreadSpec = {
 };
 
 export class VerifierThread {
-  private constructor(private readonly worker: Worker) {}
+  private constructor(
+    private readonly worker: Worker,
+    private readonly exited: Promise<void>,
+  ) {}
 
   static async start(spec: VerifierThreadSpec): Promise<VerifierThread> {
     // The service runs its TypeScript through tsx, whose loader a worker does not
     // inherit: the worker registers it first, then imports its entry.
     const boot = `import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((m) => { m.register(); return import(${JSON.stringify(new URL('./verifier-worker.ts', import.meta.url).href)}); })`;
     const worker = new Worker(boot, { eval: true, workerData: spec });
-    await new Promise<void>((resolve, reject) => {
-      worker.once('message', () => resolve());
-      worker.once('error', reject);
-      worker.once('exit', (code) => reject(new Error(`the verifier thread exited (${code}) before starting`)));
-    });
+    const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
+    try {
+      await new Promise<void>((resolve, reject) => {
+        worker.once('message', () => resolve());
+        worker.once('error', reject);
+        void exited.then(() => reject(new Error('the verifier thread exited before starting')));
+      });
+    } catch (err) {
+      await worker.terminate();
+      throw err;
+    }
     // Once started, a failure of the thread must not end the service: verification
     // health shows the verifier falling behind (last_checked_at stops moving).
-    worker.removeAllListeners('error').removeAllListeners('exit');
+    worker.removeAllListeners('error');
     worker.on('error', () => {});
     worker.unref();
-    return new VerifierThread(worker);
+    return new VerifierThread(worker, exited);
   }
 
+  /** Stops the schedule after the pass under way, closes the thread's connections, ends it. */
   async stop(): Promise<void> {
-    const stopped = new Promise<void>((resolve) => {
-      this.worker.once('message', () => resolve());
-      this.worker.once('exit', () => resolve());
-    });
+    const stopped = new Promise<void>((resolve) => this.worker.once('message', () => resolve()));
     this.worker.postMessage('stop');
-    await stopped;
+    await Promise.race([stopped, this.exited]);
     await this.worker.terminate();
   }
 }

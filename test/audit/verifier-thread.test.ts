@@ -65,3 +65,7 @@ for (const store of ['postgres', 'esdb'] as const) {
     }
   });
 }
+
+t.test('a thread that cannot open its store fails to start (the service then verifies in its own thread)', async (t) => {
+  await t.rejects(VerifierThread.start({ dbUrl: 'postgres://ledger@127.0.0.1:1/none', esdbUrl: undefined, keyName: 'k', publicKey: new Uint8Array(32), origin: 'o' }));
+});
