@@ -228,22 +228,30 @@ export async function rebuildProjection(db: Db, store: EventStore, p: Projection
   const shadow = shadowTables(p);
   const live = liveTables(p);
   const lanes = p.partitionOf ? REBUILD_LANES : 1;
-  // The shadow tables' DDL goes in one transaction (one commit rather than one
-  // per statement), while the lanes' connections are opened.
-  await Promise.all([
+  // Only the events the projection handles leave the store (most of a log is
+  // other families' events and the audit chain's own).
+  const handled = { eventTypes: [...p.eventTypes] };
+  // A read left pending when the loop stops must not reject unobserved.
+  const read = (after: Position) => {
+    const r = store.readAll({ after, maxCount: pageSize, filter: handled });
+    r.catch(() => {});
+    return r;
+  };
+  let pos: Position = '';
+  let processed = 0;
+  // The first page is read while the shadow tables are made (their DDL in one
+  // transaction, one commit rather than one per statement) and the lanes'
+  // connections are opened.
+  let next = read(pos);
+  const [head] = await Promise.all([
+    store.headPosition(),
     db.transaction(async (tx) => {
       for (const name of Object.values(shadow)) await tx.query(`DROP TABLE IF EXISTS ${name}`);
       await ensureTables(tx, p, shadow);
     }),
+    ensureCheckpoint(db, p.name, 'projection', p.version),
     ...Array.from({ length: lanes }, () => db.transaction(async () => {})),
   ]);
-  await ensureCheckpoint(db, p.name, 'projection', p.version);
-  let pos: Position = '';
-  let processed = 0;
-  const head = await store.headPosition();
-  // Only the events the projection handles leave the store (most of a log is
-  // other families' events and the audit chain's own).
-  const handled = { eventTypes: [...p.eventTypes] };
   // Bulk phase: pages of the log straight into the shadow tables, reading the
   // next page while the current one is written.
   //  - A projection with partitions applies on several connections at once:
@@ -266,13 +274,6 @@ export async function rebuildProjection(db: Db, store: EventStore, p: Projection
     db
       .transaction((tx) => applyInline(tx, p, part, shadow, { fresh: tx }), { waitForFlush: false })
       .catch(() => db.transaction((tx) => applyEach(tx, p, part.filter((e) => p.eventTypes.has(e.type)), shadow), { waitForFlush: false }));
-  // A read left pending when the loop stops must not reject unobserved.
-  const read = (after: Position) => {
-    const r = store.readAll({ after, maxCount: pageSize, filter: handled });
-    r.catch(() => {});
-    return r;
-  };
-  let next = read(pos);
   for (;;) {
     const page = await next;
     if (page.length === 0) break;
