@@ -40,7 +40,7 @@ function copyField(v: unknown): string {
   return /[\\\t\n\r]/.test(s) ? s.replace(/[\\\t\n\r]/g, (c) => (c === '\\' ? '\\\\' : c === '\t' ? '\\t' : c === '\n' ? '\\n' : '\\r')) : s;
 }
 
-export function copyText(rows: readonly (readonly unknown[])[]): string {
+function copyText(rows: readonly (readonly unknown[])[]): string {
   let out = '';
   for (const r of rows) {
     for (let i = 0; i < r.length; i++) out += (i > 0 ? '\t' : '') + copyField(r[i]);
