@@ -33,6 +33,9 @@ export interface Transaction extends Queryable {
 
 const IDENTIFIER = /^[a-z_][a-z0-9_]*$/;
 
+/** node-postgres (8.23+) sends a client's queries without waiting for earlier answers while `pipeline` is set. */
+type PipelineSwitch = { pipeline: boolean };
+
 /** One field of COPY's text format: backslash, tab and line breaks escaped, \N for null. */
 function copyField(v: unknown): string {
   if (v === null || v === undefined) return '\\N';
@@ -49,9 +52,16 @@ function copyText(rows: readonly (readonly unknown[])[]): string {
   return out;
 }
 
+/** A COMMIT the server answered with ROLLBACK: a statement of the transaction had failed, so nothing of it took effect. */
+export class RolledBack extends Error {
+  constructor() {
+    super('the transaction was rolled back at COMMIT: one of its statements had failed');
+  }
+}
+
 /** Whether an error is PostgreSQL's answer to a statement (so the statement, or its transaction, did not take effect). */
 export function isServerError(err: unknown): boolean {
-  return err instanceof pg.DatabaseError;
+  return err instanceof pg.DatabaseError || err instanceof RolledBack;
 }
 
 export interface Db extends Queryable {
@@ -97,9 +107,17 @@ export function openDb(url: string, opts: { max?: number; applicationName?: stri
       };
       client.on('error', onError);
       try {
+        // Pipelined: a statement goes out as soon as it is issued, without waiting
+        // for the answers of those before it (they are answered in order, and a
+        // failure fails every later one in the transaction, as it would one by
+        // one). BEGIN travels with the transaction's first statements, and
+        // statements issued together (independent writes) share a round trip.
+        (client as PipelineSwitch).pipeline = true;
         const begin = o?.isolation ? `BEGIN ISOLATION LEVEL ${o.isolation.toUpperCase()}` : 'BEGIN';
-        // One round trip: the setting is local to this transaction.
-        await client.query(o?.waitForFlush === false ? `${begin}; SET LOCAL synchronous_commit = off` : begin);
+        // The setting is local to this transaction.
+        const begun = client.query(o?.waitForFlush === false ? `${begin}; SET LOCAL synchronous_commit = off` : begin);
+        // Its failure is the next statement's failure too; this one is observed there.
+        begun.catch(() => {});
         const atCommit: string[] = [];
         const tx: Transaction = {
           async query<R extends Row = Row>(text: string, params?: readonly unknown[], q?: { name?: string }) {
@@ -113,17 +131,27 @@ export function openDb(url: string, opts: { max?: number; applicationName?: stri
             if (!IDENTIFIER.test(table) || columns.some((c) => !IDENTIFIER.test(c))) throw new Error(`not a plain identifier: ${table} (${columns.join(', ')})`);
             if (rows.length === 0) return;
             const text = copyText(rows);
+            // COPY holds the connection across round trips: not pipelined. Every
+            // statement before it has been answered once this one is.
+            await client.query('SELECT 1');
+            (client as PipelineSwitch).pipeline = false;
             await new Promise<void>((resolve, reject) => {
               const stream = client.query(copyFrom(`COPY ${table} (${columns.join(', ')}) FROM STDIN`));
               stream.on('finish', resolve);
               stream.on('error', reject);
               stream.end(text);
+            }).finally(() => {
+              (client as PipelineSwitch).pipeline = true;
             });
           },
         };
         const out = await fn(tx);
         // One simple-protocol query: a failing statement stops it before COMMIT.
-        await client.query(atCommit.length > 0 ? `${atCommit.join(';\n')};\nCOMMIT` : 'COMMIT');
+        const done = await client.query(atCommit.length > 0 ? `${atCommit.join(';\n')};\nCOMMIT` : 'COMMIT');
+        // A statement that failed without its caller seeing it (pipelined, its
+        // failure caught) leaves the transaction aborted: COMMIT then rolls back.
+        const last = Array.isArray(done) ? done[done.length - 1] : done;
+        if ((last as { command?: string } | undefined)?.command !== 'COMMIT') throw new RolledBack();
         return out;
       } catch (err) {
         try {
@@ -133,6 +161,7 @@ export function openDb(url: string, opts: { max?: number; applicationName?: stri
         }
         throw err;
       } finally {
+        (client as PipelineSwitch).pipeline = false;
         client.off('error', onError);
         client.release(broken);
       }

@@ -1,0 +1,94 @@
+import t from 'tap';
+import { isServerError, RolledBack } from '../../src/postgres/db.ts';
+import { testDatabase } from '../helpers/db.ts';
+
+// Db.transaction pipelines: a statement goes out when it is issued, without
+// waiting for the answers before it. What callers rely on: answers come back
+// to the statement that asked, in order; a failing statement fails every
+// statement after it in the transaction and nothing is committed; a failure
+// nobody awaited still keeps the transaction from committing; COPY works
+// after statements still in flight.
+
+t.test('statements issued together are answered each with its own rows, in order, and commit together', async (t) => {
+  const { db } = await testDatabase(t);
+  await db.query('CREATE TABLE p (id int PRIMARY KEY, v text NOT NULL)');
+  const answers = await db.transaction(async (tx) => {
+    // None awaited before the next is issued.
+    const issued = Array.from({ length: 20 }, (_, i) => tx.query<{ id: number; v: string }>('INSERT INTO p VALUES ($1, $2) RETURNING id, v', [i, `v${i}`]));
+    const count = tx.query<{ n: string }>('SELECT count(*)::text AS n FROM p');
+    return { rows: (await Promise.all(issued)).map((r) => r.rows[0]), count: (await count).rows[0]!.n };
+  });
+  t.same(
+    answers.rows,
+    Array.from({ length: 20 }, (_, i) => ({ id: i, v: `v${i}` })),
+    'each insert answered with its own row',
+  );
+  t.equal(answers.count, '20', 'a statement sees the ones issued before it');
+  t.equal((await db.query<{ n: string }>('SELECT count(*)::text AS n FROM p')).rows[0]!.n, '20', 'committed');
+});
+
+t.test('a failing statement fails the ones issued after it, and nothing of the transaction stays', async (t) => {
+  const { db } = await testDatabase(t);
+  await db.query('CREATE TABLE q (id int PRIMARY KEY)');
+  const outcomes: string[] = [];
+  const err = await db
+    .transaction(async (tx) => {
+      const first = tx.query('INSERT INTO q VALUES (1)');
+      const dup = tx.query('INSERT INTO q VALUES (1)');
+      const after = tx.query('INSERT INTO q VALUES (2)');
+      for (const [name, p] of [['first', first], ['dup', dup], ['after', after]] as const) {
+        outcomes.push(await p.then(() => `${name} ok`, (e: { code?: string }) => `${name} ${e.code}`));
+      }
+      return 'unreachable?';
+    })
+    .then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+  t.same(outcomes, ['first ok', 'dup 23505', 'after 25P02'], 'the duplicate fails; the statement behind it is refused as in an aborted transaction');
+  t.ok(err instanceof RolledBack && isServerError(err), 'COMMIT of the aborted transaction is reported, not taken for success');
+  t.equal((await db.query<{ n: string }>('SELECT count(*)::text AS n FROM q')).rows[0]!.n, '0', 'nothing committed');
+});
+
+t.test('a failure nobody awaited still keeps the transaction from committing', async (t) => {
+  const { db } = await testDatabase(t);
+  await db.query('CREATE TABLE r (id int PRIMARY KEY)');
+  await db.query('INSERT INTO r VALUES (1)');
+  const err = await db
+    .transaction(async (tx) => {
+      tx.query('INSERT INTO r VALUES (2)').catch(() => {});
+      tx.query('INSERT INTO r VALUES (1)').catch(() => {});
+      return 'done';
+    })
+    .then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+  t.ok(err instanceof RolledBack, 'the transaction reports that it rolled back');
+  t.same((await db.query<{ id: number }>('SELECT id FROM r ORDER BY id')).rows, [{ id: 1 }], 'the row issued before the failure is not committed either');
+});
+
+t.test('COPY after statements still in flight runs after them, in the same transaction', async (t) => {
+  const { db } = await testDatabase(t);
+  await db.query('CREATE TABLE s (id int PRIMARY KEY, src text NOT NULL)');
+  await db.transaction(async (tx) => {
+    const inflight = Array.from({ length: 5 }, (_, i) => tx.query('INSERT INTO s VALUES ($1, $2)', [i, 'insert']));
+    await tx.copyRows('s', ['id', 'src'], [[10, 'copy'], [11, 'copy']]);
+    await Promise.all(inflight);
+    // And the transaction pipelines again after the COPY.
+    const more = [tx.query('INSERT INTO s VALUES (20, $1)', ['after']), tx.query('INSERT INTO s VALUES (21, $1)', ['after'])];
+    await Promise.all(more);
+  });
+  const { rows } = await db.query<{ id: number; src: string }>('SELECT id, src FROM s ORDER BY id');
+  t.same(
+    rows.map((r) => `${r.id}:${r.src}`),
+    ['0:insert', '1:insert', '2:insert', '3:insert', '4:insert', '10:copy', '11:copy', '20:after', '21:after'],
+  );
+});
+
+t.test('a connection goes back to the pool unpipelined: a plain query after a transaction behaves as before', async (t) => {
+  const { db } = await testDatabase(t);
+  await db.transaction((tx) => tx.query('SELECT 1'));
+  const { rows } = await db.query<{ x: number }>('SELECT 41 + 1 AS x');
+  t.same(rows, [{ x: 42 }]);
+});
