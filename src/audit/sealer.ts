@@ -287,16 +287,8 @@ export class Sealer {
     await q.query(`WITH nodes AS (${insertNodesSql('$1', '$8', '$9', '$10')}) ${Sealer.SAVE_STATE}`, [...this.stateParams(chain), ...nodeParams(nodes)]);
   }
 
-  /**
-   * Seals one organization's events. `q` is the inline append transaction when
-   * sealing inside it: the tree's nodes and the state row then commit with the
-   * entries; otherwise they are written in a transaction of their own after the
-   * append (a crash in between is repaired at load from the chain itself).
-   */
-  private async sealOrg(chain: Chain, events: readonly RecordedEvent[], append: Appender, q?: Queryable): Promise<Position> {
-    // After a restart the checkpoint may lag the chain: skip what is already sealed.
-    const fresh = events.filter((e) => e.position > chain.lastSourcePosition);
-    if (fresh.length === 0) return '';
+  /** The entries sealing `fresh` on top of the chain, as events to append; the chain itself is not changed. */
+  private entriesFor(chain: Chain, fresh: readonly RecordedEvent[]): { entries: AuditEntry[]; newEvents: NewEvent[]; prev: string; seq: number } {
     const entries: AuditEntry[] = [];
     let prev = chain.tipHash;
     let seq = chain.sequence;
@@ -312,6 +304,26 @@ export class Sealer {
       data: entry as unknown as NewEvent['data'],
       metadata: { org_id: chain.orgId, actor: { kind: 'system', id: SEALER_NAME }, causation_id: entry.source.event_id, occurred_at: at, schema_version: 1 },
     }));
+    return { entries, newEvents, prev, seq };
+  }
+
+  /** Whether sealing up to `sequence` makes a signed checkpoint due (maybeCheckpoint's rule). */
+  private checkpointDue(chain: Chain, sequence: number): boolean {
+    const lastSize = chain.lastCheckpoint?.size ?? 0;
+    return sequence - lastSize >= this.every || Date.now() - chain.lastCheckpointAt >= this.intervalMs;
+  }
+
+  /**
+   * Seals one organization's events. `q` is the inline append transaction when
+   * sealing inside it: the tree's nodes and the state row then commit with the
+   * entries; otherwise they are written in a transaction of their own after the
+   * append (a crash in between is repaired at load from the chain itself).
+   */
+  private async sealOrg(chain: Chain, events: readonly RecordedEvent[], append: Appender, q?: Queryable): Promise<Position> {
+    // After a restart the checkpoint may lag the chain: skip what is already sealed.
+    const fresh = events.filter((e) => e.position > chain.lastSourcePosition);
+    if (fresh.length === 0) return '';
+    const { entries, newEvents, prev, seq } = this.entriesFor(chain, fresh);
     let appended: Position;
     try {
       appended = await append(auditStream(chain.orgId), newEvents, chain.sequence === 0 ? 'no_stream' : BigInt(chain.sequence - 1));
@@ -343,7 +355,11 @@ export class Sealer {
    * transaction. Answers the recorded entries (and any signed checkpoints).
    * If the transaction does not commit, `forget` drops the touched chains.
    */
-  async sealInline(tx: InlineTx, batch: readonly RecordedEvent[]): Promise<{ written: RecordedEvent[]; forget: () => void }> {
+  async sealInline(
+    tx: InlineTx,
+    batch: readonly RecordedEvent[],
+    alongside?: (entries: RecordedEvent[]) => Promise<unknown>,
+  ): Promise<{ written: RecordedEvent[]; forget: () => void; alongside: boolean }> {
     const byOrg = new Map<string, RecordedEvent[]>();
     for (const e of batch) {
       if (isAuditStream(e.streamName)) continue;
@@ -355,6 +371,15 @@ export class Sealer {
     const forget = () => {
       for (const org of touched) this.chains.delete(org);
     };
+    if (alongside) {
+      try {
+        const planned = await this.sealPlanned(tx, byOrg, batch, alongside);
+        if (planned) return { written: planned, forget, alongside: true };
+      } catch (err) {
+        forget();
+        throw err;
+      }
+    }
     const written: RecordedEvent[] = [];
     const append: Appender = async (stream, events, expectedRevision) => {
       const [r] = await tx.append([{ stream, events, expectedRevision }]);
@@ -392,7 +417,80 @@ export class Sealer {
       forget();
       throw err;
     }
-    return { written, forget };
+    return { written, forget, alongside: false };
+  }
+
+  /**
+   * The common case of sealInline in one round trip: every chain it touches is
+   * cached here and no checkpoint is due. Behind a savepoint, each
+   * organization's entries are appended where they must land (right after the
+   * batch, in order), a statement fails unless they did, and the tree's nodes
+   * and the chain's state follow; `alongside` then issues its statements (the
+   * projections') on the entries as they will be recorded, all without waiting
+   * for an answer in between. If an append is refused (another process sealed
+   * since) or anything fails, the transaction goes back to the savepoint and
+   * this answers undefined: the caller seals one chain at a time, reading
+   * what it missed. Answers the entries as recorded.
+   */
+  private async sealPlanned(
+    tx: InlineTx,
+    byOrg: ReadonlyMap<string, RecordedEvent[]>,
+    batch: readonly RecordedEvent[],
+    alongside: (entries: RecordedEvent[]) => Promise<unknown>,
+  ): Promise<RecordedEvent[] | undefined> {
+    type Plan = { chain: Chain; next: Chain; newEvents: NewEvent[]; entries: AuditEntry[]; nodes: Node[]; positions: Position[] };
+    const plans: Plan[] = [];
+    let after = batch[batch.length - 1]!.position;
+    for (const [org, events] of byOrg) {
+      const pending = this.chains.get(org);
+      if (!pending) return undefined;
+      const chain = await pending;
+      const fresh = events.filter((e) => e.position > chain.lastSourcePosition);
+      if (fresh.length === 0) continue;
+      const { entries, newEvents, prev, seq } = this.entriesFor(chain, fresh);
+      if (this.checkpointDue(chain, seq)) return undefined;
+      const edge = new Map(chain.edge);
+      const nodes = appendLeaves(chain.sequence, entries.map((entry) => leafHash(Buffer.from(entry.entry_hash, 'hex'))), edge);
+      if (nodes.length > NODES_PER_STATEMENT) return undefined;
+      const positions = tx.positionsAfter(after, newEvents.length);
+      after = positions[positions.length - 1]!;
+      plans.push({ chain, next: { ...chain, edge, sequence: seq, tipHash: prev, lastSourcePosition: fresh[fresh.length - 1]!.position }, newEvents, entries, nodes, positions });
+    }
+    if (plans.length === 0) return undefined;
+    const recordedAt = batch[0]!.recordedAt;
+    const predicted = plans.flatMap((plan) =>
+      plan.newEvents.map(
+        (e, k): RecordedEvent => ({
+          id: e.id!,
+          type: e.type,
+          streamName: auditStream(plan.chain.orgId),
+          revision: BigInt(plan.chain.sequence + k),
+          position: plan.positions[k]!,
+          data: e.data,
+          metadata: e.metadata,
+          recordedAt,
+        }),
+      ),
+    );
+    // Every statement is issued before any answer is awaited (the transaction pipelines).
+    const issued: Promise<unknown>[] = [tx.savepoint('sealer_planned')];
+    const appends = plans.map((plan) => {
+      const appended = tx.append([{ stream: auditStream(plan.chain.orgId), events: plan.newEvents, expectedRevision: plan.chain.sequence === 0 ? 'no_stream' : BigInt(plan.chain.sequence - 1) }]);
+      issued.push(tx.expectAt(plan.newEvents[plan.newEvents.length - 1]!.id!, plan.positions[plan.positions.length - 1]!));
+      issued.push(this.saveNodesAndState(tx, plan.next, plan.nodes));
+      return appended;
+    });
+    issued.push(alongside(predicted));
+    const settled = await Promise.allSettled([...appends, ...issued]);
+    const landed = settled.every((r) => r.status === 'fulfilled') && appends.length > 0;
+    const results = landed ? await Promise.all(appends) : [];
+    const written = results.flatMap(([r]) => (r!.ok ? r!.events : []));
+    if (!landed || written.length !== predicted.length || written.some((e, i) => e.position !== predicted[i]!.position || e.id !== predicted[i]!.id)) {
+      await tx.rollbackTo('sealer_planned');
+      return undefined;
+    }
+    for (const plan of plans) Object.assign(plan.chain, { edge: plan.next.edge, sequence: plan.next.sequence, tipHash: plan.next.tipHash, lastSourcePosition: plan.next.lastSourcePosition });
+    return written;
   }
 
   private emptyChain(orgId: string): Chain {
@@ -432,10 +530,8 @@ export class Sealer {
   }
 
   private async maybeCheckpoint(chain: Chain, force: boolean, append: Appender = this.storeAppend, q: Queryable = this.db): Promise<void> {
-    const lastSize = chain.lastCheckpoint?.size ?? 0;
-    if (chain.sequence === lastSize) return;
-    const due = chain.sequence - lastSize >= this.every || Date.now() - chain.lastCheckpointAt >= this.intervalMs;
-    if (!force && !due) return;
+    if (chain.sequence === (chain.lastCheckpoint?.size ?? 0)) return;
+    if (!force && !this.checkpointDue(chain, chain.sequence)) return;
     const size = chain.sequence;
     const root = edgeRoot(chain.edge);
     if (chain.lastCheckpoint) {

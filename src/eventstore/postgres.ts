@@ -167,6 +167,15 @@ BEGIN
 END
 $fn$;
 
+-- Raises (SQLSTATE P0001) unless ok: a statement that fails the transaction,
+-- and every statement pipelined behind it, when an expectation does not hold.
+CREATE OR REPLACE FUNCTION es_expect(ok boolean, message text) RETURNS void
+LANGUAGE plpgsql AS $ex$
+BEGIN
+  IF NOT coalesce(ok, false) THEN RAISE EXCEPTION USING ERRCODE = 'P0001', MESSAGE = message; END IF;
+END
+$ex$;
+
 -- A filtered read of the log: the next events after a position whose type or
 -- stream matches, in log order. Always the ordered scan of the primary key
 -- (it stops at the LIMIT): a planner left to itself may, when its statistics
@@ -219,6 +228,13 @@ export type InlineTx = Queryable & {
   readStream(stream: string, fromRevision: bigint, maxCount: number): Promise<RecordedEvent[]>;
   /** The last event of a stream, if any. */
   readLast(stream: string): Promise<RecordedEvent | undefined>;
+  /** The `n` positions right after `p` (where the next append of this transaction lands). */
+  positionsAfter(p: Position, n: number): Position[];
+  /** A savepoint (issued, not awaited: the transaction pipelines); rolling back to it also forgets the appends made since. */
+  savepoint(name: string): Promise<unknown>;
+  rollbackTo(name: string): Promise<void>;
+  /** Fails the transaction (an SQL error, so statements issued behind it fail too) unless event `id` is at `position`. */
+  expectAt(id: string, position: Position): Promise<void>;
 };
 
 /**
@@ -229,7 +245,11 @@ export type InlineTx = Queryable & {
  * transaction has committed, or if it did not.
  */
 export type InlineOutcome = { committed?: () => void; rolledBack?: () => void };
-export type InlineFollower = (tx: InlineTx, before: Position, events: RecordedEvent[]) => Promise<InlineOutcome | void>;
+export type InlineFollower = {
+  /** Issued right behind the batch's append, in the same round trip: takes what `run` needs (its locks). */
+  prepare(tx: InlineTx): Promise<unknown>;
+  run(tx: InlineTx, before: Position, events: RecordedEvent[], prepared: unknown): Promise<InlineOutcome | void>;
+};
 
 type AppendRow = { ok: boolean; actual: string; guard_actual: string | null; last_revision: string | null; last_position: string | null; at: Date };
 
@@ -564,7 +584,12 @@ export class PostgresEventStore implements EventStore {
       let followersDone = false;
       try {
         rows = await this.db.transaction(async (tx) => {
-          const rs = (await tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, params, { name: 'es_append_v5' })).rows;
+          const itx = this.inlineTx(tx, written);
+          // The followers' preparation travels with the append (the transaction pipelines).
+          const appending = tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, params, { name: 'es_append_v5' });
+          const prepared = inline.prepare(itx);
+          prepared.catch(() => {});
+          const rs = (await appending).rows;
           if (rs.length !== batch.length) throw new Error(`es_append answered ${rs.length} rows for ${batch.length} appends`);
           const events: RecordedEvent[] = [];
           let before: bigint | undefined;
@@ -580,7 +605,7 @@ export class PostgresEventStore implements EventStore {
             written.push(...events);
             this.lockedHead = events[events.length - 1]!.position;
             try {
-              hook.after = await inline(this.inlineTx(tx, written), formatPosition(before), events);
+              hook.after = await inline.run(itx, formatPosition(before), events, await prepared);
               followersDone = true;
             } catch (err) {
               followersFailed = true;
@@ -651,7 +676,23 @@ export class PostgresEventStore implements EventStore {
   }
 
   private inlineTx(tx: Transaction, written: RecordedEvent[] = []): InlineTx {
+    const marks = new Map<string, { written: number; head: Position }>();
+    const savepointName = (name: string) => {
+      if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new Error(`not a savepoint name: ${name}`);
+      return name;
+    };
     return {
+      savepoint: (name) => {
+        marks.set(savepointName(name), { written: written.length, head: this.lockedHead });
+        return tx.query(`SAVEPOINT ${name}`);
+      },
+      rollbackTo: async (name) => {
+        const mark = marks.get(savepointName(name));
+        if (!mark) throw new Error(`no savepoint ${name}`);
+        await tx.query(`ROLLBACK TO SAVEPOINT ${name}`);
+        written.length = mark.written;
+        this.lockedHead = mark.head;
+      },
       query: (text, params, opts) => tx.query(text, params, opts),
       atCommit: (sql) => tx.atCommit(sql),
       append: async (appends) => {
@@ -673,6 +714,15 @@ export class PostgresEventStore implements EventStore {
       readStream: async (stream, fromRevision, maxCount) => {
         const { rows } = await tx.query<EventRow>(`${SELECT_EVENT} WHERE stream_name = $1 AND stream_revision >= $2 ORDER BY stream_revision LIMIT $3`, [stream, fromRevision.toString(), maxCount]);
         return rows.map(toRecorded);
+      },
+      positionsAfter: (p, n) => {
+        const base = parsePosition(p);
+        return Array.from({ length: n }, (_, k) => formatPosition(base + BigInt(k + 1)));
+      },
+      expectAt: async (id, position) => {
+        await tx.query('SELECT es_expect(EXISTS (SELECT 1 FROM es_events WHERE event_id = $1::uuid AND position = $2::bigint), $3)', [id, parsePosition(position).toString(), `event ${id} is not at position ${position}`], {
+          name: 'es_expect_at',
+        });
       },
       readLast: async (stream) => {
         const { rows } = await tx.query<EventRow>(`${SELECT_EVENT} WHERE stream_name = $1 ORDER BY stream_revision DESC LIMIT 1`, [stream]);

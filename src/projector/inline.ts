@@ -25,47 +25,56 @@ import { liveTables, type Projection } from './projection.ts';
 export function inlineFollower(projections: readonly Projection[], sealer: Sealer, progress: Progress, isRunning: (name: string) => boolean): InlineFollower {
   const byName = new Map(projections.map((p) => [p.name, p]));
   const names = [...projections.map((p) => p.name), SEALER_NAME];
-  return async (tx: InlineTx, before: Position, events: RecordedEvent[]) => {
-    const { rows } = await tx.query<{ name: string; position: string; version: number; status: string }>(
-      'SELECT name, position, version, status FROM checkpoints WHERE name = ANY($1) ORDER BY name FOR UPDATE',
-      [names],
-      { name: 'inline_lock_checkpoints' },
-    );
+  type Row = { name: string; position: string; version: number; status: string };
+  // The checkpoint rows, locked right behind the batch's append (same round trip).
+  const prepare = (tx: InlineTx) =>
+    tx.query<Row>('SELECT name, position, version, status FROM checkpoints WHERE name = ANY($1) ORDER BY name FOR UPDATE', [names], { name: 'inline_lock_checkpoints' });
+  const run = async (tx: InlineTx, before: Position, events: RecordedEvent[], prepared: unknown) => {
+    const { rows } = prepared as Awaited<ReturnType<typeof prepare>>;
     const caught = rows.filter((r) => {
       if (r.position !== before || r.status !== 'running' || !isRunning(r.name)) return false;
       if (r.name === SEALER_NAME) return sealer.running;
       return byName.get(r.name)?.version === r.version;
     });
     if (caught.length === 0) return;
+    // Each projection writes only its own tables, so they apply together: their
+    // statements go out back to back on the one (pipelined) connection.
+    const applyAll = async (evs: readonly RecordedEvent[]): Promise<string[]> => {
+      const applying = caught.flatMap((r) => {
+        const p = byName.get(r.name);
+        return p && evs.some((e) => p.eventTypes.has(e.type)) ? [p] : [];
+      });
+      const results = await Promise.allSettled(applying.map((p) => applyInline(tx, p, evs, liveTables(p))));
+      const failed = results.find((r) => r.status === 'rejected');
+      if (failed) throw (failed as PromiseRejectedResult).reason;
+      return applying.map((p) => p.name);
+    };
     let all = events;
     let forget: (() => void) | undefined;
+    let applied: string[] | undefined;
     if (caught.some((r) => r.name === SEALER_NAME)) {
-      const sealed = await sealer.sealInline(tx, events);
+      // The projections go out with the sealer's statements, on the entries as
+      // they will be recorded (Sealer.sealInline; it falls back if it cannot).
+      let alongside: string[] = [];
+      const sealed = await sealer.sealInline(tx, events, async (entries) => {
+        alongside = await applyAll([...events, ...entries]);
+      });
       forget = sealed.forget;
       if (sealed.written.length > 0) all = [...events, ...sealed.written];
+      if (sealed.alongside) applied = alongside;
     }
     try {
       const head = all[all.length - 1]!.position;
-      const applying = caught.flatMap((r) => {
-        const p = byName.get(r.name);
-        return p && all.some((e) => p.eventTypes.has(e.type)) ? [p] : [];
-      });
-      // Each projection writes only its own tables, so they apply together: their
-      // statements queue on the one connection and go out back to back, without a
-      // turn of the event loop between one projection's statement and the next's.
-      const results = await Promise.allSettled(applying.map((p) => applyInline(tx, p, all, liveTables(p))));
-      const failed = results.find((r) => r.status === 'rejected');
-      if (failed) throw (failed as PromiseRejectedResult).reason;
-      const applied = applying.map((p) => p.name);
+      const appliedNames = applied ?? (await applyAll(all));
       // One statement moves every checkpoint and wakes waiters in other processes;
       // it travels with the COMMIT (one round trip), so it is literal SQL.
       tx.atCommit(
-        `WITH moved AS (UPDATE checkpoints SET position = ${lit(head)}, applied_position = CASE WHEN name = ANY(${list(applied)}) THEN ${lit(head)} ELSE applied_position END, status = 'running', error = NULL, error_position = NULL, updated_at = now() WHERE name = ANY(${list(caught.map((r) => r.name))}) RETURNING 1)
+        `WITH moved AS (UPDATE checkpoints SET position = ${lit(head)}, applied_position = CASE WHEN name = ANY(${list(appliedNames)}) THEN ${lit(head)} ELSE applied_position END, status = 'running', error = NULL, error_position = NULL, updated_at = now() WHERE name = ANY(${list(caught.map((r) => r.name))}) RETURNING 1)
          SELECT pg_notify(${lit(PROGRESS_CHANNEL)}, ${lit(progress.origin)}) FROM (SELECT count(*) FROM moved) m`,
       );
       return {
         committed: () => {
-          for (const name of applied) progress.report(appliedKey(name), head);
+          for (const name of appliedNames) progress.report(appliedKey(name), head);
           for (const r of caught) progress.reportRow(r.name, head);
         },
         rolledBack: () => forget?.(),
@@ -75,6 +84,7 @@ export function inlineFollower(projections: readonly Projection[], sealer: Seale
       throw err;
     }
   };
+  return { prepare, run };
 }
 
 /** A literal of one of our own names or positions: refused unless made of these characters (no quote, no backslash). */
