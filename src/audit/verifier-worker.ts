@@ -1,3 +1,4 @@
+import os from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import { openEventStore } from '../eventstore/index.ts';
 import { openDb } from '../postgres/db.ts';
@@ -9,6 +10,13 @@ import type { VerifierThreadSpec } from './verifier-thread.ts';
 // and code as in the service's thread.
 
 const spec = workerData as VerifierThreadSpec;
+// The lowest CPU priority, for this thread only (on Linux a thread's nice value
+// is its own): verification uses what the service leaves idle and falls behind
+// while the machine is saturated, instead of slowing acknowledgements; its
+// health shows how far behind it is. Where a priority cannot be set, it runs as is.
+try {
+  os.setPriority(19);
+} catch {}
 const db = openDb(spec.dbUrl, { max: 2, applicationName: 'ledger-verifier' });
 const store = await openEventStore({ esdbUrl: spec.esdbUrl, db });
 const verifier = new AuditVerifier(db, store, { name: spec.keyName, publicKey: spec.publicKey }, spec.origin);
