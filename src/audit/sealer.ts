@@ -359,7 +359,8 @@ export class Sealer {
     tx: InlineTx,
     batch: readonly RecordedEvent[],
     alongside?: (entries: RecordedEvent[]) => Promise<unknown>,
-  ): Promise<{ written: RecordedEvent[]; forget: () => void; alongside: boolean }> {
+    opts: { final?: boolean } = {},
+  ): Promise<{ written: RecordedEvent[]; forget: () => void; alongside: boolean; settled?: Promise<void> }> {
     const byOrg = new Map<string, RecordedEvent[]>();
     for (const e of batch) {
       if (isAuditStream(e.streamName)) continue;
@@ -373,7 +374,12 @@ export class Sealer {
     };
     if (alongside) {
       try {
-        const planned = await this.sealPlanned(tx, byOrg, batch, alongside);
+        const planned = await this.sealPlanned(tx, byOrg, batch, alongside, opts.final === true);
+        if (planned && 'settled' in planned) {
+          // Final: the answers arrive with the COMMIT's; a failure there fails the transaction.
+          planned.settled.catch(() => forget());
+          return { written: planned.predicted, forget, alongside: true, settled: planned.settled.catch(() => {}) };
+        }
         if (planned) return { written: planned, forget, alongside: true };
       } catch (err) {
         forget();
@@ -431,13 +437,21 @@ export class Sealer {
    * since) or anything fails, the transaction goes back to the savepoint and
    * this answers undefined: the caller seals one chain at a time, reading
    * what it missed. Answers the entries as recorded.
+   *
+   * `final`: nothing else is issued in the transaction before its COMMIT,
+   * which may travel right behind these statements (the store knows no other
+   * process appended since its last commit, so no chain moved): no savepoint
+   * and no waiting. Answers the entries as they will be recorded and a promise
+   * settled once the statements are answered (rejected if they failed: the
+   * COMMIT then rolls back).
    */
   private async sealPlanned(
     tx: InlineTx,
     byOrg: ReadonlyMap<string, RecordedEvent[]>,
     batch: readonly RecordedEvent[],
     alongside: (entries: RecordedEvent[]) => Promise<unknown>,
-  ): Promise<RecordedEvent[] | undefined> {
+    final: boolean,
+  ): Promise<RecordedEvent[] | { predicted: RecordedEvent[]; settled: Promise<void> } | undefined> {
     type Plan = { chain: Chain; next: Chain; newEvents: NewEvent[]; entries: AuditEntry[]; nodes: Node[]; positions: Position[] };
     const plans: Plan[] = [];
     let after = batch[batch.length - 1]!.position;
@@ -473,7 +487,7 @@ export class Sealer {
       ),
     );
     // Every statement is issued before any answer is awaited (the transaction pipelines).
-    const issued: Promise<unknown>[] = [tx.savepoint('sealer_planned')];
+    const issued: Promise<unknown>[] = final ? [] : [tx.savepoint('sealer_planned')];
     const appends = plans.map((plan) => {
       const appended = tx.append([{ stream: auditStream(plan.chain.orgId), events: plan.newEvents, expectedRevision: plan.chain.sequence === 0 ? 'no_stream' : BigInt(plan.chain.sequence - 1) }]);
       issued.push(tx.expectAt(plan.newEvents[plan.newEvents.length - 1]!.id!, plan.positions[plan.positions.length - 1]!));
@@ -481,15 +495,25 @@ export class Sealer {
       return appended;
     });
     issued.push(alongside(predicted));
-    const settled = await Promise.allSettled([...appends, ...issued]);
-    const landed = settled.every((r) => r.status === 'fulfilled') && appends.length > 0;
-    const results = landed ? await Promise.all(appends) : [];
-    const written = results.flatMap(([r]) => (r!.ok ? r!.events : []));
-    if (!landed || written.length !== predicted.length || written.some((e, i) => e.position !== predicted[i]!.position || e.id !== predicted[i]!.id)) {
+    const answered = Promise.allSettled([...appends, ...issued]).then(async (settled) => {
+      const landed = settled.every((r) => r.status === 'fulfilled') && appends.length > 0;
+      const results = landed ? await Promise.all(appends) : [];
+      const written = results.flatMap(([r]) => (r!.ok ? r!.events : []));
+      if (!landed || written.length !== predicted.length || written.some((e, i) => e.position !== predicted[i]!.position || e.id !== predicted[i]!.id)) return undefined;
+      for (const plan of plans) Object.assign(plan.chain, { edge: plan.next.edge, sequence: plan.next.sequence, tipHash: plan.next.tipHash, lastSourcePosition: plan.next.lastSourcePosition });
+      return written;
+    });
+    if (final) {
+      const settled = answered.then((written) => {
+        if (!written) throw new Error('the planned seal did not land as planned');
+      });
+      return { predicted, settled };
+    }
+    const written = await answered;
+    if (!written) {
       await tx.rollbackTo('sealer_planned');
       return undefined;
     }
-    for (const plan of plans) Object.assign(plan.chain, { edge: plan.next.edge, sequence: plan.next.sequence, tipHash: plan.next.tipHash, lastSourcePosition: plan.next.lastSourcePosition });
     return written;
   }
 

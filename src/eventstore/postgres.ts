@@ -244,11 +244,22 @@ export type InlineTx = Queryable & {
  * it (the asynchronous followers then catch up). Answers what to do once the
  * transaction has committed, or if it did not.
  */
-export type InlineOutcome = { committed?: () => void; rolledBack?: () => void };
+export type InlineOutcome = {
+  committed?: () => void;
+  rolledBack?: () => void;
+  /** Statements `run` left in flight (final): settled once they are answered, before the COMMIT's answer. */
+  settled?: Promise<void>;
+};
 export type InlineFollower = {
   /** Issued right behind the batch's append, in the same round trip: takes what `run` needs (its locks). */
   prepare(tx: InlineTx): Promise<unknown>;
-  run(tx: InlineTx, before: Position, events: RecordedEvent[], prepared: unknown): Promise<InlineOutcome | void>;
+  /**
+   * `final`: no other process appended since this process's last commit (the
+   * batch starts right where it ended), so what the followers cached is
+   * current: they may leave their last statements in flight for the COMMIT to
+   * travel right behind (a failure among them turns the COMMIT into a rollback).
+   */
+  run(tx: InlineTx, before: Position, events: RecordedEvent[], prepared: unknown, opts?: { final?: boolean }): Promise<InlineOutcome | void>;
 };
 
 type AppendRow = { ok: boolean; actual: string; guard_actual: string | null; last_revision: string | null; last_position: string | null; at: Date };
@@ -346,6 +357,8 @@ export class PostgresEventStore implements EventStore {
    * the lock), and the local wake after the commit covers it.
    */
   private lockedHead: Position = START;
+  /** The log head right after this process's last committed transaction that wrote events. */
+  private ownHead: Position | undefined;
   /**
    * The local tail: the events of this process's latest commits, keyed by the
    * position just before each transaction's first event. A subscription standing
@@ -605,7 +618,8 @@ export class PostgresEventStore implements EventStore {
             written.push(...events);
             this.lockedHead = events[events.length - 1]!.position;
             try {
-              hook.after = await inline.run(itx, formatPosition(before), events, await prepared);
+              const final = formatPosition(before) === this.ownHead;
+              hook.after = await inline.run(itx, formatPosition(before), events, await prepared, { final });
               followersDone = true;
             } catch (err) {
               followersFailed = true;
@@ -637,6 +651,10 @@ export class PostgresEventStore implements EventStore {
       }
     }
     if (!inline && this.subscribers > 0) batch.forEach((p, i) => rows[i]!.ok && written.push(...PostgresEventStore.recorded(p, rows[i]!)));
+    // What the followers left in flight was answered before the COMMIT was.
+    await hook.after?.settled;
+    const own = [...written.map((e) => e.position), ...rows.flatMap((r) => (r.ok ? [formatPosition(BigInt(r.last_position!))] : []))].reduce<Position | undefined>((m, p) => (m === undefined || p > m ? p : m), undefined);
+    if (own !== undefined) this.ownHead = own;
     this.remember(written);
     return () => {
       let moved = false;

@@ -29,7 +29,7 @@ export function inlineFollower(projections: readonly Projection[], sealer: Seale
   // The checkpoint rows, locked right behind the batch's append (same round trip).
   const prepare = (tx: InlineTx) =>
     tx.query<Row>('SELECT name, position, version, status FROM checkpoints WHERE name = ANY($1) ORDER BY name FOR UPDATE', [names], { name: 'inline_lock_checkpoints' });
-  const run = async (tx: InlineTx, before: Position, events: RecordedEvent[], prepared: unknown) => {
+  const run = async (tx: InlineTx, before: Position, events: RecordedEvent[], prepared: unknown, opts: { final?: boolean } = {}) => {
     const { rows } = prepared as Awaited<ReturnType<typeof prepare>>;
     const caught = rows.filter((r) => {
       if (r.position !== before || r.status !== 'running' || !isRunning(r.name)) return false;
@@ -39,33 +39,49 @@ export function inlineFollower(projections: readonly Projection[], sealer: Seale
     if (caught.length === 0) return;
     // Each projection writes only its own tables, so they apply together: their
     // statements go out back to back on the one (pipelined) connection.
-    const applyAll = async (evs: readonly RecordedEvent[]): Promise<string[]> => {
+    const issueAll = (evs: readonly RecordedEvent[]): { names: string[]; done: Promise<void> } => {
       const applying = caught.flatMap((r) => {
         const p = byName.get(r.name);
         return p && evs.some((e) => p.eventTypes.has(e.type)) ? [p] : [];
       });
-      const results = await Promise.allSettled(applying.map((p) => applyInline(tx, p, evs, liveTables(p))));
-      const failed = results.find((r) => r.status === 'rejected');
-      if (failed) throw (failed as PromiseRejectedResult).reason;
-      return applying.map((p) => p.name);
+      const done = Promise.allSettled(applying.map((p) => applyInline(tx, p, evs, liveTables(p)))).then((results) => {
+        const failed = results.find((r) => r.status === 'rejected');
+        if (failed) throw (failed as PromiseRejectedResult).reason;
+      });
+      return { names: applying.map((p) => p.name), done };
     };
     let all = events;
     let forget: (() => void) | undefined;
     let applied: string[] | undefined;
+    // Final (Sealer.sealInline): the statements are not awaited; the COMMIT goes right behind them.
+    let settled: Promise<void> | undefined;
     if (caught.some((r) => r.name === SEALER_NAME)) {
       // The projections go out with the sealer's statements, on the entries as
       // they will be recorded (Sealer.sealInline; it falls back if it cannot).
       let alongside: string[] = [];
-      const sealed = await sealer.sealInline(tx, events, async (entries) => {
-        alongside = await applyAll([...events, ...entries]);
-      });
+      const sealed = await sealer.sealInline(
+        tx,
+        events,
+        (entries) => {
+          const issued = issueAll([...events, ...entries]);
+          alongside = issued.names;
+          return issued.done;
+        },
+        { final: opts.final === true },
+      );
       forget = sealed.forget;
       if (sealed.written.length > 0) all = [...events, ...sealed.written];
       if (sealed.alongside) applied = alongside;
+      settled = sealed.settled;
     }
     try {
       const head = all[all.length - 1]!.position;
-      const appliedNames = applied ?? (await applyAll(all));
+      let appliedNames = applied;
+      if (!appliedNames) {
+        const issued = issueAll(all);
+        await issued.done;
+        appliedNames = issued.names;
+      }
       // One statement moves every checkpoint and wakes waiters in other processes;
       // it travels with the COMMIT (one round trip), so it is literal SQL.
       tx.atCommit(
@@ -73,6 +89,7 @@ export function inlineFollower(projections: readonly Projection[], sealer: Seale
          SELECT pg_notify(${lit(PROGRESS_CHANNEL)}, ${lit(progress.origin)}) FROM (SELECT count(*) FROM moved) m`,
       );
       return {
+        settled,
         committed: () => {
           for (const name of appliedNames) progress.report(appliedKey(name), head);
           for (const r of caught) progress.reportRow(r.name, head);
