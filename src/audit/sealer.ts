@@ -376,9 +376,9 @@ export class Sealer {
       try {
         const planned = await this.sealPlanned(tx, byOrg, batch, alongside, opts.final === true);
         if (planned && 'settled' in planned) {
-          // Final: the answers arrive with the COMMIT's; a failure there fails the transaction.
+          // Final: the answers arrive before the COMMIT's; a failure there fails the transaction.
           planned.settled.catch(() => forget());
-          return { written: planned.predicted, forget, alongside: true, settled: planned.settled.catch(() => {}) };
+          return { written: planned.predicted, forget, alongside: true, settled: planned.settled };
         }
         if (planned) return { written: planned, forget, alongside: true };
       } catch (err) {
@@ -495,8 +495,10 @@ export class Sealer {
       return appended;
     });
     issued.push(alongside(predicted));
+    let failure: unknown;
     const answered = Promise.allSettled([...appends, ...issued]).then(async (settled) => {
-      const landed = settled.every((r) => r.status === 'fulfilled') && appends.length > 0;
+      failure = (settled.find((r) => r.status === 'rejected') as PromiseRejectedResult | undefined)?.reason;
+      const landed = failure === undefined && appends.length > 0;
       const results = landed ? await Promise.all(appends) : [];
       const written = results.flatMap(([r]) => (r!.ok ? r!.events : []));
       if (!landed || written.length !== predicted.length || written.some((e, i) => e.position !== predicted[i]!.position || e.id !== predicted[i]!.id)) return undefined;
@@ -505,8 +507,9 @@ export class Sealer {
     });
     if (final) {
       const settled = answered.then((written) => {
-        if (!written) throw new Error('the planned seal did not land as planned');
+        if (!written) throw failure ?? new Error('the planned seal did not land as planned');
       });
+      settled.catch(() => {});
       return { predicted, settled };
     }
     const written = await answered;

@@ -644,15 +644,21 @@ export class PostgresEventStore implements EventStore {
         // The server refused the COMMIT round trip (which carries the followers'
         // last statement): nothing was committed; likewise without them.
         if (followersDone && isServerError(err)) {
-          this.onInlineError?.(err);
+          // Statements left in flight for the COMMIT (final) say why it rolled back.
+          const cause = await hook.after?.settled?.then(
+            () => undefined,
+            (e: unknown) => e,
+          );
+          this.onInlineError?.(cause ?? err);
           return this.commit(batch, false);
         }
         throw err;
       }
     }
     if (!inline && this.subscribers > 0) batch.forEach((p, i) => rows[i]!.ok && written.push(...PostgresEventStore.recorded(p, rows[i]!)));
-    // What the followers left in flight was answered before the COMMIT was.
-    await hook.after?.settled;
+    // What the followers left in flight was answered before the COMMIT was (and
+    // succeeded, or the COMMIT would have rolled back).
+    await hook.after?.settled?.catch(() => {});
     const own = [...written.map((e) => e.position), ...rows.flatMap((r) => (r.ok ? [formatPosition(BigInt(r.last_position!))] : []))].reduce<Position | undefined>((m, p) => (m === undefined || p > m ? p : m), undefined);
     if (own !== undefined) this.ownHead = own;
     this.remember(written);
