@@ -181,14 +181,17 @@ mandateProjection.applyBatch = async (tx, events, t) => {
        FROM json_to_recordset(${p}::json) AS x(id text, status text, spent text, position text)
        WHERE m.id = x.id AND m.position < x.position`;
   const moves = JSON.stringify([...latest].map(([id, v]) => ({ id, ...v })));
+  // Prepared once per connection and table pair: planning them each batch cost a
+  // tenth of a millisecond, under the log's lock.
+  const name = (kind: string) => ({ name: `mandate_batch_${kind}:${t.mandates}:${t.mandate_authorizations}` });
   if (auths.length > 0 && latest.size > 0) {
     // One statement for both (a spend's usual pair): they write different tables,
     // and the mandates inserted above are already visible to it.
-    await tx.query(`WITH inserted AS (${insertAuths}) ${updateMandates('$2')}`, [JSON.stringify(auths), moves]);
+    await tx.query(`WITH inserted AS (${insertAuths}) ${updateMandates('$2')}`, [JSON.stringify(auths), moves], name('both'));
   } else if (auths.length > 0) {
-    await tx.query(insertAuths, [JSON.stringify(auths)]);
+    await tx.query(insertAuths, [JSON.stringify(auths)], name('auths'));
   } else if (latest.size > 0) {
-    await tx.query(updateMandates('$1'), [moves]);
+    await tx.query(updateMandates('$1'), [moves], name('moves'));
   }
   for (const ev of cards) await mandateProjection.apply(tx, ev, t);
 };

@@ -284,7 +284,7 @@ export class Sealer {
       await storeNodes(q, chain.orgId, nodes);
       return this.saveState(q, chain);
     }
-    await q.query(`WITH nodes AS (${insertNodesSql('$1', '$8', '$9', '$10')}) ${Sealer.SAVE_STATE}`, [...this.stateParams(chain), ...nodeParams(nodes)]);
+    await q.query(`WITH nodes AS (${insertNodesSql('$1', '$8', '$9', '$10')}) ${Sealer.SAVE_STATE}`, [...this.stateParams(chain), ...nodeParams(nodes)], { name: 'audit_nodes_state' });
   }
 
   /** The entries sealing `fresh` on top of the chain, as events to append; the chain itself is not changed. */

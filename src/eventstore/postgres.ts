@@ -767,10 +767,10 @@ export class PostgresEventStore implements EventStore {
       params.push(from.toString());
       where += backwards ? ' AND stream_revision <= $3' : ' AND stream_revision >= $3';
     }
-    const { rows } = await this.db.query<EventRow>(
-      `${SELECT_EVENT} WHERE ${where} ORDER BY stream_revision ${backwards ? 'DESC' : 'ASC'} LIMIT $2`,
-      params,
-    );
+    // Four shapes, each prepared once per connection (a command's catch-up read is this).
+    const { rows } = await this.db.query<EventRow>(`${SELECT_EVENT} WHERE ${where} ORDER BY stream_revision ${backwards ? 'DESC' : 'ASC'} LIMIT $2`, params, {
+      name: `es_read_stream_${backwards ? 'b' : 'f'}${from !== undefined ? 'r' : ''}`,
+    });
     return rows.map(toRecorded);
   }
 
