@@ -221,8 +221,6 @@ type Pending = {
  * appends into the same transaction, and stream reads that see them.
  */
 export type InlineTx = Queryable & {
-  /** Literal SQL sent with the COMMIT in one round trip (db.ts Transaction.atCommit). */
-  atCommit(sql: string): void;
   /** Appends in this transaction, each checked against its expected revision; answers per append. */
   append(appends: ReadonlyArray<{ stream: string; events: readonly NewEvent[]; expectedRevision: ExpectedRevision }>): Promise<Array<{ ok: true; events: RecordedEvent[] } | { ok: false; actual: 'no_stream' | bigint }>>;
   readStream(stream: string, fromRevision: bigint, maxCount: number): Promise<RecordedEvent[]>;
@@ -718,7 +716,6 @@ export class PostgresEventStore implements EventStore {
         this.lockedHead = mark.head;
       },
       query: (text, params, opts) => tx.query(text, params, opts),
-      atCommit: (sql) => tx.atCommit(sql),
       append: async (appends) => {
         const items = appends.map((a) => ({ stream: a.stream, expected: a.expectedRevision, events: checkAppend(a.stream, a.events, a.expectedRevision, randomUUID) }));
         const { rows } = await tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, PostgresEventStore.encode(items), { name: 'es_append_v5' });

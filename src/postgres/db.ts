@@ -17,12 +17,6 @@ export interface Queryable {
 /** A transaction's connection. */
 export interface Transaction extends Queryable {
   /**
-   * Literal SQL (no parameters) sent together with COMMIT, in one round trip,
-   * after everything else. If it fails, nothing is committed and the
-   * transaction throws (isServerError tells that the server refused it).
-   */
-  atCommit(sql: string): void;
-  /**
    * Inserts rows with COPY (text format): the cheapest bulk load PostgreSQL
    * has, for tables a rebuild fills from nothing. Values: strings, numbers,
    * booleans, dates, null; objects go in as their JSON text (json/jsonb columns).
@@ -118,14 +112,10 @@ export function openDb(url: string, opts: { max?: number; applicationName?: stri
         const begun = client.query(o?.waitForFlush === false ? `${begin}; SET LOCAL synchronous_commit = off` : begin);
         // Its failure is the next statement's failure too; this one is observed there.
         begun.catch(() => {});
-        const atCommit: string[] = [];
         const tx: Transaction = {
           async query<R extends Row = Row>(text: string, params?: readonly unknown[], q?: { name?: string }) {
             const res = await client.query({ text, values: params as unknown[] | undefined, ...(q?.name ? { name: q.name } : {}) });
             return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
-          },
-          atCommit(sql: string) {
-            atCommit.push(sql);
           },
           async copyRows(table, columns, rows) {
             if (!IDENTIFIER.test(table) || columns.some((c) => !IDENTIFIER.test(c))) throw new Error(`not a plain identifier: ${table} (${columns.join(', ')})`);
@@ -146,12 +136,11 @@ export function openDb(url: string, opts: { max?: number; applicationName?: stri
           },
         };
         const out = await fn(tx);
-        // One simple-protocol query: a failing statement stops it before COMMIT.
-        const done = await client.query(atCommit.length > 0 ? `${atCommit.join(';\n')};\nCOMMIT` : 'COMMIT');
-        // A statement that failed without its caller seeing it (pipelined, its
-        // failure caught) leaves the transaction aborted: COMMIT then rolls back.
-        const last = Array.isArray(done) ? done[done.length - 1] : done;
-        if ((last as { command?: string } | undefined)?.command !== 'COMMIT') throw new RolledBack();
+        // Statements still in flight go before it (pipelined). One that failed
+        // without its caller seeing it leaves the transaction aborted: COMMIT
+        // then rolls back, and says so.
+        const done = await client.query('COMMIT');
+        if (done.command !== 'COMMIT') throw new RolledBack();
         return out;
       } catch (err) {
         try {

@@ -22,6 +22,10 @@ import { liveTables, type Projection } from './projection.ts';
 // same code (`apply`/`applyBatch`, `Sealer.sealOrg`) as the asynchronous path,
 // on the same events, so both produce the same rows and chains.
 
+const MOVE_CHECKPOINTS = `WITH moved AS (UPDATE checkpoints SET position = $1, applied_position = CASE WHEN name = ANY($2::text[]) THEN $1 ELSE applied_position END,
+    status = 'running', error = NULL, error_position = NULL, updated_at = now() WHERE name = ANY($3::text[]) RETURNING 1)
+  SELECT pg_notify($4, $5) FROM (SELECT count(*) FROM moved) m`;
+
 export function inlineFollower(projections: readonly Projection[], sealer: Sealer, progress: Progress, isRunning: (name: string) => boolean): InlineFollower {
   const byName = new Map(projections.map((p) => [p.name, p]));
   const names = [...projections.map((p) => p.name), SEALER_NAME];
@@ -82,14 +86,19 @@ export function inlineFollower(projections: readonly Projection[], sealer: Seale
         await issued.done;
         appliedNames = issued.names;
       }
-      // One statement moves every checkpoint and wakes waiters in other processes;
-      // it travels with the COMMIT (one round trip), so it is literal SQL.
-      tx.atCommit(
-        `WITH moved AS (UPDATE checkpoints SET position = ${lit(head)}, applied_position = CASE WHEN name = ANY(${list(appliedNames)}) THEN ${lit(head)} ELSE applied_position END, status = 'running', error = NULL, error_position = NULL, updated_at = now() WHERE name = ANY(${list(caught.map((r) => r.name))}) RETURNING 1)
-         SELECT pg_notify(${lit(PROGRESS_CHANNEL)}, ${lit(progress.origin)}) FROM (SELECT count(*) FROM moved) m`,
-      );
+      // One statement moves every checkpoint and wakes waiters in other processes.
+      // It is not awaited: the COMMIT goes right behind it, in the same round
+      // trip (the transaction pipelines); if it fails, the COMMIT rolls back.
+      const moved = tx
+        .query(MOVE_CHECKPOINTS, [head, appliedNames, caught.map((r) => r.name), PROGRESS_CHANNEL, progress.origin], { name: 'inline_move_checkpoints' })
+        .then(() => {});
+      moved.catch(() => {});
+      // In statement order, so a failure reports its first cause (the later statements only say the transaction was aborted).
+      const answered = settled ? settled.then(() => moved) : moved;
+      // Observed by the store after the COMMIT's answer; not an unhandled rejection meanwhile.
+      answered.catch(() => {});
       return {
-        settled,
+        settled: answered,
         committed: () => {
           for (const name of appliedNames) progress.report(appliedKey(name), head);
           for (const r of caught) progress.reportRow(r.name, head);
@@ -103,11 +112,3 @@ export function inlineFollower(projections: readonly Projection[], sealer: Seale
   };
   return { prepare, run };
 }
-
-/** A literal of one of our own names or positions: refused unless made of these characters (no quote, no backslash). */
-function lit(v: string): string {
-  if (!/^[A-Za-z0-9_:@.-]*$/.test(v)) throw new Error(`not a plain name: ${JSON.stringify(v)}`);
-  return `'${v}'`;
-}
-
-const list = (vs: readonly string[]) => `ARRAY[${vs.map(lit).join(',')}]::text[]`;
