@@ -182,8 +182,29 @@ export function checkStreamName(stream: unknown): asserts stream is string {
   if (/[\u0000-\u001f\u007f]/.test(stream)) throw new InvalidStreamName('stream name contains control characters');
 }
 
-/** True when `v` is plain JSON that survives JSON.stringify/JSON.parse unchanged. */
+/** Whether a value is plain JSON within the depth limit: checkJsonAt's rule, without building paths (the common case). */
+function isPlainJson(v: unknown, depth: number): boolean {
+  if (depth > 64) return false;
+  if (v === null || typeof v === 'boolean' || typeof v === 'string') return true;
+  if (typeof v === 'number') return Number.isFinite(v);
+  if (typeof v !== 'object') return false;
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) if (!isPlainJson(v[i], depth + 1)) return false;
+    return true;
+  }
+  const proto = Object.getPrototypeOf(v);
+  if (proto !== Object.prototype && proto !== null) return false;
+  for (const k in v) if (Object.hasOwn(v, k) && !isPlainJson((v as Record<string, unknown>)[k], depth + 1)) return false;
+  return true;
+}
+
+/** True when `v` is plain JSON that survives JSON.stringify/JSON.parse unchanged; else refuses it, naming where. */
 function checkJson(v: unknown, path: string, depth: number): void {
+  if (depth === 0 && isPlainJson(v, 0)) return;
+  checkJsonAt(v, path, depth);
+}
+
+function checkJsonAt(v: unknown, path: string, depth: number): void {
   if (depth > 64) throw new InvalidEvent(`${path}: nested deeper than 64 levels`);
   if (v === null || typeof v === 'boolean' || typeof v === 'string') return;
   if (typeof v === 'number') {
@@ -191,13 +212,13 @@ function checkJson(v: unknown, path: string, depth: number): void {
     return;
   }
   if (Array.isArray(v)) {
-    v.forEach((x, i) => checkJson(x, `${path}[${i}]`, depth + 1));
+    v.forEach((x, i) => checkJsonAt(x, `${path}[${i}]`, depth + 1));
     return;
   }
   if (typeof v === 'object') {
     const proto = Object.getPrototypeOf(v);
     if (proto !== Object.prototype && proto !== null) throw new InvalidEvent(`${path}: not a plain object`);
-    for (const [k, x] of Object.entries(v)) checkJson(x, `${path}.${k}`, depth + 1);
+    for (const [k, x] of Object.entries(v)) checkJsonAt(x, `${path}.${k}`, depth + 1);
     return;
   }
   throw new InvalidEvent(`${path}: a ${typeof v} is not JSON`);

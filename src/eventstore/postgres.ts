@@ -568,8 +568,10 @@ export class PostgresEventStore implements EventStore {
       streamName: p.stream,
       revision: lastRev - n + 1n + BigInt(k),
       position: formatPosition(lastPos - n + 1n + BigInt(k)),
-      data: JSON.parse(e.data) as JsonObject,
-      metadata: JSON.parse(e.metadata) as EventMetadata,
+      // The appended values themselves (checkAppend found them plain JSON, so they
+      // equal their text read back); shared with the appender: never changed.
+      data: e.dataValue,
+      metadata: e.metadataValue,
       recordedAt: at,
     }));
   }
