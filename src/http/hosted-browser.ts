@@ -73,6 +73,9 @@ export class HostedStartError extends Error {
 
 const firstLine = (err: unknown) => ((err as Error)?.message ?? String(err)).split('\n')[0]!.slice(0, 300);
 
+/** How long a title lookup may take before the last known title stands (a page stuck in a dialog). */
+const TITLE_READ_MS = 10_000;
+
 function withTimeout<T>(p: Promise<T>, ms: number, fallback: T): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   return Promise.race([p, new Promise<T>((r) => (timer = setTimeout(() => r(fallback), ms)))]).finally(() => clearTimeout(timer));
@@ -131,13 +134,33 @@ export async function openHosted(deps: AppDeps, worker: BrowserWorker, site: Mer
   byView.set(live.viewKey, live);
   touch(live);
   let seq = 0;
+  // A frame goes out at once, with the title known so far; the page's title is
+  // then read behind it and, if it changed (a navigation), the latest frame goes
+  // out again with it. A slow title lookup (a busy machine) never holds a frame
+  // back, and never leaves the view on a stale title when no later frame comes.
+  let titleRead: Promise<void> | undefined;
+  let titleAgain = false;
+  const refreshTitle = (): void => {
+    if (titleRead) {
+      titleAgain = true;
+      return;
+    }
+    titleRead = (async () => {
+      do {
+        titleAgain = false;
+        const title = await withTimeout(session.page.title().catch(() => live.title), TITLE_READ_MS, live.title);
+        if (title !== live.title) {
+          live.title = title;
+          if (live.frame) publish(live, { ...live.frame, seq: ++seq, url: session.page.url(), title });
+        }
+      } while (titleAgain && live.state !== 'ended');
+    })().finally(() => (titleRead = undefined));
+  };
   cdp.on('Page.screencastFrame', (f: { data: string; sessionId: number; metadata: { deviceWidth?: number; deviceHeight?: number } }) => {
     void cdp.send('Page.screencastFrameAck', { sessionId: f.sessionId }).catch(() => {});
-    void (async () => {
-      live.title = await withTimeout(session.page.title().catch(() => live.title), 1_000, live.title);
-      const vp = session.page.viewportSize();
-      publish(live, { seq: ++seq, image: `data:image/jpeg;base64,${f.data}`, width: f.metadata.deviceWidth ?? vp?.width ?? 1280, height: f.metadata.deviceHeight ?? vp?.height ?? 720, url: session.page.url(), title: live.title });
-    })();
+    const vp = session.page.viewportSize();
+    publish(live, { seq: ++seq, image: `data:image/jpeg;base64,${f.data}`, width: f.metadata.deviceWidth ?? vp?.width ?? 1280, height: f.metadata.deviceHeight ?? vp?.height ?? 720, url: session.page.url(), title: live.title });
+    refreshTitle();
   });
   const vp = session.page.viewportSize() ?? { width: 1280, height: 720 };
   await cdp.send('Page.startScreencast', { format: 'jpeg', quality: 70, maxWidth: vp.width, maxHeight: vp.height, everyNthFrame: 1 }).catch(() => {});
