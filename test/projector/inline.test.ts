@@ -4,6 +4,7 @@ import { getProject } from '../../projections/org.ts';
 import { auditStream } from '../../src/audit/chain.ts';
 import { verifyOrgChain } from '../../src/audit/verifier.ts';
 import { PostgresEventStore } from '../../src/eventstore/postgres.ts';
+import type { Queryable } from '../../src/postgres/db.ts';
 import { testLedger } from '../helpers/ledger.ts';
 
 // Inline followers move their checkpoints in the statement that travels with
@@ -11,6 +12,14 @@ import { testLedger } from '../helpers/ledger.ts';
 // nothing of the transaction stands; the appends are written again without
 // the inline followers (once, with the same event ids), and the asynchronous
 // runners bring the read side up once they can.
+
+/** A fault at the server: writes to `table` are refused with `message` while `fault.active` is true (it starts true). */
+async function serverFault(db: Queryable, table: string, writes: string, message: string): Promise<void> {
+  await db.query(`CREATE TABLE fault (active boolean NOT NULL); INSERT INTO fault VALUES (true)`);
+  await db.query(`CREATE FUNCTION refuse_${table}() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN IF (SELECT active FROM fault) THEN RAISE EXCEPTION '${message}'; END IF; RETURN NEW; END $$`);
+  await db.query(`CREATE TRIGGER refuse_${table} BEFORE ${writes} ON ${table} FOR EACH ROW EXECUTE FUNCTION refuse_${table}()`);
+}
 
 const ledger = await testLedger(t);
 const store = ledger.store as PostgresEventStore;
@@ -22,10 +31,7 @@ t.test('a refused COMMIT round trip: the append stands once, the read side catch
   await ledger.run(orgDecider, orgStream(org), { type: 'create_org', orgId: org, name: 'Fault', defaultProjectId: 'prj_fault_default', owner: { userId: 'usr_fault', email: 'f@example.com', displayName: null } }, ledger.ctx(org));
   await ledger.settle();
   // A fault at the server: any update of a checkpoint is refused while it is on.
-  await ledger.db.query(`CREATE TABLE fault (active boolean NOT NULL); INSERT INTO fault VALUES (true)`);
-  await ledger.db.query(`CREATE FUNCTION refuse_checkpoints() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN IF (SELECT active FROM fault) THEN RAISE EXCEPTION 'checkpoint fault (test)'; END IF; RETURN NEW; END $$`);
-  await ledger.db.query(`CREATE TRIGGER refuse_checkpoints BEFORE UPDATE ON checkpoints FOR EACH ROW EXECUTE FUNCTION refuse_checkpoints()`);
+  await serverFault(ledger.db, 'checkpoints', 'UPDATE', 'checkpoint fault (test)');
   t.teardown(() => ledger.db.query('DROP TRIGGER IF EXISTS refuse_checkpoints ON checkpoints').then(() => undefined));
 
   const r = await ledger.run(orgDecider, orgStream(org), { type: 'create_project', projectId: 'prj_fault_1', name: 'One', slug: 'one', environment: 'test', settings: {} }, ledger.ctx(org));
@@ -55,10 +61,7 @@ t.test('statements left in flight for the COMMIT fail: the batch rolls back whol
   await quiet.settle();
   // A fault at the server on the sealer's state row: writing it is refused while it is on
   // (the sealer retries it later; a projection's own failure would stop that projection, by design).
-  await quiet.db.query(`CREATE TABLE fault (active boolean NOT NULL); INSERT INTO fault VALUES (true)`);
-  await quiet.db.query(`CREATE FUNCTION refuse_chain_state() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN IF (SELECT active FROM fault) THEN RAISE EXCEPTION 'chain state fault (test)'; END IF; RETURN NEW; END $$`);
-  await quiet.db.query(`CREATE TRIGGER refuse_chain_state BEFORE INSERT OR UPDATE ON audit_chain_state FOR EACH ROW EXECUTE FUNCTION refuse_chain_state()`);
+  await serverFault(quiet.db, 'audit_chain_state', 'INSERT OR UPDATE', 'chain state fault (test)');
 
   const r = await quiet.run(orgDecider, orgStream(org), { type: 'create_project', projectId: 'prj_final_1', name: 'One', slug: 'one', environment: 'test', settings: {} }, quiet.ctx(org));
   t.ok(r.changed && r.lastPosition, 'the append was accepted');
