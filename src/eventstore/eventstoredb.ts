@@ -325,6 +325,12 @@ export class EventStoreDbStore implements EventStore {
     });
   }
 
+  async checkRevision(stream: string, revision: bigint | 'no_stream'): Promise<void> {
+    checkStreamName(stream);
+    const actual = (await this.readStream(stream, { direction: 'backwards', maxCount: 1 }))[0]?.revision ?? ('no_stream' as const);
+    if (actual !== revision) throw new WrongExpectedRevision(stream, revision, actual);
+  }
+
   async readStream(stream: string, opts: ReadStreamOptions = {}): Promise<RecordedEvent[]> {
     checkStreamName(stream);
     const backwards = opts.direction === 'backwards';

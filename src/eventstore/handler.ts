@@ -187,9 +187,12 @@ async function decideAndAppend<State, Command>(
   // Optimistic first try: decide on the cached state and append expecting its
   // revision, without reading the stream. If another process appended since,
   // the append is refused (nothing written) and the command runs again from a
-  // fresh read, as if the cached try never happened; so does a refusal or a
-  // no-op decided on the cached state. Not with an overridden expected
-  // revision: that append would not prove the cached state current.
+  // fresh read, as if the cached try never happened. A refusal or a no-op
+  // decided on the cached state is answered only once the store confirms the
+  // stream still stands at the cached revision (checkRevision: on Postgres it
+  // rides in the next group-commit batch instead of a read of its own);
+  // otherwise the command runs again from a fresh read. Not with an overridden
+  // expected revision: that append would not prove the cached state current.
   let optimistic = opts.expectedRevision === undefined;
   for (let attempt = 1; ; attempt++) {
     const cached = optimistic ? cachedState<State>(store, stream, decider) : undefined;
@@ -204,16 +207,16 @@ async function decideAndAppend<State, Command>(
     try {
       produced = decider.decide(command, state, { now });
     } catch (err) {
-      // A refusal (or a no-op below) is only answered from a state read from the
-      // stream: only an accepted append proves the cached state was current.
-      if (cached) {
+      // A refusal (or a no-op below) is only answered from a state known to be
+      // current: read from the stream, or a cached one the store confirms.
+      if (cached && !(await current(store, stream, revision))) {
         attempt--;
         continue;
       }
       throw err;
     }
     if (produced.length === 0) {
-      if (cached) {
+      if (cached && !(await current(store, stream, revision))) {
         attempt--;
         continue;
       }
@@ -252,5 +255,16 @@ async function decideAndAppend<State, Command>(
       // Racers that lost together should not collide again in lockstep.
       await new Promise((r) => setTimeout(r, Math.random() * 2 * attempt));
     }
+  }
+}
+
+/** Whether the stream still stands at a cached revision (false: read it again). */
+async function current(store: EventStore, stream: string, revision: bigint | null): Promise<boolean> {
+  try {
+    await store.checkRevision(stream, revision ?? 'no_stream');
+    return true;
+  } catch (err) {
+    if (err instanceof WrongExpectedRevision) return false;
+    throw err;
   }
 }

@@ -101,6 +101,14 @@ export interface EventStore {
    * before appending (a change acknowledged before the append started is seen).
    */
   appendToStream(stream: string, events: readonly NewEvent[], opts?: AppendOptions): Promise<AppendResult>;
+  /**
+   * Resolves if the stream stood exactly at `revision` ('no_stream': did not
+   * exist) at one moment during the call; throws WrongExpectedRevision
+   * otherwise. Writes nothing. On Postgres it travels in the next group-commit
+   * batch as an append of no events (checked under the log-head lock like any
+   * other expectation); on EventStoreDB it reads the stream's last event.
+   */
+  checkRevision(stream: string, revision: bigint | 'no_stream'): Promise<void>;
   /** Events of one stream; a stream that does not exist reads empty. */
   readStream(stream: string, opts?: ReadStreamOptions): Promise<RecordedEvent[]>;
   readAll(opts?: ReadAllOptions): Promise<RecordedEvent[]>;

@@ -383,6 +383,17 @@ export class PostgresEventStore implements EventStore {
     return store;
   }
 
+  checkRevision(stream: string, revision: bigint | 'no_stream'): Promise<void> {
+    try {
+      checkStreamName(stream);
+      if (typeof revision === 'bigint' && revision < 0n) throw new EventStoreError('invalid_event', `not a revision: ${revision}`);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    // An append of no events: checked in its batch like any other, writes nothing.
+    return this.enqueue({ stream, expected: revision, events: [] }).then(() => undefined);
+  }
+
   appendToStream(stream: string, events: readonly NewEvent[], opts: AppendOptions = {}): Promise<AppendResult> {
     const expected = opts.expectedRevision ?? 'any';
     let checked: CheckedEvent[];
@@ -393,9 +404,13 @@ export class PostgresEventStore implements EventStore {
     } catch (err) {
       return Promise.reject(err);
     }
+    return this.enqueue({ stream, expected, guard, events: checked });
+  }
+
+  private enqueue(append: Omit<Pending, 'resolve' | 'reject'>): Promise<AppendResult> {
     if (this.closed) return Promise.reject(new EventStoreError('store_unavailable', 'event store is closed'));
     return new Promise((resolve, reject) => {
-      this.queue.push({ stream, expected, guard, events: checked, resolve, reject });
+      this.queue.push({ ...append, resolve, reject });
       if (!this.draining) {
         // Start on a microtask: appends made in the same tick (a burst while
         // the store was idle) go in the first batch together, not one alone.
@@ -484,7 +499,8 @@ export class PostgresEventStore implements EventStore {
     }
     const rest: Pending[] = [];
     for (const p of batch) {
-      const last = found.get(p.events[p.events.length - 1]!.id);
+      // A check (no events) wrote nothing: always safe to try again.
+      const last = p.events.length > 0 ? found.get(p.events[p.events.length - 1]!.id) : undefined;
       if (last) p.resolve({ nextExpectedRevision: BigInt(last.stream_revision), lastPosition: formatPosition(BigInt(last.position)) });
       else rest.push(p);
     }
@@ -586,7 +602,8 @@ export class PostgresEventStore implements EventStore {
     // Everything the transaction wrote to the log (the batch, and the inline followers' appends).
     const written: RecordedEvent[] = [];
     const params = PostgresEventStore.encode(batch);
-    const inline = useInline ? this.inline : undefined;
+    // A batch of checks only (no events) needs no followers and no transaction.
+    const inline = useInline && batch.some((p) => p.events.length > 0) ? this.inline : undefined;
     if (!inline) {
       rows = (await this.db.query<AppendRow>(PostgresEventStore.APPEND_SQL, params, { name: 'es_append_v5' })).rows;
       if (rows.length !== batch.length) throw new Error(`es_append answered ${rows.length} rows for ${batch.length} appends`);
@@ -608,7 +625,7 @@ export class PostgresEventStore implements EventStore {
           let before: bigint | undefined;
           batch.forEach((p, i) => {
             const r = rs[i]!;
-            if (!r.ok) return;
+            if (!r.ok || p.events.length === 0) return;
             const first = BigInt(r.last_position!) - BigInt(p.events.length);
             if (before === undefined || first < before) before = first;
             events.push(...PostgresEventStore.recorded(p, r));
@@ -659,7 +676,7 @@ export class PostgresEventStore implements EventStore {
     // What the followers left in flight was answered before the COMMIT was (and
     // succeeded, or the COMMIT would have rolled back).
     await hook.after?.settled?.catch(() => {});
-    const own = [...written.map((e) => e.position), ...rows.flatMap((r) => (r.ok ? [formatPosition(BigInt(r.last_position!))] : []))].reduce<Position | undefined>((m, p) => (m === undefined || p > m ? p : m), undefined);
+    const own = [...written.map((e) => e.position), ...rows.flatMap((r, i) => (r.ok && batch[i]!.events.length > 0 ? [formatPosition(BigInt(r.last_position!))] : []))].reduce<Position | undefined>((m, p) => (m === undefined || p > m ? p : m), undefined);
     if (own !== undefined) this.ownHead = own;
     this.remember(written);
     return () => {
@@ -667,7 +684,7 @@ export class PostgresEventStore implements EventStore {
       batch.forEach((p, i) => {
         const r = rows[i]!;
         if (r.ok) {
-          moved = true;
+          if (p.events.length > 0) moved = true;
           p.resolve({ nextExpectedRevision: BigInt(r.last_revision!), lastPosition: formatPosition(BigInt(r.last_position!)) });
         } else {
           p.reject(PostgresEventStore.refusal(p, r));

@@ -104,6 +104,34 @@ export function conformance(t: Test, factory: StoreFactory): void {
     t.equal((await store.readStream(g)).length, 2, 'the guard stream is never written by a guarded append');
   });
 
+  t.test('checkRevision: confirms where a stream stands, refuses otherwise, writes nothing', async (t) => {
+    const s = uniq('check');
+    await store.checkRevision(s, 'no_stream');
+    const absent = await rejects(store.checkRevision(s, 0n), WrongExpectedRevision);
+    t.equal(absent.actual, 'no_stream', 'a missing stream is not at revision 0');
+    await store.appendToStream(s, [ev('test.a'), ev('test.b')], { expectedRevision: 'no_stream' });
+    const head = await store.headPosition();
+    await store.checkRevision(s, 1n);
+    const stale = await rejects(store.checkRevision(s, 0n), WrongExpectedRevision);
+    t.equal(stale.actual, 1n, 'the actual revision');
+    t.equal(stale.stream, s);
+    const exists = await rejects(store.checkRevision(s, 'no_stream'), WrongExpectedRevision);
+    t.equal(exists.actual, 1n);
+    // Checks alongside appends, in the same moment: each answered on its own.
+    const other = uniq('check-other');
+    const [a, b, c] = await Promise.allSettled([
+      store.checkRevision(s, 1n),
+      store.appendToStream(other, [ev('test.c')], { expectedRevision: 'no_stream' }),
+      store.checkRevision(other, 5n),
+    ]);
+    t.equal(a.status, 'fulfilled');
+    t.equal(b.status, 'fulfilled');
+    t.ok(c.status === 'rejected' && c.reason instanceof WrongExpectedRevision, 'a check in the same batch as an append is refused alone');
+    t.equal((await store.readStream(s)).length, 2, 'checks write nothing');
+    t.ok((await store.headPosition()) > head, 'only the append moved the log');
+    await rejects(store.checkRevision('', 0n), InvalidStreamName);
+  });
+
   t.test('ten racing appends with the same expectation: exactly one wins', async (t) => {
     const s = uniq('race');
     await store.appendToStream(s, [ev('test.base')], { expectedRevision: 'no_stream' });
