@@ -229,6 +229,43 @@ export async function storedCheckpoints(store: EventStore, orgId: string): Promi
   }
 }
 
+type CheckpointEvent = Awaited<ReturnType<typeof storedCheckpoints>>[number];
+
+/** Checkpoints are read from the end of their stream this many at a time. */
+const CHECKPOINT_PAGE = 256;
+
+/**
+ * The signed checkpoints whose size falls in [from, to], at a cost that does
+ * not grow with the chain's history when the stretch is recent: the
+ * checkpoint stream is read backwards, page by page, and stops after a whole
+ * page of checkpoints below `from`. Sizes grow with the stream (a signer
+ * signs its chain's current size, after every earlier checkpoint it knows
+ * of); two processes signing at once can swap neighbours, never a whole page.
+ */
+export async function checkpointsBetween(store: EventStore, orgId: string, from: number, to: number): Promise<CheckpointEvent[]> {
+  const out: CheckpointEvent[] = [];
+  let before: bigint | undefined;
+  for (;;) {
+    const page = await store.readStream(checkpointStream(orgId), { direction: 'backwards', maxCount: CHECKPOINT_PAGE, ...(before !== undefined ? { fromRevision: before } : {}) });
+    let older = 0;
+    for (const e of page) {
+      const cp = e.data as unknown as CheckpointEvent;
+      // A size that is not a number is checked by the stretch that asks for everything.
+      if (typeof cp?.size !== 'number') {
+        out.push(cp);
+        continue;
+      }
+      if (cp.size < from) older++;
+      else if (cp.size <= to) out.push(cp);
+    }
+    if (page.length < CHECKPOINT_PAGE || older === page.length) break;
+    const last = page[page.length - 1]!.revision;
+    if (last === 0n) break;
+    before = last - 1n;
+  }
+  return out.reverse();
+}
+
 /**
  * Source events for entries in sealing order. The sealer seals in log order,
  * so a forward cursor over the log's business events finds each source in

@@ -5,7 +5,7 @@ import { type AuditEntry, auditStream, genesisHash } from './chain.ts';
 import { leafHash, nodeHash } from './merkle.ts';
 import { openCheckpoint } from './note.ts';
 import { rootFromStore } from './tree.ts';
-import { checkEntry, checkSource, type Problem, type StoredEntry, storedCheckpoints } from './verifier.ts';
+import { checkEntry, checkpointsBetween, checkSource, type Problem, type StoredEntry } from './verifier.ts';
 
 // Verification of one stretch of a chain, [from, to] by sequence number, at a
 // cost proportional to the stretch, not to the chain: every entry is
@@ -142,26 +142,35 @@ export async function verifyRange(
     level = next;
   }
   if (computed.size > 0) {
-    const keys = [...computed.keys()].map((k) => k.split('/').map(Number) as [number, number]);
-    for (let i = 0; i < keys.length; i += 10_000) {
-      const part = keys.slice(i, i + 10_000);
-      const { rows } = await db.query<{ level: number; idx: string; hash: Buffer }>(
-        `SELECT n.level, n.idx::text AS idx, n.hash FROM audit_tree_nodes n JOIN unnest($2::smallint[], $3::bigint[]) AS k(l, i) ON n.level = k.l AND n.idx = k.i WHERE n.org_id = $1`,
-        [orgId, part.map((k) => k[0]), part.map((k) => k[1])],
-      );
-      const stored = new Map(rows.map((r) => [`${r.level}/${r.idx}`, r.hash]));
-      for (const [l, idx] of part) {
-        const s = stored.get(`${l}/${idx}`);
-        if (s && !s.equals(computed.get(`${l}/${idx}`)!)) {
-          add({ kind: 'root_mismatch', sequence_number: idx * 2 ** l + 1, detail: `stored tree node ${l}/${idx} differs from the entries it covers` });
-        }
+    // On each level the nodes wholly inside the stretch are consecutive: one
+    // range of the primary key per level, read in one statement (a join on
+    // the keys left to the planner hashed a scan of every node of the chain,
+    // a cost that grew with history). OFFSET 0 keeps each range its own scan.
+    const bounds = new Map<number, [number, number]>();
+    for (const k of computed.keys()) {
+      const [l, idx] = k.split('/').map(Number) as [number, number];
+      const b = bounds.get(l);
+      if (!b) bounds.set(l, [idx, idx]);
+      else if (idx > b[1]) b[1] = idx;
+      else if (idx < b[0]) b[0] = idx;
+    }
+    const levels = [...bounds.keys()];
+    const { rows } = await db.query<{ level: number; idx: string; hash: Buffer }>(
+      `SELECT k.l AS level, t.idx::text AS idx, t.hash FROM unnest($2::smallint[], $3::bigint[], $4::bigint[]) AS k(l, lo, hi)
+         CROSS JOIN LATERAL (SELECT n.idx, n.hash FROM audit_tree_nodes n WHERE n.org_id = $1 AND n.level = k.l AND n.idx BETWEEN k.lo AND k.hi OFFSET 0) t`,
+      [orgId, levels, levels.map((l) => bounds.get(l)![0]), levels.map((l) => bounds.get(l)![1])],
+    );
+    for (const r of rows) {
+      const c = computed.get(`${r.level}/${r.idx}`);
+      if (c && !r.hash.equals(c)) {
+        const idx = Number(r.idx);
+        add({ kind: 'root_mismatch', sequence_number: idx * 2 ** r.level + 1, detail: `stored tree node ${r.level}/${idx} differs from the entries it covers` });
       }
     }
   }
 
   // Signed checkpoints in the stretch, reproduced by the stored tree.
-  for (const cp of await storedCheckpoints(store, orgId)) {
-    if (cp.size < from || cp.size > to) continue;
+  for (const cp of await checkpointsBetween(store, orgId, from, to)) {
     try {
       const o = openCheckpoint(cp.note, key);
       if (!o.signatureValid || o.checkpoint.origin !== `${origin}/${orgId}`) {

@@ -1,6 +1,7 @@
 import t from 'tap';
 import { orgDecider, orgStream } from '../../commands/org.ts';
-import { type AuditEntry, auditStream } from '../../src/audit/chain.ts';
+import { type AuditEntry, auditStream, checkpointStream } from '../../src/audit/chain.ts';
+import { checkpointsBetween } from '../../src/audit/verifier.ts';
 import { verifyRange } from '../../src/audit/windows.ts';
 import { testLedger } from '../helpers/ledger.ts';
 
@@ -103,4 +104,25 @@ t.test('a range pass finds a source edited after sealing, whether its sources we
     const r = await verifyRange(ledger.store, ledger.db, 'org_src_a', 1, tip, key, ledger.origin, { prefetchBudget: budget });
     t.match(r.problems[0], { kind: 'source_mismatch', sequence_number: 8 }, `the edited source is found at its entry (prefetch budget ${budget ?? 'default'})`);
   }
+});
+
+t.test('a stretch reads the checkpoints signed in it, however many came before or after', async (t) => {
+  // 600 checkpoints (over two pages of the backwards read), two of them
+  // appended out of order as two signers racing would, and one whose size is
+  // not a number (a forgery every stretch must look at).
+  const org = 'org_many_checkpoints';
+  const sizes = Array.from({ length: 600 }, (_, i) => i + 1);
+  [sizes[299], sizes[300]] = [sizes[300]!, sizes[299]!];
+  const meta = { org_id: org, actor: { kind: 'system', id: 'test' }, occurred_at: '2026-11-21T12:00:00.000Z', schema_version: 1 };
+  const data = (size: unknown) => ({ org_id: org, size, root_hash: '00', note: 'n', key_name: 'k', verifier_key: 'v', signed_at: '2026-11-21T12:00:00.000Z' });
+  const events = [...sizes.map((s) => data(s)), data('forged')].map((d) => ({ type: 'audit.checkpoint_signed', data: d as never, metadata: meta as never }));
+  await ledger.store.appendToStream(checkpointStream(org), events, { expectedRevision: 'no_stream' });
+  const between = async (from: number, to: number) => (await checkpointsBetween(ledger.store, org, from, to)).map((c): unknown => c.size);
+  const range = (a: number, b: number) => Array.from({ length: b - a + 1 }, (_, i) => a + i);
+  t.same((await between(590, 700)).sort(), [...range(590, 600), 'forged' as unknown].sort(), 'at the tip');
+  const middle = await between(250, 320);
+  t.same(middle.filter((s) => typeof s === 'number').sort((a, b) => (a as number) - (b as number)), range(250, 320), 'a stretch across the swapped pair');
+  t.ok(middle.includes('forged'));
+  t.same((await between(1, 10)).filter((s) => typeof s === 'number'), range(1, 10), 'the oldest, read back across every page after them');
+  t.same(await between(700, 800), ['forged'], 'past the last');
 });
