@@ -146,9 +146,11 @@ async function rangeHashes(q: Queryable, orgId: string, ranges: readonly [number
   if (keys.size > 0) {
     const list = [...keys.values()];
     const { rows } = await q.query<{ level: number; idx: string; hash: Buffer }>(
-      `SELECT n.level, n.idx::text AS idx, n.hash FROM audit_tree_nodes n
-       JOIN unnest($2::smallint[], $3::bigint[]) AS k(l, i) ON n.level = k.l AND n.idx = k.i
-       WHERE n.org_id = $1`,
+      // One primary-key probe per node, whatever the planner's estimate of the
+      // chain's size (LIMIT 1 keeps the probe from becoming a join over a scan
+      // of every node of the chain, as it did for the verifier's bigger reads).
+      `SELECT k.l AS level, k.i::text AS idx, n.hash FROM unnest($2::smallint[], $3::bigint[]) AS k(l, i)
+       CROSS JOIN LATERAL (SELECT t.hash FROM audit_tree_nodes t WHERE t.org_id = $1 AND t.level = k.l AND t.idx = k.i LIMIT 1) n`,
       [orgId, list.map((k) => k[0]), list.map((k) => k[1])],
     );
     for (const r of rows) found.set(`${r.level}/${r.idx}`, r.hash);
