@@ -25,6 +25,7 @@ import {
   type AppendOptions,
   type AppendResult,
   GuardFailed,
+  OutcomeUnknown,
   checkAppend,
   checkStreamName,
   type EventMetadata,
@@ -287,7 +288,12 @@ export class EventStoreDbStore implements EventStore {
       } catch (err) {
         if (err instanceof EventStoreError || !isTransient(err)) throw err;
         this.noteError(err);
-        if (attempt + 1 >= ESDB_RETRY_ATTEMPTS) throw this.unavailable(what, err);
+        if (attempt + 1 >= ESDB_RETRY_ATTEMPTS) {
+          // An append's earlier attempts may have reached the server (the same
+          // event ids make them one write): whether it stands is unknown.
+          if (what === 'append') throw new OutcomeUnknown(`EventStoreDB at ${this.address}: append outcome unknown after ${attempt + 1} attempts: ${(err as Error)?.message ?? String(err)}`, err);
+          throw this.unavailable(what, err);
+        }
         await sleep(backoffMs(attempt));
       }
     }

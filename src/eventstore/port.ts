@@ -133,6 +133,19 @@ export class EventStoreError extends Error {
   }
 }
 
+/**
+ * The store could not tell whether an append was written: its answer was lost
+ * and finding out failed too. The append may be in the log; the caller must
+ * not decide the same command again blindly (read first).
+ */
+export class OutcomeUnknown extends EventStoreError {
+  override name = 'OutcomeUnknown';
+  constructor(message: string, cause: unknown) {
+    super('store_unavailable', message);
+    (this as { cause?: unknown }).cause = cause;
+  }
+}
+
 export class WrongExpectedRevision extends EventStoreError {
   override name = 'WrongExpectedRevision';
   constructor(

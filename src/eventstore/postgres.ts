@@ -15,6 +15,7 @@ import {
   EventStoreError,
   type ExpectedRevision,
   GuardFailed,
+  OutcomeUnknown,
   type JsonObject,
   type NewEvent,
   type Position,
@@ -494,7 +495,8 @@ export class PostgresEventStore implements EventStore {
       );
       found = new Map(rows.map((r) => [r.event_id, r]));
     } catch {
-      for (const p of batch) p.reject(this.mapError(err));
+      // Written or not, nobody can say: never retried here, and the caller is told so.
+      for (const p of batch) p.reject(p.events.length > 0 ? new OutcomeUnknown(`append outcome unknown: its answer was lost (${(err as Error)?.message ?? String(err)}) and the log could not be read to find out`, err) : this.mapError(err));
       return [];
     }
     const rest: Pending[] = [];

@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Rejection } from '../eventstore/handler.ts';
+import { OutcomeUnknown } from '../eventstore/port.ts';
 import { isShared } from '../projector/readcache.ts';
 
 // One central error path. Most errors use the spec's envelope
@@ -133,6 +134,9 @@ export function errorResponse(err: unknown, requestId: string): ErrorResponse {
   if (err instanceof RawHttpError) return { status: err.status, body: err.body, headers: err.headers };
   if (err instanceof ApiError) return env(err.status, err.code, err.message, err.details);
   if (err instanceof Rejection) return env(REJECTION_STATUS[err.code] ?? 409, err.code, err.message, err.details);
+  if (err instanceof OutcomeUnknown) {
+    return env(503, 'write_outcome_unknown', 'the store could not confirm whether this request was recorded: read the resource before repeating it; the same Idempotency-Key answers this again', { retry_safe: false });
+  }
   const fe = err as FastifyError;
   switch (fe?.code) {
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':

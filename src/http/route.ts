@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import type { EventStore } from '../eventstore/port.ts';
+import { type EventStore, OutcomeUnknown } from '../eventstore/port.ts';
 import { type CommandContext, type CommandResult, type Decider, handleCommand, type HandleOptions } from '../eventstore/handler.ts';
 import type { Db } from '../postgres/db.ts';
 import type { ReadSide } from '../readside.ts';
@@ -167,6 +167,8 @@ export function defineRoute<P, Q, B, M extends AuthMode>(app: FastifyInstance, d
       if (rawBody === undefined && spec.bodyOptional) rawBody = {};
       if (spec.body && rawBody === undefined) throw new ApiError(400, 'invalid_body', 'a JSON body is required', { issues: [{ path: [], code: 'required', message: 'body required' }] });
       const body = parseOr400(spec.body, rawBody, 'invalid_body', 'body');
+      // Whether this request has had a write acknowledged (its Idempotency-Key is then never released).
+      let wrote = false;
       const ctx: Ctx<P, Q, B, AuthFor<M>> = {
         params,
         query,
@@ -186,6 +188,7 @@ export function defineRoute<P, Q, B, M extends AuthMode>(app: FastifyInstance, d
             now: deps.now,
           };
           const result = await handleCommand(deps.store, decider, stream, command, cctx, opts);
+          if (result.lastPosition) wrote = true;
           if (result.lastPosition && !(await deps.readSide.waitFor(result.lastPosition, deps.readWaitMs))) reply.header(READ_SIDE_HEADER, 'behind');
           return result;
         },
@@ -209,7 +212,12 @@ export function defineRoute<P, Q, B, M extends AuthMode>(app: FastifyInstance, d
       } catch (err) {
         const r = errorResponse(err, String(req.id));
         if (r.status >= 500) {
-          await deps.idempotency.release(auth.orgId, env, idemKey).catch(() => {});
+          // Released only when nothing may have been written, so a retry runs it
+          // again. After an acknowledged write, or a write the store could not
+          // confirm either way, the key keeps this answer: running the request
+          // again could do twice what it did once.
+          if (wrote || err instanceof OutcomeUnknown) await deps.idempotency.complete(auth.orgId, env, idemKey, r).catch(() => {});
+          else await deps.idempotency.release(auth.orgId, env, idemKey).catch(() => {});
           throw err;
         }
         await deps.idempotency.complete(auth.orgId, env, idemKey, r);

@@ -1,4 +1,3 @@
-import net from 'node:net';
 import t from 'tap';
 import { orgDecider, orgStream } from '../../commands/org.ts';
 import { getProject } from '../../projections/org.ts';
@@ -9,74 +8,14 @@ import { openDb } from '../../src/postgres/db.ts';
 import { startReadSide } from '../../src/readside.ts';
 import { testDatabase } from '../helpers/db.ts';
 import { ev } from './conformance.ts';
+import { OutcomeUnknown } from '../../src/eventstore/port.ts';
+import { LossyProxy } from '../helpers/lossy-proxy.ts';
 
 // The answer to a write can be lost after PostgreSQL executed it (the
 // connection breaks while the answer is on its way). The store must then find
 // out whether the append is in the log, by its event ids, and answer
 // accordingly: never report a written append as failed, never write it twice.
 //
-// A loopback proxy in front of the database loses one answer on demand: once
-// armed, it closes both sides instead of forwarding the first server message
-// that completes a command whose tag starts with the armed word.
-
-class LossyProxy {
-  private armed: string | undefined;
-  lost = 0;
-  private readonly server: net.Server;
-  private constructor(private readonly target: { host: string; port: number }) {
-    this.server = net.createServer((client) => this.pipe(client));
-  }
-
-  static async start(target: { host: string; port: number }): Promise<LossyProxy> {
-    const p = new LossyProxy(target);
-    await new Promise<void>((r) => p.server.listen(0, '127.0.0.1', r));
-    return p;
-  }
-
-  get port(): number {
-    return (this.server.address() as net.AddressInfo).port;
-  }
-
-  arm(tag: string): void {
-    this.armed = tag;
-  }
-
-  private pipe(client: net.Socket): void {
-    const upstream = net.connect(this.target.port, this.target.host);
-    let pending = Buffer.alloc(0);
-    client.on('data', (c) => upstream.write(c));
-    upstream.on('data', (chunk: Buffer) => {
-      // Server messages: a type byte, a 4-byte length (itself included), the body.
-      pending = Buffer.concat([pending, chunk]);
-      let lose = false;
-      while (pending.length >= 5) {
-        const len = pending.readUInt32BE(1);
-        if (pending.length < 1 + len) break;
-        if (this.armed && pending[0] === 0x43 /* C: CommandComplete */ && pending.subarray(5, 1 + len).toString('utf8').startsWith(this.armed)) lose = true;
-        pending = pending.subarray(1 + len);
-      }
-      if (lose) {
-        this.armed = undefined;
-        this.lost++;
-        client.destroy();
-        upstream.destroy();
-        return;
-      }
-      client.write(chunk);
-    });
-    const close = () => {
-      client.destroy();
-      upstream.destroy();
-    };
-    client.on('error', close).on('close', close);
-    upstream.on('error', close).on('close', close);
-  }
-
-  async stop(): Promise<void> {
-    await new Promise((r) => this.server.close(r));
-  }
-}
-
 const { url, db } = await testDatabase(t);
 const direct = new URL(url);
 const proxy = await LossyProxy.start({ host: direct.hostname, port: Number(direct.port) });
@@ -125,4 +64,27 @@ t.test('the COMMIT answer of an append transaction with inline followers is lost
   t.ok(await getProject(db, org, 'prj_lost_1'));
   const created = (await (await PostgresEventStore.open(db)).readStream(orgStream(org))).filter((e) => e.type === 'project.created' && (e.data as { project_id: string }).project_id === 'prj_lost_1');
   t.equal(created.length, 1, 'decided and written once');
+});
+
+t.test('the answer is lost and the lookup fails too: the append is refused as OutcomeUnknown, never retried blind', async (t) => {
+  const pdb = openDb(viaProxy.toString(), { max: 3 });
+  const store = await PostgresEventStore.open(pdb);
+  t.teardown(async () => {
+    await store.close();
+    await pdb.close();
+  });
+  const s = `unknown-${Date.now()}`;
+  const lostBefore = proxy.lost;
+  proxy.arm('SELECT');
+  proxy.block('WHERE event_id = ANY');
+  const err = await store.appendToStream(s, [ev('test.unknown', { n: 1 })], { expectedRevision: 'no_stream' }).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  t.equal(proxy.lost, lostBefore + 1, 'the answer was lost');
+  t.equal(proxy.refused, 1, 'the lookup never reached the server');
+  t.ok(err instanceof OutcomeUnknown, 'refused as OutcomeUnknown');
+  t.equal((err as OutcomeUnknown).code, 'store_unavailable');
+  const logged = await (await PostgresEventStore.open(db)).readStream(s);
+  t.equal(logged.length, 1, 'it was written, once: the store did not try again');
 });

@@ -1,0 +1,73 @@
+import { randomBytes } from 'node:crypto';
+import t from 'tap';
+import { Vault } from '../../src/adapters/vault.ts';
+import { buildApp } from '../../src/app.ts';
+import { generateSigningKey } from '../../src/audit/note.ts';
+import { PostgresEventStore } from '../../src/eventstore/postgres.ts';
+import { openDb } from '../../src/postgres/db.ts';
+import { startReadSide } from '../../src/readside.ts';
+import { bootstrapOrg, SERVICE_SECRET } from '../helpers/app.ts';
+import { testDatabase } from '../helpers/db.ts';
+import { LossyProxy } from '../helpers/lossy-proxy.ts';
+import { until } from '../helpers/wait.ts';
+
+// A write whose outcome the store cannot confirm (the COMMIT's answer lost on
+// the way, and the lookup by event ids failing too) may stand in the log. The
+// request answers 503 write_outcome_unknown, and its Idempotency-Key keeps
+// that answer: a retry with the key replays it instead of deciding the
+// command a second time. A key whose request failed before writing anything
+// is released, so its retry runs.
+
+const { url } = await testDatabase(t);
+const direct = new URL(url);
+const proxy = await LossyProxy.start({ host: direct.hostname, port: Number(direct.port) });
+const viaProxy = new URL(url);
+viaProxy.port = String(proxy.port);
+t.teardown(() => proxy.stop());
+
+const db = openDb(viaProxy.toString(), { max: 10 });
+const store = await PostgresEventStore.open(db);
+const readSide = await startReadSide(db, store, { signingKey: generateSigningKey('outcome'), origin: 'test/audit' }, undefined, { reactors: false });
+const app = await buildApp({ vault: await Vault.open(db, randomBytes(32)), db, store, readSide, serviceSecret: SERVICE_SECRET, baseUrl: 'http://127.0.0.1:8080', logLevel: 'silent', readWaitMs: 10_000, rateLimit: { burst: 100_000, perSecond: 100_000 } });
+t.teardown(async () => {
+  await app.close();
+  await readSide.stop();
+  await store.close();
+  await db.close();
+});
+const org = await bootstrapOrg(app, 'Unknown');
+const create = (key: string, slug: string) =>
+  app.inject({ method: 'POST', url: '/v1/projects', headers: { ...org.key, 'idempotency-key': key }, payload: { name: `Project ${slug}`, slug } });
+const projectsWith = async (slug: string) => {
+  const list = (await app.inject({ method: 'GET', url: '/v1/projects', headers: org.key })).json() as { data?: { slug: string }[] } | { slug: string }[];
+  const rows = Array.isArray(list) ? list : (list.data ?? []);
+  return rows.filter((p) => p.slug === slug).length;
+};
+
+t.test('the outcome of a write is unknown: 503 write_outcome_unknown, and the key replays it', async (t) => {
+  proxy.arm('COMMIT');
+  proxy.block('WHERE event_id = ANY');
+  const first = await create('unknown-1', 'lost-one');
+  t.equal(proxy.refused, 1, 'the lookup never reached the server');
+  t.equal(first.statusCode, 503);
+  t.match(first.json(), { error: { code: 'write_outcome_unknown', details: { retry_safe: false } } });
+  const again = await create('unknown-1', 'lost-one');
+  t.equal(again.statusCode, 503, 'the retry with the same key is answered the same');
+  t.equal(again.headers['idempotent-replayed'], 'true', 'replayed, not run again');
+  t.match(again.json(), { error: { code: 'write_outcome_unknown' } });
+  // The write did happen (only its answer was lost): the read side catches up with it.
+  await until(async () => (await projectsWith('lost-one')) === 1, 'the project in the read model');
+  t.equal(await projectsWith('lost-one'), 1, 'created once');
+});
+
+t.test('a request that failed before writing releases its key: the retry runs', async (t) => {
+  // The log's append is refused at the connection (nothing reaches the server).
+  proxy.block('es_append');
+  const first = await create('released-1', 'second-try');
+  t.ok(first.statusCode >= 500, `failed (${first.statusCode})`);
+  t.not(first.json().error?.code, 'write_outcome_unknown');
+  const again = await create('released-1', 'second-try');
+  t.equal(again.statusCode, 201, 'the retry with the same key ran');
+  t.equal(again.headers['idempotent-replayed'], undefined);
+  t.equal(await projectsWith('second-try'), 1);
+});
