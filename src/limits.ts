@@ -36,6 +36,8 @@ export const RATE_LIMIT_PER_SECOND = 100;
 /** Idempotency keys: 1..255 visible ASCII characters, remembered this long. */
 export const IDEMPOTENCY_KEY_MAX_CHARS = 255;
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
+/** A request still pending after this long was cut short (its process died): its outcome is unknown. */
+export const IDEMPOTENCY_PENDING_MAX_MS = 10 * 60 * 1000;
 /** Projects list (spec Part 8). */
 export const PROJECTS_LIST_DEFAULT = 50;
 export const PROJECTS_LIST_MAX = 100;

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Db } from '../postgres/db.ts';
 import { canonicalize } from '../audit/hash.ts';
-import { IDEMPOTENCY_KEY_MAX_CHARS, IDEMPOTENCY_TTL_MS } from '../limits.ts';
+import { IDEMPOTENCY_KEY_MAX_CHARS, IDEMPOTENCY_PENDING_MAX_MS, IDEMPOTENCY_TTL_MS } from '../limits.ts';
 import { ApiError } from './errors.ts';
 
 // Idempotency-Key on mutating routes. A key is scoped to the credential's
@@ -9,7 +9,11 @@ import { ApiError } from './errors.ts';
 // decision) is replayed for a repeat with the same request; the same key with
 // another request answers 409 idempotency_key_reused. A key whose request is
 // still running answers 409 idempotency_request_in_progress; a request that
-// failed with a 5xx releases its key so the retry runs. These rows are
+// failed with a 5xx before anything may have been written releases its key so
+// the retry runs (src/http/route.ts). A key still pending after
+// IDEMPOTENCY_PENDING_MAX_MS belongs to a request that was cut short (its
+// process died): what it wrote is unknown, so it answers 503
+// write_outcome_unknown, never runs the request again. These rows are
 // operational records (like rate-limit counters), not business facts.
 
 export type StoredResponse = { status: number; body: unknown; headers: Record<string, string> };
@@ -58,14 +62,17 @@ export class IdempotencyStore {
       [orgId, environment, key, hash],
     );
     if (claimed.rowCount === 1) return { kind: 'proceed' };
-    const { rows } = await this.db.query<{ request_hash: string; state: string; response: StoredResponse | null }>(
-      'SELECT request_hash, state, response FROM idempotency_keys WHERE org_id = $1 AND environment = $2 AND key = $3',
-      [orgId, environment, key],
+    const { rows } = await this.db.query<{ request_hash: string; state: string; response: StoredResponse | null; abandoned: boolean }>(
+      'SELECT request_hash, state, response, created_at < now() - make_interval(secs => $4) AS abandoned FROM idempotency_keys WHERE org_id = $1 AND environment = $2 AND key = $3',
+      [orgId, environment, key, Math.floor(IDEMPOTENCY_PENDING_MAX_MS / 1000)],
     );
     const row = rows[0];
     if (!row) return this.begin(orgId, environment, key, hash);
     if (row.request_hash !== hash) {
       throw new ApiError(409, 'idempotency_key_reused', 'this Idempotency-Key was used with a different request');
+    }
+    if ((row.state !== 'done' || !row.response) && row.abandoned) {
+      throw new ApiError(503, 'write_outcome_unknown', 'the first request with this Idempotency-Key never finished: it may have taken effect; read the resource before repeating it', { retry_safe: false });
     }
     if (row.state !== 'done' || !row.response) {
       throw new ApiError(409, 'idempotency_request_in_progress', 'a request with this Idempotency-Key is still being processed; retry shortly', { retriable: true });

@@ -9,6 +9,7 @@ import { startReadSide } from '../../src/readside.ts';
 import { bootstrapOrg, SERVICE_SECRET } from '../helpers/app.ts';
 import { testDatabase } from '../helpers/db.ts';
 import { LossyProxy } from '../helpers/lossy-proxy.ts';
+import { requestHash } from '../../src/http/idempotency.ts';
 import { until } from '../helpers/wait.ts';
 
 // A write whose outcome the store cannot confirm (the COMMIT's answer lost on
@@ -16,7 +17,8 @@ import { until } from '../helpers/wait.ts';
 // request answers 503 write_outcome_unknown, and its Idempotency-Key keeps
 // that answer: a retry with the key replays it instead of deciding the
 // command a second time. A key whose request failed before writing anything
-// is released, so its retry runs.
+// is released, so its retry runs. A key left pending by a request that never
+// finished answers write_outcome_unknown once it is stale.
 
 const { url } = await testDatabase(t);
 const direct = new URL(url);
@@ -70,4 +72,25 @@ t.test('a request that failed before writing releases its key: the retry runs', 
   t.equal(again.statusCode, 201, 'the retry with the same key ran');
   t.equal(again.headers['idempotent-replayed'], undefined);
   t.equal(await projectsWith('second-try'), 1);
+});
+
+t.test('a key left pending by a request that never finished (its process died) answers write_outcome_unknown once it is stale', async (t) => {
+  // The row a process leaves when it dies between claiming the key and answering.
+  const body = { name: 'Project cut-short', slug: 'cut-short' };
+  const pending = async (key: string, ageSeconds: number) =>
+    db.query(`INSERT INTO idempotency_keys (org_id, environment, key, request_hash, state, created_at) VALUES ($1, 'test', $2, $3, 'pending', now() - make_interval(secs => $4))`, [
+      org.orgId,
+      key,
+      requestHash('POST', '/v1/projects', body),
+      ageSeconds,
+    ]);
+  await pending('cut-short-fresh', 5);
+  const fresh = await app.inject({ method: 'POST', url: '/v1/projects', headers: { ...org.key, 'idempotency-key': 'cut-short-fresh' }, payload: body });
+  t.equal(fresh.statusCode, 409, 'a request that may still be running');
+  t.match(fresh.json(), { error: { code: 'idempotency_request_in_progress' } });
+  await pending('cut-short-stale', 11 * 60);
+  const stale = await app.inject({ method: 'POST', url: '/v1/projects', headers: { ...org.key, 'idempotency-key': 'cut-short-stale' }, payload: body });
+  t.equal(stale.statusCode, 503, 'a request cut short long ago: its outcome is unknown');
+  t.match(stale.json(), { error: { code: 'write_outcome_unknown', details: { retry_safe: false } } });
+  t.equal(await projectsWith('cut-short'), 0, 'and it was not run');
 });
