@@ -212,12 +212,17 @@ export function defineRoute<P, Q, B, M extends AuthMode>(app: FastifyInstance, d
       } catch (err) {
         const r = errorResponse(err, String(req.id));
         if (r.status >= 500) {
-          // Released only when nothing may have been written, so a retry runs it
-          // again. After an acknowledged write, or a write the store could not
-          // confirm either way, the key keeps this answer: running the request
-          // again could do twice what it did once.
-          if (wrote || err instanceof OutcomeUnknown) await deps.idempotency.complete(auth.orgId, env, idemKey, r).catch(() => {});
-          else await deps.idempotency.release(auth.orgId, env, idemKey).catch(() => {});
+          if (wrote || err instanceof OutcomeUnknown) {
+            // The request may have taken effect (a write of it was acknowledged,
+            // or the store could not confirm one either way): running it again
+            // could do twice what it did once. The key keeps this answer.
+            req.log.error({ err }, 'request failed after it may have written');
+            const unknown = errorResponse(err instanceof OutcomeUnknown ? err : new OutcomeUnknown('the request failed after one of its writes was recorded', err), String(req.id));
+            await deps.idempotency.complete(auth.orgId, env, idemKey, unknown).catch(() => {});
+            return sendResponse(reply, unknown);
+          }
+          // Nothing may have been written: released, so a retry runs it.
+          await deps.idempotency.release(auth.orgId, env, idemKey).catch(() => {});
           throw err;
         }
         await deps.idempotency.complete(auth.orgId, env, idemKey, r);
