@@ -212,10 +212,14 @@ export function defineRoute<P, Q, B, M extends AuthMode>(app: FastifyInstance, d
       } catch (err) {
         const r = errorResponse(err, String(req.id));
         if (r.status >= 500) {
-          if (wrote || err instanceof OutcomeUnknown) {
-            // The request may have taken effect (a write of it was acknowledged,
-            // or the store could not confirm one either way): running it again
-            // could do twice what it did once. The key keeps this answer.
+          // A 5xx the route answers on purpose (a code of its own, which says
+          // whether a retry is safe) is left as it was; an unexpected failure
+          // after a write of this request was acknowledged, or a write the
+          // store could not confirm either way, means the request may have
+          // taken effect: running it again could do twice what it did once.
+          const unexpected = (r.body as { error?: { code?: string } } | undefined)?.error?.code === 'internal_error';
+          if ((wrote && unexpected) || err instanceof OutcomeUnknown) {
+            // The key keeps this answer.
             req.log.error({ err }, 'request failed after it may have written');
             const unknown = errorResponse(err instanceof OutcomeUnknown ? err : new OutcomeUnknown('the request failed after one of its writes was recorded', err), String(req.id));
             await deps.idempotency.complete(auth.orgId, env, idemKey, unknown).catch(() => {});
