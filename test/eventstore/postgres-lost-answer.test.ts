@@ -1,4 +1,4 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { orgDecider, orgStream } from '../../commands/org.ts';
 import { getProject } from '../../projections/org.ts';
 import { generateSigningKey } from '../../src/audit/note.ts';
@@ -23,13 +23,19 @@ const viaProxy = new URL(url);
 viaProxy.port = String(proxy.port);
 t.teardown(() => proxy.stop());
 
-t.test('the answer to a written append is lost: answered from the log, written once', async (t) => {
+/** A store whose connections go through the proxy. */
+async function proxiedStore(t: Test): Promise<PostgresEventStore> {
   const pdb = openDb(viaProxy.toString(), { max: 3 });
   const store = await PostgresEventStore.open(pdb);
   t.teardown(async () => {
     await store.close();
     await pdb.close();
   });
+  return store;
+}
+
+t.test('the answer to a written append is lost: answered from the log, written once', async (t) => {
+  const store = await proxiedStore(t);
   const s = `lost-${Date.now()}`;
   proxy.arm('SELECT');
   const r = await store.appendToStream(s, [ev('test.lost', { n: 1 })], { expectedRevision: 'no_stream' });
@@ -67,12 +73,7 @@ t.test('the COMMIT answer of an append transaction with inline followers is lost
 });
 
 t.test('the answer is lost and the lookup fails too: the append is refused as OutcomeUnknown, never retried blind', async (t) => {
-  const pdb = openDb(viaProxy.toString(), { max: 3 });
-  const store = await PostgresEventStore.open(pdb);
-  t.teardown(async () => {
-    await store.close();
-    await pdb.close();
-  });
+  const store = await proxiedStore(t);
   const s = `unknown-${Date.now()}`;
   const lostBefore = proxy.lost;
   proxy.arm('SELECT');

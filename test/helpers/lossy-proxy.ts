@@ -38,12 +38,15 @@ export class LossyProxy {
   private pipe(client: net.Socket): void {
     const upstream = net.connect(this.target.port, this.target.host);
     let pending = Buffer.alloc(0);
+    const close = () => {
+      client.destroy();
+      upstream.destroy();
+    };
     client.on('data', (c: Buffer) => {
       if (this.blocked && c.includes(this.blocked)) {
         this.blocked = undefined;
         this.refused++;
-        client.destroy();
-        upstream.destroy();
+        close();
         return;
       }
       upstream.write(c);
@@ -61,16 +64,11 @@ export class LossyProxy {
       if (lose) {
         this.armed = undefined;
         this.lost++;
-        client.destroy();
-        upstream.destroy();
+        close();
         return;
       }
       client.write(chunk);
     });
-    const close = () => {
-      client.destroy();
-      upstream.destroy();
-    };
     client.on('error', close).on('close', close);
     upstream.on('error', close).on('close', close);
   }
