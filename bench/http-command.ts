@@ -90,6 +90,7 @@ try {
   console.log(`spend / pause / resume, ${mandateIds.length} mandates ${m.rps.toFixed(0).padStart(7)} req/s   p50 ${m.p50_ms.toFixed(1)} ms   p99 ${m.p99_ms.toFixed(1)} ms   unexpected ${m.unexpected}`);
   const ratio = m.rps / b.rps;
   console.log(`\nratio                               ${ratio.toFixed(2)}x  (target >= 0.5: ${ratio >= 0.5 ? 'met' : 'NOT met'})`);
+  console.log(`predicted batches: ${store.predictions.landed} landed in one round trip, ${store.predictions.missed} missed, ${store.predictions.refused} refused`);
   console.log(`every response checked: ${m.unexpected === 0 ? 'all as documented' : `${m.unexpected} unexpected (${m.samples.join('; ')})`}`);
   console.log(`\n1 connection, ${seconds} s each\n`);
   console.log(`fastify + zod + one INSERT          ${b1.rps.toFixed(0).padStart(7)} req/s   p50 ${b1.p50_ms.toFixed(1)} ms   p99 ${b1.p99_ms.toFixed(1)} ms   unexpected ${b1.unexpected}`);

@@ -49,6 +49,11 @@ const TAIL_TRANSACTIONS = 256;
 const TAIL_EVENTS = 10_000;
 const POSITION_DIGITS = 20;
 
+/** The message of the failure that says a predicted batch did not land as predicted (nothing of it was written). */
+const PREDICTION_MISSED = 'es_prediction_missed';
+/** How many streams' revisions a process remembers for its predictions. */
+const REMEMBERED_REVISIONS = 100_000;
+
 const SENTINEL: Record<'no_stream' | 'stream_exists' | 'any', bigint> = { no_stream: -1n, stream_exists: -2n, any: -3n };
 
 export const SCHEMA_SQL = `
@@ -73,6 +78,7 @@ CREATE TABLE IF NOT EXISTS es_events (
 DROP FUNCTION IF EXISTS es_append(text[], bigint[], int[], uuid[], text[], json[], json[]);
 DROP FUNCTION IF EXISTS es_append(text[], bigint[], int[], int[], int[], uuid[], text[], json[], json[]);
 DROP FUNCTION IF EXISTS es_append(text[], bigint[], int[], int[], int[], uuid[], text[], json, json);
+DROP FUNCTION IF EXISTS es_append(text[], bigint[], int[], int[], int[], uuid[], text[], json, json, text[], bigint[]);
 
 -- Appends a batch in a constant number of statements, whatever its size.
 -- Per append: stream, expected revision (>= 0 exact, -1 no_stream, -2 stream_exists,
@@ -81,13 +87,15 @@ DROP FUNCTION IF EXISTS es_append(text[], bigint[], int[], int[], int[], uuid[],
 -- two JSON arrays in the same order (their elements' text is kept exactly).
 -- Per append, optionally, a guard: another stream (NULL: none) that must stand at
 -- exactly a revision (-1: must not exist), as of this append's place in the batch.
+-- The events' recorded_at: the transaction's time, or p_recorded_at when given
+-- (a writer that built its followers' rows before the append: see es_expect_predicted).
 -- Returns one row per append, in order: ok, the actual revision (-1: no stream),
 -- whether its guard held, and for an accepted append its last revision and position.
 CREATE OR REPLACE FUNCTION es_append(
   p_streams text[], p_expected bigint[], p_counts int[],
   p_event_append int[], p_event_k int[],
   p_ids uuid[], p_types text[], p_data json, p_metadata json,
-  p_guard_streams text[], p_guard_expected bigint[]
+  p_guard_streams text[], p_guard_expected bigint[], p_recorded_at timestamptz DEFAULT NULL
 ) RETURNS TABLE (ok boolean, actual bigint, guard_actual bigint, last_revision bigint, last_position bigint)
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -154,8 +162,8 @@ BEGIN
   END LOOP;
 
   IF head <> start_head THEN
-    INSERT INTO es_events (position, event_id, stream_name, stream_revision, event_type, data, metadata)
-    SELECT a.base_pos + e.k, e.id, a.stream, a.base_rev + e.k, e.type, e.data, e.metadata
+    INSERT INTO es_events (position, event_id, stream_name, stream_revision, event_type, data, metadata, recorded_at)
+    SELECT a.base_pos + e.k, e.id, a.stream, a.base_rev + e.k, e.type, e.data, e.metadata, coalesce(p_recorded_at, now())
     FROM unnest(p_event_append, p_event_k, p_ids, p_types, datas, metas) AS e(app, k, id, type, data, metadata)
     JOIN unnest(p_streams, oks, base_revs, base_pos) WITH ORDINALITY AS a(stream, ok, base_rev, base_pos, ai) ON a.ai = e.app
     WHERE a.ok
@@ -244,6 +252,8 @@ export type InlineTx = Queryable & {
  * transaction has committed, or if it did not.
  */
 export type InlineOutcome = {
+  /** The transaction committed (called before its appends are answered). */
+  landed?: () => void;
   committed?: () => void;
   rolledBack?: () => void;
   /** Statements `run` left in flight (final): settled once they are answered, before the COMMIT's answer. */
@@ -259,6 +269,25 @@ export type InlineFollower = {
    * travel right behind (a failure among them turns the COMMIT into a rollback).
    */
   run(tx: InlineTx, before: Position, events: RecordedEvent[], prepared: unknown, opts?: { final?: boolean }): Promise<InlineOutcome | void>;
+  /**
+   * For a batch whose append is predicted (the store expects the log to stand
+   * where this process's last commit left it): what `prepare` would answer if
+   * the followers stand where this process's last commit left them, and the
+   * statement that fails the transaction unless they do (it takes the same
+   * locks as `prepare`). Undefined when the followers cannot say.
+   */
+  predict?(before: Position): { prepared: unknown; check: (tx: InlineTx) => Promise<unknown> } | undefined;
+};
+
+/** A batch as this process predicts it will land (see PostgresEventStore.predict). */
+type Predicted = {
+  before: Position;
+  at: string;
+  oks: boolean[];
+  lastPositions: (string | null)[];
+  lastRevisions: (string | null)[];
+  events: RecordedEvent[];
+  followers: { prepared: unknown; check: (tx: InlineTx) => Promise<unknown> };
 };
 
 type AppendRow = { ok: boolean; actual: string; guard_actual: string | null; last_revision: string | null; last_position: string | null; at: Date };
@@ -368,6 +397,18 @@ export class PostgresEventStore implements EventStore {
   private tailEvents = 0;
   /** Subscriptions open in this process: without any, commits keep no tail. */
   private subscribers = 0;
+  /**
+   * The revisions of streams this process wrote since it last saw another
+   * process append (forgotten then): what a predicted batch expects of them.
+   */
+  private readonly revisions = new Map<string, bigint>();
+  /** The latest recorded_at this process wrote (a predicted batch's is never earlier). */
+  private lastRecordedAt = 0;
+  /** Predicted batches that missed in a row, and how many batches to go the ordinary way before predicting again. */
+  private misses = 0;
+  private skipPredictions = 0;
+  /** How predicted batches fared: landed, missed (nothing written, done the ordinary way), refused by the server otherwise. */
+  readonly predictions = { landed: 0, missed: 0, refused: 0 };
 
   private constructor(private readonly db: Db) {}
 
@@ -528,7 +569,7 @@ export class PostgresEventStore implements EventStore {
   /** Called when an inline follower failed (its work was rolled back; the appends stand). */
   onInlineError: ((err: unknown) => void) | undefined;
 
-  private static encode(batch: ReadonlyArray<{ stream: string; expected: ExpectedRevision; guard?: AppendGuard | undefined; events: readonly CheckedEvent[] }>): unknown[] {
+  private static encode(batch: ReadonlyArray<{ stream: string; expected: ExpectedRevision; guard?: AppendGuard | undefined; events: readonly CheckedEvent[] }>, recordedAt: string | null = null): unknown[] {
     const guardStreams: (string | null)[] = [];
     const guardExpected: (string | null)[] = [];
     const streams: string[] = [];
@@ -557,11 +598,25 @@ export class PostgresEventStore implements EventStore {
         metadata.push(e.metadata);
       });
     });
-    return [streams, expected, counts, eventAppend, eventK, ids, types, `[${data.join(',')}]`, `[${metadata.join(',')}]`, guardStreams, guardExpected];
+    return [streams, expected, counts, eventAppend, eventK, ids, types, `[${data.join(',')}]`, `[${metadata.join(',')}]`, guardStreams, guardExpected, recordedAt];
   }
 
   private static readonly APPEND_SQL =
-    'SELECT ok, actual, guard_actual, last_revision, last_position, now() AS at FROM es_append($1::text[], $2::bigint[], $3::int[], $4::int[], $5::int[], $6::uuid[], $7::text[], $8::json, $9::json, $10::text[], $11::bigint[])';
+    'SELECT ok, actual, guard_actual, last_revision, last_position, coalesce($12::timestamptz, now()) AS at FROM es_append($1::text[], $2::bigint[], $3::int[], $4::int[], $5::int[], $6::uuid[], $7::text[], $8::json, $9::json, $10::text[], $11::bigint[], $12::timestamptz)';
+
+  /**
+   * A predicted batch's append: the same function, with the recorded_at the
+   * writer chose, failing the transaction (es_prediction_missed) unless every
+   * append was accepted or refused as predicted and the accepted ones ended at
+   * the predicted revision and position (so the log's head stood where
+   * predicted), and unless the chosen time is within two seconds of the
+   * database's clock.
+   */
+  private static readonly PREDICTED_APPEND_SQL = `SELECT t.ok, t.actual, t.guard_actual, t.last_revision, t.last_position, $12::timestamptz AS at,
+      es_expect(t.ok = ($13::boolean[])[t.n] AND (NOT t.ok OR (t.last_position = ($14::bigint[])[t.n] AND t.last_revision = ($15::bigint[])[t.n]))
+        AND abs(extract(epoch FROM clock_timestamp() - $12::timestamptz)) < 2, '${PREDICTION_MISSED}') AS held
+    FROM es_append($1::text[], $2::bigint[], $3::int[], $4::int[], $5::int[], $6::uuid[], $7::text[], $8::json, $9::json, $10::text[], $11::bigint[], $12::timestamptz)
+      WITH ORDINALITY AS t(ok, actual, guard_actual, last_revision, last_position, n)`;
 
   /** Why an append was refused: its own stream moved (checked first), else its guard stream. */
   private static refusal(p: { stream: string; expected: ExpectedRevision; guard?: AppendGuard | undefined }, r: AppendRow): EventStoreError {
@@ -606,8 +661,13 @@ export class PostgresEventStore implements EventStore {
     const params = PostgresEventStore.encode(batch);
     // A batch of checks only (no events) needs no followers and no transaction.
     const inline = useInline && batch.some((p) => p.events.length > 0) ? this.inline : undefined;
+    const plan = inline ? this.predict(batch) : undefined;
+    if (inline && plan) {
+      const done = await this.commitPredicted(batch, inline, plan);
+      if (done) return done;
+    }
     if (!inline) {
-      rows = (await this.db.query<AppendRow>(PostgresEventStore.APPEND_SQL, params, { name: 'es_append_v5' })).rows;
+      rows = (await this.db.query<AppendRow>(PostgresEventStore.APPEND_SQL, params, { name: 'es_append_v6' })).rows;
       if (rows.length !== batch.length) throw new Error(`es_append answered ${rows.length} rows for ${batch.length} appends`);
     } else {
       // Inline followers: the read models and the audit chain advance in the
@@ -618,7 +678,7 @@ export class PostgresEventStore implements EventStore {
         rows = await this.db.transaction(async (tx) => {
           const itx = this.inlineTx(tx, written);
           // The followers' preparation travels with the append (the transaction pipelines).
-          const appending = tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, params, { name: 'es_append_v5' });
+          const appending = tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, params, { name: 'es_append_v6' });
           const prepared = inline.prepare(itx);
           prepared.catch(() => {});
           const rs = (await appending).rows;
@@ -675,12 +735,20 @@ export class PostgresEventStore implements EventStore {
       }
     }
     if (!inline && this.subscribers > 0) batch.forEach((p, i) => rows[i]!.ok && written.push(...PostgresEventStore.recorded(p, rows[i]!)));
+    return this.committed(batch, rows, written, hook.after);
+  }
+
+  /** After a batch's transaction committed: what this process now knows of the log; answers the function that answers each append. */
+  private async committed(batch: Pending[], rows: AppendRow[], written: RecordedEvent[], after: InlineOutcome | void): Promise<() => void> {
     // What the followers left in flight was answered before the COMMIT was (and
     // succeeded, or the COMMIT would have rolled back).
-    await hook.after?.settled?.catch(() => {});
+    await after?.settled?.catch(() => {});
+    after?.landed?.();
+    this.learn(batch, rows, written);
     const own = [...written.map((e) => e.position), ...rows.flatMap((r, i) => (r.ok && batch[i]!.events.length > 0 ? [formatPosition(BigInt(r.last_position!))] : []))].reduce<Position | undefined>((m, p) => (m === undefined || p > m ? p : m), undefined);
     if (own !== undefined) this.ownHead = own;
     this.remember(written);
+    const hook = { after };
     return () => {
       let moved = false;
       batch.forEach((p, i) => {
@@ -695,6 +763,139 @@ export class PostgresEventStore implements EventStore {
       hook.after?.committed?.();
       if (moved) this.signal.fire();
     };
+  }
+
+  /**
+   * What a committed batch says of the streams it wrote, for later predictions.
+   * A batch that did not start where this process's last commit ended shows
+   * that another process appended meanwhile: what was remembered is forgotten.
+   */
+  private learn(batch: Pending[], rows: AppendRow[], written: readonly RecordedEvent[]): void {
+    let first: bigint | undefined;
+    batch.forEach((p, i) => {
+      const r = rows[i]!;
+      if (!r.ok || p.events.length === 0) return;
+      const f = BigInt(r.last_position!) - BigInt(p.events.length);
+      if (first === undefined || f < first) first = f;
+    });
+    if (first === undefined) return;
+    if (formatPosition(first) !== this.ownHead || this.revisions.size > REMEMBERED_REVISIONS) this.revisions.clear();
+    batch.forEach((p, i) => {
+      const r = rows[i]!;
+      if (r.ok && p.events.length > 0) this.revisions.set(p.stream, BigInt(r.last_revision!));
+    });
+    for (const e of written) if ((this.revisions.get(e.streamName) ?? -1n) < e.revision) this.revisions.set(e.streamName, e.revision);
+    const at = rows[0]!.at.getTime();
+    if (at > this.lastRecordedAt) this.lastRecordedAt = at;
+  }
+
+  /**
+   * Predicts how a batch will land, when this process's last commit is the
+   * log's last one as far as it knows: the log's head stands where that commit
+   * left it, each append is accepted or refused as its expectation meets the
+   * revisions this process wrote (an expected revision it knows nothing about
+   * is assumed to hold), and the events are recorded at this process's clock
+   * (never before its last commit's). Undefined when it cannot say (an append
+   * expecting 'any' or 'stream_exists' of a stream it does not know, or none
+   * accepted).
+   */
+  private predict(batch: Pending[]): Predicted | undefined {
+    const own = this.ownHead;
+    if (own === undefined || this.knownHead > own || !this.inline?.predict) return undefined;
+    if (this.skipPredictions > 0) {
+      this.skipPredictions--;
+      return undefined;
+    }
+    let head = parsePosition(own);
+    const at = new Date(Math.max(Date.now(), this.lastRecordedAt));
+    const recordedAt = at.toISOString();
+    const revs = new Map<string, bigint>();
+    const known = (stream: string) => revs.get(stream) ?? this.revisions.get(stream);
+    const oks: boolean[] = [];
+    const lastPositions: (string | null)[] = [];
+    const lastRevisions: (string | null)[] = [];
+    const events: RecordedEvent[] = [];
+    for (const p of batch) {
+      let cur = known(p.stream);
+      if (cur === undefined) {
+        if (typeof p.expected === 'bigint') cur = p.expected;
+        else if (p.expected === 'no_stream') cur = -1n;
+        else return undefined;
+      }
+      let ok = p.expected === 'any' || (p.expected === 'no_stream' ? cur < 0n : p.expected === 'stream_exists' ? cur >= 0n : cur === p.expected);
+      if (ok && p.guard) {
+        const want = p.guard.revision === 'no_stream' ? -1n : p.guard.revision;
+        ok = (known(p.guard.stream) ?? want) === want;
+      }
+      oks.push(ok);
+      if (!ok) {
+        lastPositions.push(null);
+        lastRevisions.push(null);
+        continue;
+      }
+      for (let k = 0; k < p.events.length; k++) {
+        const e = p.events[k]!;
+        events.push({ id: e.id, type: e.type, streamName: p.stream, revision: cur + 1n + BigInt(k), position: formatPosition(head + 1n + BigInt(k)), data: e.dataValue, metadata: e.metadataValue, recordedAt });
+      }
+      head += BigInt(p.events.length);
+      cur += BigInt(p.events.length);
+      revs.set(p.stream, cur);
+      lastPositions.push(head.toString());
+      lastRevisions.push(cur.toString());
+    }
+    if (events.length === 0) return undefined;
+    const followers = this.inline.predict(own);
+    if (!followers) return undefined;
+    return { before: own, at: recordedAt, oks, lastPositions, lastRevisions, events, followers };
+  }
+
+  /**
+   * A predicted batch in one round trip: the append, the followers' check,
+   * the followers' statements (built on the predicted events) and the COMMIT
+   * go out together; the append and the check fail the transaction unless the
+   * batch lands exactly as predicted. Answers undefined when the prediction
+   * missed or the server refused anything (nothing was written: the batch goes
+   * the ordinary way, which finds out why); throws only when the COMMIT's
+   * outcome is unknown.
+   */
+  private async commitPredicted(batch: Pending[], inline: InlineFollower, plan: Predicted): Promise<(() => void) | undefined> {
+    const written: RecordedEvent[] = [...plan.events];
+    let after: InlineOutcome | void = undefined;
+    let issued = false;
+    const params = [...PostgresEventStore.encode(batch, plan.at), plan.oks, plan.lastPositions, plan.lastRevisions];
+    let appending: Promise<{ rows: AppendRow[] }> | undefined;
+    try {
+      await this.db.transaction(async (tx) => {
+        const itx = this.inlineTx(tx, written, plan.at);
+        appending = tx.query<AppendRow>(PostgresEventStore.PREDICTED_APPEND_SQL, params, { name: 'es_append_predicted_v1' });
+        appending.catch(() => {});
+        this.lockedHead = plan.events[plan.events.length - 1]!.position;
+        plan.followers.check(itx).catch(() => {});
+        after = await inline.run(itx, plan.before, plan.events, plan.followers.prepared, { final: true });
+        issued = true;
+      });
+    } catch (err) {
+      this.lockedHead = this.knownHead;
+      this.signal.fire();
+      (after as InlineOutcome | void)?.rolledBack?.();
+      // The COMMIT went out and its answer was lost: written or not, the ordinary recovery finds out.
+      if (issued && !isServerError(err)) throw err;
+      const missed = await appending?.then(
+        () => false,
+        (e: unknown) => (e as { message?: string })?.message === PREDICTION_MISSED,
+      );
+      if (missed) this.predictions.missed++;
+      else this.predictions.refused++;
+      // Predicting again right away would likely miss again (another process is writing, or the clocks differ).
+      this.misses++;
+      this.skipPredictions = Math.min(2 ** (this.misses - 1), 64);
+      return undefined;
+    }
+    this.misses = 0;
+    this.predictions.landed++;
+    const rows = (await appending!).rows;
+    if (rows.length !== batch.length) throw new Error(`es_append answered ${rows.length} rows for ${batch.length} appends`);
+    return this.committed(batch, rows, written, after);
   }
 
   /** Keeps a committed transaction's events for local subscriptions, when they cover its positions without a gap. */
@@ -718,7 +919,7 @@ export class PostgresEventStore implements EventStore {
     }
   }
 
-  private inlineTx(tx: Transaction, written: RecordedEvent[] = []): InlineTx {
+  private inlineTx(tx: Transaction, written: RecordedEvent[] = [], recordedAt: string | null = null): InlineTx {
     const marks = new Map<string, { written: number; head: Position }>();
     const savepointName = (name: string) => {
       if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new Error(`not a savepoint name: ${name}`);
@@ -739,7 +940,7 @@ export class PostgresEventStore implements EventStore {
       query: (text, params, opts) => tx.query(text, params, opts),
       append: async (appends) => {
         const items = appends.map((a) => ({ stream: a.stream, expected: a.expectedRevision, events: checkAppend(a.stream, a.events, a.expectedRevision, randomUUID) }));
-        const { rows } = await tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, PostgresEventStore.encode(items), { name: 'es_append_v5' });
+        const { rows } = await tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, PostgresEventStore.encode(items, recordedAt), { name: 'es_append_v6' });
         return items.map((p, i) => {
           const r = rows[i]!;
           if (r.ok) {

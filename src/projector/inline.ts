@@ -26,6 +26,13 @@ const MOVE_CHECKPOINTS = `WITH moved AS (UPDATE checkpoints SET position = $1, a
     status = 'running', error = NULL, error_position = NULL, updated_at = now() WHERE name = ANY($3::text[]) RETURNING 1)
   SELECT pg_notify($4, $5) FROM (SELECT count(*) FROM moved) m`;
 
+// The rows prepare locks, and a failure unless the followers standing at the
+// head (of those this process runs) are exactly the predicted ones.
+const CHECK_CHECKPOINTS = `WITH locked AS MATERIALIZED (SELECT name, position, version, status FROM checkpoints WHERE name = ANY($1) ORDER BY name FOR UPDATE)
+  SELECT es_expect(count(*) = cardinality($5::text[]) AND coalesce(bool_and(l.name = ANY($5::text[])), true), 'es_prediction_missed')
+  FROM locked l JOIN unnest($2::text[], $3::int[]) AS v(name, version) ON v.name = l.name
+  WHERE l.position = $4 AND l.status = 'running' AND (v.version IS NULL OR l.version = v.version)`;
+
 export function inlineFollower(projections: readonly Projection[], sealer: Sealer, progress: Progress, isRunning: (name: string) => boolean): InlineFollower {
   const byName = new Map(projections.map((p) => [p.name, p]));
   const names = [...projections.map((p) => p.name), SEALER_NAME];
@@ -33,6 +40,22 @@ export function inlineFollower(projections: readonly Projection[], sealer: Seale
   // The checkpoint rows, locked right behind the batch's append (same round trip).
   const prepare = (tx: InlineTx) =>
     tx.query<Row>('SELECT name, position, version, status FROM checkpoints WHERE name = ANY($1) ORDER BY name FOR UPDATE', [names], { name: 'inline_lock_checkpoints' });
+  // The followers this process's last inline commit moved, and the head it moved them to.
+  let standing: { names: string[]; head: Position } | undefined;
+  const localOk = (name: string) => isRunning(name) && (name === SEALER_NAME ? sealer.running : byName.has(name));
+  const predict = (before: Position) => {
+    if (!standing || standing.head !== before) return undefined;
+    const eligible = names.filter(localOk);
+    const caught = standing.names.filter(localOk);
+    if (caught.length === 0) return undefined;
+    const version = (name: string) => (name === SEALER_NAME ? null : byName.get(name)!.version);
+    const rows: Row[] = caught.map((name) => ({ name, position: before, version: version(name) ?? 0, status: 'running' }));
+    return {
+      prepared: { rows },
+      // Locks the rows as prepare does; fails unless exactly the predicted followers stand at `before`.
+      check: (tx: InlineTx) => tx.query(CHECK_CHECKPOINTS, [names, eligible, eligible.map(version), before, caught], { name: 'inline_check_checkpoints' }),
+    };
+  };
   const run = async (tx: InlineTx, before: Position, events: RecordedEvent[], prepared: unknown, opts: { final?: boolean } = {}) => {
     const { rows } = prepared as Awaited<ReturnType<typeof prepare>>;
     const caught = rows.filter((r) => {
@@ -99,16 +122,23 @@ export function inlineFollower(projections: readonly Projection[], sealer: Seale
       answered.catch(() => {});
       return {
         settled: answered,
+        landed: () => {
+          standing = { names: caught.map((r) => r.name), head };
+        },
         committed: () => {
           for (const name of appliedNames) progress.report(appliedKey(name), head);
           for (const r of caught) progress.reportRow(r.name, head);
         },
-        rolledBack: () => forget?.(),
+        rolledBack: () => {
+          standing = undefined;
+          forget?.();
+        },
       };
     } catch (err) {
+      standing = undefined;
       forget?.();
       throw err;
     }
   };
-  return { prepare, run };
+  return { prepare, run, predict };
 }
