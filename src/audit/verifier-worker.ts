@@ -18,7 +18,8 @@ try {
   os.setPriority(19);
 } catch {}
 const db = openDb(spec.dbUrl, { max: 2, applicationName: 'ledger-verifier' });
-const store = await openEventStore({ esdbUrl: spec.esdbUrl, db });
+// It reads on a timer and never waits for new events: no LISTEN connection woken by every commit.
+const store = await openEventStore({ esdbUrl: spec.esdbUrl, db, listen: false });
 const verifier = new AuditVerifier(db, store, { name: spec.keyName, publicKey: spec.publicKey }, spec.origin);
 verifier.start();
 parentPort!.postMessage('started');

@@ -5,11 +5,11 @@ import { PostgresEventStore } from './postgres.ts';
 export * from './port.ts';
 
 /** EventStoreDB when `esdbUrl` is given, else the Postgres log in `db`. */
-export async function openEventStore(opts: { esdbUrl: string | undefined; db: Db }): Promise<EventStore> {
+export async function openEventStore(opts: { esdbUrl: string | undefined; db: Db; listen?: boolean }): Promise<EventStore> {
   if (opts.esdbUrl) {
     // Loaded only when selected, so the embedded default never loads the gRPC client.
     const { EventStoreDbStore } = await import('./eventstoredb.ts');
     return EventStoreDbStore.open(opts.esdbUrl);
   }
-  return PostgresEventStore.open(opts.db);
+  return PostgresEventStore.open(opts.db, { listen: opts.listen ?? true });
 }

@@ -412,9 +412,15 @@ export class PostgresEventStore implements EventStore {
 
   private constructor(private readonly db: Db) {}
 
-  static async open(db: Db): Promise<PostgresEventStore> {
+  /**
+   * `listen: false`: no LISTEN connection (a reader that polls on its own
+   * schedule and never waits for new events, like the audit verifier's thread,
+   * need not be woken by every commit).
+   */
+  static async open(db: Db, opts: { listen?: boolean } = {}): Promise<PostgresEventStore> {
     await migrateEventStore(db);
     const store = new PostgresEventStore(db);
+    if (opts.listen === false) return store;
     store.stopListening = await db.listen(NOTIFY_CHANNEL, (payload) => {
       // Our own commits were announced locally already; an older head says nothing new.
       const head = /^\d{1,20}$/.test(payload) ? formatPosition(BigInt(payload)) : undefined;
