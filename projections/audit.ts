@@ -130,9 +130,11 @@ export const auditProjection: Projection = {
  */
 auditProjection.applyBatch = async (tx, events, t) => {
   const entries: unknown[] = [];
+  // Each apply issues its one statement when called: all go out before any answer is awaited.
+  const others: Promise<void>[] = [];
   for (const ev of events) {
     if (ev.type !== 'audit.entry_sealed') {
-      await auditProjection.apply(tx, ev, t);
+      others.push(auditProjection.apply(tx, ev, t));
       continue;
     }
     const e = parseEvent(ev.type, ev.data);
@@ -140,8 +142,12 @@ auditProjection.applyBatch = async (tx, events, t) => {
     const d = e.data;
     entries.push({ org_id: ev.metadata.org_id, sequence_number: d.sequence_number, event_type: d.event_type, happened_at: d.happened_at, payload: d.payload === null ? null : JSON.stringify(d.payload), prev_hash: d.prev_hash, entry_hash: d.entry_hash, position: ev.position });
   }
-  if (entries.length === 0) return;
-  await tx.query(
+  for (const o of others) o.catch(() => {});
+  if (entries.length === 0) {
+    await Promise.all(others);
+    return;
+  }
+  const inserted = tx.query(
     `INSERT INTO ${t.audit_events} (org_id, sequence_number, event_type, happened_at, payload, prev_hash, entry_hash, position)
      SELECT org_id, sequence_number, event_type, happened_at, payload::jsonb, prev_hash, entry_hash, position
      FROM json_to_recordset($1::json) AS x(org_id text, sequence_number bigint, event_type text, happened_at timestamptz, payload text, prev_hash text, entry_hash text, position text)
@@ -150,4 +156,8 @@ auditProjection.applyBatch = async (tx, events, t) => {
     // Prepared once per connection and table (planning it each batch cost more than running it).
     { name: `audit_events_batch:${t.audit_events}` },
   );
+  await Promise.all([...others, inserted]);
 };
+
+/** Entries and checkpoints: one statement each, issued without waiting (see applyBatch). */
+auditProjection.pipelined = (events) => events.every((e) => e.type === 'audit.entry_sealed' || e.type === 'audit.checkpoint_signed');

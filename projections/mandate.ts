@@ -161,8 +161,10 @@ mandateProjection.applyBatch = async (tx, events, t) => {
         cards.push(ev);
     }
   }
+  // Every statement is issued before any answer is awaited (mandateProjection.pipelined).
+  const issued: Promise<unknown>[] = [];
   if (created.length > 0) {
-    await tx.query(
+    issued.push(tx.query(
       `INSERT INTO ${t.mandates} (id, org_id, project_id, consumer_id, agent_id, purpose, display_name, intent_note, merchant_allowlist, merchant_pin_kind,
          cap_minor, per_tx_cap_minor, currency, status, expires_at, created_at, position)
        SELECT mandate_id, org_id, project_id, consumer_id, agent_id, purpose, display_name, intent_note, merchant_allowlist::jsonb, merchant_pin_kind,
@@ -171,7 +173,7 @@ mandateProjection.applyBatch = async (tx, events, t) => {
          merchant_allowlist text, merchant_pin_kind text, cap_minor text, per_tx_cap_minor text, currency text, expires_at timestamptz, created_at timestamptz, position text)
        ON CONFLICT (id) DO NOTHING`,
       [JSON.stringify(created)],
-    );
+    ));
   }
   const insertAuths = `INSERT INTO ${t.mandate_authorizations} (transaction_id, mandate_id, org_id, channel, amount_minor, currency, merchant, decision, code, at, position)
        SELECT transaction_id, mandate_id, org_id, channel, amount_minor::numeric, currency, merchant, decision, code, at, position
@@ -191,11 +193,17 @@ mandateProjection.applyBatch = async (tx, events, t) => {
   if (auths.length > 0 && latest.size > 0) {
     // One statement for both (a spend's usual pair): they write different tables,
     // and the mandates inserted above are already visible to it.
-    await tx.query(`WITH inserted AS (${insertAuths}) ${updateMandates('$2', '$3')}`, [JSON.stringify(auths), moves, ids], name('both_v2'));
+    issued.push(tx.query(`WITH inserted AS (${insertAuths}) ${updateMandates('$2', '$3')}`, [JSON.stringify(auths), moves, ids], name('both_v2')));
   } else if (auths.length > 0) {
-    await tx.query(insertAuths, [JSON.stringify(auths)], name('auths'));
+    issued.push(tx.query(insertAuths, [JSON.stringify(auths)], name('auths')));
   } else if (latest.size > 0) {
-    await tx.query(updateMandates('$1', '$2'), [moves, ids], name('moves_v2'));
+    issued.push(tx.query(updateMandates('$1', '$2'), [moves, ids], name('moves_v2')));
   }
+  // Observed below; a failure of one is the batch's failure.
+  for (const q of issued) q.catch(() => {});
+  await Promise.all(issued);
   for (const ev of cards) await mandateProjection.apply(tx, ev, t);
 };
+
+/** Card events read the mandate's row first; everything else goes out in the statements above. */
+mandateProjection.pipelined = (events) => !events.some((e) => e.type === 'mandate.card_bound' || e.type === 'mandate.card_revoked');

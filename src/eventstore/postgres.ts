@@ -747,8 +747,10 @@ export class PostgresEventStore implements EventStore {
   /** After a batch's transaction committed: what this process now knows of the log; answers the function that answers each append. */
   private async committed(batch: Pending[], rows: AppendRow[], written: RecordedEvent[], after: InlineOutcome | void): Promise<() => void> {
     // What the followers left in flight was answered before the COMMIT was (and
-    // succeeded, or the COMMIT would have rolled back).
-    await after?.settled?.catch(() => {});
+    // succeeded, or the COMMIT would have rolled back). A failure here is a
+    // follower that issued a statement after the COMMIT (refused, not run): a
+    // defect, reported.
+    await after?.settled?.catch((err: unknown) => this.onInlineError?.(err));
     after?.landed?.();
     this.learn(batch, rows, written);
     const own = [...written.map((e) => e.position), ...rows.flatMap((r, i) => (r.ok && batch[i]!.events.length > 0 ? [formatPosition(BigInt(r.last_position!))] : []))].reduce<Position | undefined>((m, p) => (m === undefined || p > m ? p : m), undefined);

@@ -112,8 +112,13 @@ export function openDb(url: string, opts: { max?: number; applicationName?: stri
         const begun = client.query(o?.waitForFlush === false ? `${begin}; SET LOCAL synchronous_commit = off` : begin);
         // Its failure is the next statement's failure too; this one is observed there.
         begun.catch(() => {});
+        // Once the COMMIT is issued, a statement would run after it, outside the
+        // transaction: refused instead (a caller that issues statements only
+        // after waiting for answers must be waited for before the COMMIT).
+        let committing = false;
         const tx: Transaction = {
           async query<R extends Row = Row>(text: string, params?: readonly unknown[], q?: { name?: string }) {
+            if (committing) throw new Error(`statement issued after its transaction's COMMIT, not run: ${text.slice(0, 80)}`);
             const res = await client.query({ text, values: params as unknown[] | undefined, ...(q?.name ? { name: q.name } : {}) });
             return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
           },
@@ -139,6 +144,7 @@ export function openDb(url: string, opts: { max?: number; applicationName?: stri
         // Statements still in flight go before it (pipelined). One that failed
         // without its caller seeing it leaves the transaction aborted: COMMIT
         // then rolls back, and says so.
+        committing = true;
         const done = await client.query('COMMIT');
         if (done.command !== 'COMMIT') throw new RolledBack();
         return out;

@@ -4,7 +4,7 @@ import type { Sealer } from '../audit/sealer.ts';
 import { SEALER_NAME } from '../audit/sealer.ts';
 import { appliedKey, PROGRESS_CHANNEL } from './checkpoints.ts';
 import type { Progress } from './progress.ts';
-import { applyInline } from './runner.ts';
+import { applyInline, isPipelined } from './runner.ts';
 import { liveTables, type Projection } from './projection.ts';
 
 // Inline followers (Postgres event store only): in the append transaction
@@ -66,22 +66,31 @@ export function inlineFollower(projections: readonly Projection[], sealer: Seale
     if (caught.length === 0) return;
     // Each projection writes only its own tables, so they apply together: their
     // statements go out back to back on the one (pipelined) connection.
-    const issueAll = (evs: readonly RecordedEvent[]): { names: string[]; done: Promise<void> } => {
+    // `issued`: settled once every statement of theirs is issued (answered, for
+    // a projection that waits for answers between its statements).
+    const issueAll = (evs: readonly RecordedEvent[]): { names: string[]; done: Promise<void>; issued: Promise<void> } => {
       const applying = caught.flatMap((r) => {
         const p = byName.get(r.name);
         return p && evs.some((e) => p.eventTypes.has(e.type)) ? [p] : [];
       });
-      const done = Promise.allSettled(applying.map((p) => applyInline(tx, p, evs, liveTables(p)))).then((results) => {
+      const runs = applying.map((p) => ({ p, done: applyInline(tx, p, evs, liveTables(p)) }));
+      const firstFailure = (results: PromiseSettledResult<void>[]) => {
         const failed = results.find((r) => r.status === 'rejected');
         if (failed) throw (failed as PromiseRejectedResult).reason;
-      });
-      return { names: applying.map((p) => p.name), done };
+      };
+      const done = Promise.allSettled(runs.map((r) => r.done)).then(firstFailure);
+      const waited = runs.filter((r) => !isPipelined(r.p, evs.filter((e) => r.p.eventTypes.has(e.type))));
+      const issued = Promise.allSettled(waited.map((r) => r.done)).then(firstFailure);
+      issued.catch(() => {});
+      return { names: applying.map((p) => p.name), done, issued };
     };
     let all = events;
     let forget: (() => void) | undefined;
     let applied: string[] | undefined;
     // Final (Sealer.sealInline): the statements are not awaited; the COMMIT goes right behind them.
     let settled: Promise<void> | undefined;
+    // Final: what must be answered before the COMMIT may follow (statements a projection issues only after an answer).
+    let beforeCommit: Promise<void> | undefined;
     if (caught.some((r) => r.name === SEALER_NAME)) {
       // The projections go out with the sealer's statements, on the entries as
       // they will be recorded (Sealer.sealInline; it falls back if it cannot).
@@ -92,6 +101,7 @@ export function inlineFollower(projections: readonly Projection[], sealer: Seale
         (entries) => {
           const issued = issueAll([...events, ...entries]);
           alongside = issued.names;
+          beforeCommit = issued.issued;
           return issued.done;
         },
         { final: opts.final === true },
@@ -103,6 +113,7 @@ export function inlineFollower(projections: readonly Projection[], sealer: Seale
     }
     try {
       const head = all[all.length - 1]!.position;
+      if (settled && beforeCommit) await beforeCommit;
       let appliedNames = applied;
       if (!appliedNames) {
         const issued = issueAll(all);

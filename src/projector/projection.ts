@@ -35,6 +35,14 @@ export interface Projection {
    */
   applyBatch?(tx: Queryable, events: readonly RecordedEvent[], t: TableNames, opts?: BatchOptions): Promise<void>;
   /**
+   * Optional: whether `applyBatch` issues every statement for these events
+   * before it waits for any answer. Only then may the inline followers send
+   * the transaction's COMMIT right behind its statements without waiting for
+   * them (a statement issued after an answer would come after the COMMIT, outside
+   * the transaction); any other projection's statements are answered first.
+   */
+  pipelined?(events: readonly RecordedEvent[]): boolean;
+  /**
    * Optional: the partition an event belongs to, when events of different
    * partitions read and write disjoint rows (so applying each partition's
    * events in log order, partitions side by side, gives the same tables as
