@@ -88,7 +88,7 @@ DROP FUNCTION IF EXISTS es_append(text[], bigint[], int[], int[], int[], uuid[],
 -- Per append, optionally, a guard: another stream (NULL: none) that must stand at
 -- exactly a revision (-1: must not exist), as of this append's place in the batch.
 -- The events' recorded_at: the transaction's time, or p_recorded_at when given
--- (a writer that built its followers' rows before the append: see es_expect_predicted).
+-- (a writer that built its followers' rows before the append: PREDICTED_APPEND_SQL).
 -- Returns one row per append, in order: ok, the actual revision (-1: no stream),
 -- whether its guard held, and for an accepted append its last revision and position.
 CREATE OR REPLACE FUNCTION es_append(

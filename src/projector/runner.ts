@@ -45,7 +45,7 @@ async function applyEach(tx: Queryable, p: Projection, events: readonly Recorded
 export async function applyBatch(tx: Queryable, p: Projection, events: readonly RecordedEvent[], t: TableNames, opts: BatchOptions = {}): Promise<void> {
   const handled = events.filter((e) => p.eventTypes.has(e.type));
   if (handled.length === 0) return;
-  if (!p.applyBatch || (handled.length === 1 && !isPipelined(p, handled))) return applyEach(tx, p, handled, t);
+  if (!p.applyBatch || handled.length === 1) return applyEach(tx, p, handled, t);
   await tx.query('SAVEPOINT apply_batch');
   try {
     await p.applyBatch(tx, handled, t, opts);
@@ -56,6 +56,11 @@ export async function applyBatch(tx: Queryable, p: Projection, events: readonly 
   }
 }
 
+/** Whether the projection applies these (handled) events by statements all issued before any answer (Projection.pipelined). */
+export function isPipelined(p: Projection, handled: readonly RecordedEvent[]): boolean {
+  return p.applyBatch !== undefined && p.pipelined?.(handled) === true;
+}
+
 /**
  * The same without a savepoint, where a failure rolls the whole transaction
  * back and the caller applies the batch again another way: inside the append
@@ -63,11 +68,6 @@ export async function applyBatch(tx: Queryable, p: Projection, events: readonly 
  * and their runners apply it with the fallback above), and a rebuild's bulk
  * phase (the part is applied again one by one).
  */
-/** Whether the projection applies these (handled) events by statements all issued before any answer (Projection.pipelined). */
-export function isPipelined(p: Projection, handled: readonly RecordedEvent[]): boolean {
-  return p.applyBatch !== undefined && p.pipelined?.(handled) === true;
-}
-
 export async function applyInline(tx: Queryable, p: Projection, events: readonly RecordedEvent[], t: TableNames, opts: BatchOptions = {}): Promise<void> {
   const handled = events.filter((e) => p.eventTypes.has(e.type));
   if (handled.length === 0) return;
