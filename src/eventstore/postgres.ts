@@ -407,8 +407,13 @@ export class PostgresEventStore implements EventStore {
   /** Predicted batches that missed in a row, and how many batches to go the ordinary way before predicting again. */
   private misses = 0;
   private skipPredictions = 0;
-  /** How predicted batches fared: landed, missed (nothing written, done the ordinary way), refused by the server otherwise. */
-  readonly predictions = { landed: 0, missed: 0, refused: 0 };
+  /**
+   * How predicted batches fared: landed; missed (the log or the followers did
+   * not stand as predicted: nothing written, done the ordinary way); refused by
+   * the server otherwise (likewise); unknown (the COMMIT's answer was lost:
+   * settled as any append whose answer was lost).
+   */
+  readonly predictions = { landed: 0, missed: 0, refused: 0, unknown: 0 };
 
   private constructor(private readonly db: Db) {}
 
@@ -872,13 +877,15 @@ export class PostgresEventStore implements EventStore {
     let issued = false;
     const params = [...PostgresEventStore.encode(batch, plan.at), plan.oks, plan.lastPositions, plan.lastRevisions];
     let appending: Promise<{ rows: AppendRow[] }> | undefined;
+    let checking: Promise<unknown> | undefined;
     try {
       await this.db.transaction(async (tx) => {
         const itx = this.inlineTx(tx, written, plan.at);
         appending = tx.query<AppendRow>(PostgresEventStore.PREDICTED_APPEND_SQL, params, { name: 'es_append_predicted_v1' });
         appending.catch(() => {});
         this.lockedHead = plan.events[plan.events.length - 1]!.position;
-        plan.followers.check(itx).catch(() => {});
+        checking = plan.followers.check(itx);
+        checking.catch(() => {});
         after = await inline.run(itx, plan.before, plan.events, plan.followers.prepared, { final: true });
         issued = true;
       });
@@ -887,11 +894,16 @@ export class PostgresEventStore implements EventStore {
       this.signal.fire();
       (after as InlineOutcome | void)?.rolledBack?.();
       // The COMMIT went out and its answer was lost: written or not, the ordinary recovery finds out.
-      if (issued && !isServerError(err)) throw err;
-      const missed = await appending?.then(
-        () => false,
-        (e: unknown) => (e as { message?: string })?.message === PREDICTION_MISSED,
-      );
+      if (issued && !isServerError(err)) {
+        this.predictions.unknown++;
+        throw err;
+      }
+      const saysMissed = (p: Promise<unknown> | undefined) =>
+        p?.then(
+          () => false,
+          (e: unknown) => (e as { message?: string })?.message === PREDICTION_MISSED,
+        ) ?? Promise.resolve(false);
+      const missed = (await saysMissed(appending)) || (await saysMissed(checking));
       if (missed) this.predictions.missed++;
       else this.predictions.refused++;
       // Predicting again right away would likely miss again (another process is writing, or the clocks differ).

@@ -8,6 +8,9 @@ import net from 'node:net';
 
 export class LossyProxy {
   private armed: string | undefined;
+  private armedSentBy: string | undefined;
+  /** Counts armings: a connection marked for one arming is not marked for the next. */
+  private generation = 0;
   private blocked: string | undefined;
   lost = 0;
   refused = 0;
@@ -26,8 +29,16 @@ export class LossyProxy {
     return (this.server.address() as net.AddressInfo).port;
   }
 
-  arm(tag: string): void {
+  /**
+   * Loses the next answer completing a command tagged `tag`; with `sentBy`,
+   * only on a connection whose client sent `sentBy` (a statement's text or a
+   * prepared statement's name) since arming, so other connections' commands
+   * (the read side's own transactions, say) pass.
+   */
+  arm(tag: string, sentBy?: string): void {
     this.armed = tag;
+    this.armedSentBy = sentBy;
+    this.generation++;
   }
 
   /** The next client write containing `text` (a statement) closes its connection instead of reaching the server. */
@@ -38,6 +49,8 @@ export class LossyProxy {
   private pipe(client: net.Socket): void {
     const upstream = net.connect(this.target.port, this.target.host);
     let pending = Buffer.alloc(0);
+    // The arming for which this connection's client sent `armedSentBy`.
+    let sent = -1;
     const close = () => {
       client.destroy();
       upstream.destroy();
@@ -49,6 +62,7 @@ export class LossyProxy {
         close();
         return;
       }
+      if (this.armedSentBy && c.includes(this.armedSentBy)) sent = this.generation;
       upstream.write(c);
     });
     upstream.on('data', (chunk: Buffer) => {
@@ -58,7 +72,8 @@ export class LossyProxy {
       while (pending.length >= 5) {
         const len = pending.readUInt32BE(1);
         if (pending.length < 1 + len) break;
-        if (this.armed && pending[0] === 0x43 /* C: CommandComplete */ && pending.subarray(5, 1 + len).toString('utf8').startsWith(this.armed)) lose = true;
+        const here = this.armedSentBy === undefined || sent === this.generation;
+        if (this.armed && here && pending[0] === 0x43 /* C: CommandComplete */ && pending.subarray(5, 1 + len).toString('utf8').startsWith(this.armed)) lose = true;
         pending = pending.subarray(1 + len);
       }
       if (lose) {
