@@ -125,11 +125,12 @@ export async function verifyRange(
   }
   if (count < to - from + 1) add({ kind: 'truncated', sequence_number: from + count, detail: `the chain ends at ${from + count - 1}, before ${to}` });
 
-  // Stored nodes wholly inside the stretch, recomputed from its entries.
-  const computed = new Map<string, Buffer>();
+  // Stored nodes wholly inside the stretch, recomputed from its entries. On
+  // each level they are consecutive: kept as the first index and the hashes.
+  const computed: { level: number; lo: number; hashes: Buffer[] }[] = [];
   let level = leaves.map((h, i) => ({ idx: from - 1 + i, hash: h }));
   for (let l = 0; level.length > 0; l++) {
-    for (const n of level) computed.set(`${l}/${n.idx}`, n.hash);
+    computed.push({ level: l, lo: level[0]!.idx, hashes: level.map((n) => n.hash) });
     const next: { idx: number; hash: Buffer }[] = [];
     for (let i = 0; i + 1 < level.length; i++) {
       const a = level[i]!;
@@ -141,27 +142,18 @@ export async function verifyRange(
     }
     level = next;
   }
-  if (computed.size > 0) {
-    // On each level the nodes wholly inside the stretch are consecutive: one
-    // range of the primary key per level, read in one statement (a join on
+  if (computed.length > 0) {
+    // One range of the primary key per level, read in one statement (a join on
     // the keys left to the planner hashed a scan of every node of the chain,
     // a cost that grew with history). OFFSET 0 keeps each range its own scan.
-    const bounds = new Map<number, [number, number]>();
-    for (const k of computed.keys()) {
-      const [l, idx] = k.split('/').map(Number) as [number, number];
-      const b = bounds.get(l);
-      if (!b) bounds.set(l, [idx, idx]);
-      else if (idx > b[1]) b[1] = idx;
-      else if (idx < b[0]) b[0] = idx;
-    }
-    const levels = [...bounds.keys()];
     const { rows } = await db.query<{ level: number; idx: string; hash: Buffer }>(
       `SELECT k.l AS level, t.idx::text AS idx, t.hash FROM unnest($2::smallint[], $3::bigint[], $4::bigint[]) AS k(l, lo, hi)
          CROSS JOIN LATERAL (SELECT n.idx, n.hash FROM audit_tree_nodes n WHERE n.org_id = $1 AND n.level = k.l AND n.idx BETWEEN k.lo AND k.hi OFFSET 0) t`,
-      [orgId, levels, levels.map((l) => bounds.get(l)![0]), levels.map((l) => bounds.get(l)![1])],
+      [orgId, computed.map((c) => c.level), computed.map((c) => c.lo), computed.map((c) => c.lo + c.hashes.length - 1)],
     );
     for (const r of rows) {
-      const c = computed.get(`${r.level}/${r.idx}`);
+      const lv = computed[r.level];
+      const c = lv?.hashes[Number(r.idx) - lv.lo];
       if (c && !r.hash.equals(c)) {
         const idx = Number(r.idx);
         add({ kind: 'root_mismatch', sequence_number: idx * 2 ** r.level + 1, detail: `stored tree node ${r.level}/${idx} differs from the entries it covers` });

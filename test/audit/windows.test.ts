@@ -4,6 +4,7 @@ import { type AuditEntry, auditStream, checkpointStream } from '../../src/audit/
 import { checkpointsBetween } from '../../src/audit/verifier.ts';
 import { verifyRange } from '../../src/audit/windows.ts';
 import { testLedger } from '../helpers/ledger.ts';
+import { until } from '../helpers/wait.ts';
 
 // The verification worker is windowed and incremental: a pass verifies what is
 // past its watermark and whichever window is due, so its cost does not grow
@@ -125,4 +126,38 @@ t.test('a stretch reads the checkpoints signed in it, however many came before o
   t.ok(middle.includes('forged'));
   t.same((await between(1, 10)).filter((s) => typeof s === 'number'), range(1, 10), 'the oldest, read back across every page after them');
   t.same(await between(700, 800), ['forged'], 'past the last');
+});
+
+t.test('a stored tree node rewritten inside a stretch: found at the node, on every level', async (t) => {
+  const org = 'org_nodes';
+  await ledger.run(orgDecider, orgStream(org), { type: 'create_org', orgId: org, name: org, defaultProjectId: `prj_${org}`, owner: { userId: `usr_${org}`, email: 'o@example.com', displayName: null } }, ledger.ctx(org));
+  for (let i = 0; i < 12; i++) {
+    await ledger.run(orgDecider, orgStream(org), { type: 'create_project', projectId: `prj_${org}_${i}`, name: `P${i}`, slug: `p-${i}`, environment: 'test', settings: {} }, ledger.ctx(org));
+  }
+  // Sealed (the test before left a projection stopped on its made-up checkpoints: only the chain is waited for).
+  const tip = await until(async () => {
+    const n = (await ledger.store.readStream(auditStream(org))).length;
+    return n >= 13 ? n : undefined;
+  }, 'the 13 events sealed');
+  const key = { name: ledger.key.name, publicKey: ledger.key.publicKey };
+  t.same((await verifyRange(ledger.store, ledger.db, org, 1, tip, key, ledger.origin)).problems, [], 'untouched: no problem');
+  // Stretch 3..10 holds leaves 2..9, level-1 nodes 1..4, level-2 node 1 (leaves 4..7).
+  for (const [level, idx] of [[0, 5], [1, 2], [2, 1]] as const) {
+    const { rows } = await ledger.db.query<{ hash: Buffer }>('SELECT hash FROM audit_tree_nodes WHERE org_id = $1 AND level = $2 AND idx = $3', [org, level, idx]);
+    const original = rows[0]!.hash;
+    await ledger.db.query('UPDATE audit_tree_nodes SET hash = $4 WHERE org_id = $1 AND level = $2 AND idx = $3', [org, level, idx, Buffer.alloc(32, 7)]);
+    const r = await verifyRange(ledger.store, ledger.db, org, 3, 10, key, ledger.origin);
+    t.ok(
+      r.problems.some((p) => p.kind === 'root_mismatch' && p.sequence_number === idx * 2 ** level + 1 && p.detail.includes(`node ${level}/${idx}`)),
+      `node ${level}/${idx}: ${JSON.stringify(r.problems).slice(0, 200)}`,
+    );
+    await ledger.db.query('UPDATE audit_tree_nodes SET hash = $4 WHERE org_id = $1 AND level = $2 AND idx = $3', [org, level, idx, original]);
+  }
+  // A node only partly inside the stretch is not the stretch's to judge.
+  const { rows } = await ledger.db.query<{ hash: Buffer }>('SELECT hash FROM audit_tree_nodes WHERE org_id = $1 AND level = 3 AND idx = 0', [org]);
+  if (rows[0]) {
+    await ledger.db.query('UPDATE audit_tree_nodes SET hash = $2 WHERE org_id = $1 AND level = 3 AND idx = 0', [org, Buffer.alloc(32, 9)]);
+    t.notOk((await verifyRange(ledger.store, ledger.db, org, 3, 10, key, ledger.origin)).problems.some((p) => p.detail.includes('node 3/0')), 'a node covering entries outside the stretch is not compared');
+    await ledger.db.query('UPDATE audit_tree_nodes SET hash = $2 WHERE org_id = $1 AND level = 3 AND idx = 0', [org, rows[0].hash]);
+  }
 });
