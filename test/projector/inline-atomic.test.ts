@@ -28,7 +28,10 @@ t.test('one spend alone (its own batch): authorization and mandate move together
   t.equal((await spend()).statusCode, 201);
   const r = await spend();
   t.equal(r.statusCode, 201);
-  const s = await state();
+  const s = await until(async () => {
+    const now = await state();
+    return now.spent === '140' && now.auths === 2 ? now : undefined;
+  }, 'both spends in the read model');
   t.equal(s.spent, '140');
   t.equal(s.auths, 2);
 });
@@ -73,7 +76,8 @@ t.test('a projection that waits for an answer between its statements (a card: re
   // The read side running inline, each request its own batch.
   const warm = (await post('/v1/mandates', { consumer_id: consumer.id, agent_id: 'buyer', purpose: 'warm', merchant_allowlist: ['shop@pix.example'], merchant_pin_kind: 'pix-key', cap_minor: '1000', per_tx_cap_minor: '300', currency: 'BRL', expires_at: Math.floor(Date.now() / 1000) + 3600 })).json();
   t.ok((await post(`/v1/consumers/mandates/${warm.id}/card`)).statusCode < 300);
-  t.equal((await ledger.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM mandate_cards WHERE mandate_id = $1`, [warm.id])).rows[0]!.n, 1, 'a card bound inline is in the read model');
+  await until(async () => (await ledger.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM mandate_cards WHERE mandate_id = $1`, [warm.id])).rows[0]!.n === 1, 'the card in the read model');
+  t.pass('a card bound is in the read model');
   const other = (await post('/v1/mandates', { consumer_id: consumer.id, agent_id: 'buyer', purpose: 'card', merchant_allowlist: ['shop@pix.example'], merchant_pin_kind: 'pix-key', cap_minor: '1000', per_tx_cap_minor: '300', currency: 'BRL', expires_at: Math.floor(Date.now() / 1000) + 3600 })).json();
   await ledger.db.query(`CREATE TABLE card_fault (active boolean NOT NULL); INSERT INTO card_fault VALUES (true)`);
   await ledger.db.query(`CREATE FUNCTION refuse_cards() RETURNS trigger LANGUAGE plpgsql AS $$
