@@ -640,6 +640,18 @@ export class PostgresEventStore implements EventStore {
     return new WrongExpectedRevision(p.stream, p.expected, actual < 0n ? 'no_stream' : actual);
   }
 
+  /** The position just before a committed batch's first event; undefined when it wrote none. */
+  private static startOf(batch: readonly Pending[], rows: readonly AppendRow[]): bigint | undefined {
+    let start: bigint | undefined;
+    batch.forEach((p, i) => {
+      const r = rows[i]!;
+      if (!r.ok || p.events.length === 0) return;
+      const first = BigInt(r.last_position!) - BigInt(p.events.length);
+      if (start === undefined || first < start) start = first;
+    });
+    return start;
+  }
+
   /** The events of an accepted append as readers will see them (positions of one append are consecutive). */
   private static recorded(p: { stream: string; events: readonly CheckedEvent[] }, r: AppendRow): RecordedEvent[] {
     const n = BigInt(p.events.length);
@@ -694,15 +706,8 @@ export class PostgresEventStore implements EventStore {
           prepared.catch(() => {});
           const rs = (await appending).rows;
           if (rs.length !== batch.length) throw new Error(`es_append answered ${rs.length} rows for ${batch.length} appends`);
-          const events: RecordedEvent[] = [];
-          let before: bigint | undefined;
-          batch.forEach((p, i) => {
-            const r = rs[i]!;
-            if (!r.ok || p.events.length === 0) return;
-            const first = BigInt(r.last_position!) - BigInt(p.events.length);
-            if (before === undefined || first < before) before = first;
-            events.push(...PostgresEventStore.recorded(p, r));
-          });
+          const events = batch.flatMap((p, i) => (rs[i]!.ok && p.events.length > 0 ? PostgresEventStore.recorded(p, rs[i]!) : []));
+          const before = PostgresEventStore.startOf(batch, rs);
           if (before !== undefined) {
             events.sort((a, b) => (a.position < b.position ? -1 : 1));
             written.push(...events);
@@ -784,13 +789,7 @@ export class PostgresEventStore implements EventStore {
    * that another process appended meanwhile: what was remembered is forgotten.
    */
   private learn(batch: Pending[], rows: AppendRow[], written: readonly RecordedEvent[]): void {
-    let first: bigint | undefined;
-    batch.forEach((p, i) => {
-      const r = rows[i]!;
-      if (!r.ok || p.events.length === 0) return;
-      const f = BigInt(r.last_position!) - BigInt(p.events.length);
-      if (first === undefined || f < first) first = f;
-    });
+    const first = PostgresEventStore.startOf(batch, rows);
     if (first === undefined) return;
     if (formatPosition(first) !== this.ownHead || this.revisions.size > REMEMBERED_REVISIONS) this.revisions.clear();
     batch.forEach((p, i) => {

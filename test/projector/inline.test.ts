@@ -4,7 +4,7 @@ import { getProject } from '../../projections/org.ts';
 import { auditStream } from '../../src/audit/chain.ts';
 import { verifyOrgChain } from '../../src/audit/verifier.ts';
 import { PostgresEventStore } from '../../src/eventstore/postgres.ts';
-import type { Queryable } from '../../src/postgres/db.ts';
+import { serverFault } from '../helpers/fault.ts';
 import { testLedger } from '../helpers/ledger.ts';
 
 // Inline followers move their checkpoints in the statement that travels with
@@ -12,14 +12,6 @@ import { testLedger } from '../helpers/ledger.ts';
 // nothing of the transaction stands; the appends are written again without
 // the inline followers (once, with the same event ids), and the asynchronous
 // runners bring the read side up once they can.
-
-/** A fault at the server: writes to `table` are refused with `message` while `fault.active` is true (it starts true). */
-async function serverFault(db: Queryable, table: string, writes: string, message: string): Promise<void> {
-  await db.query(`CREATE TABLE fault (active boolean NOT NULL); INSERT INTO fault VALUES (true)`);
-  await db.query(`CREATE FUNCTION refuse_${table}() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN IF (SELECT active FROM fault) THEN RAISE EXCEPTION '${message}'; END IF; RETURN NEW; END $$`);
-  await db.query(`CREATE TRIGGER refuse_${table} BEFORE ${writes} ON ${table} FOR EACH ROW EXECUTE FUNCTION refuse_${table}()`);
-}
 
 const ledger = await testLedger(t);
 const store = ledger.store as PostgresEventStore;
@@ -31,15 +23,15 @@ t.test('a refused COMMIT round trip: the append stands once, the read side catch
   await ledger.run(orgDecider, orgStream(org), { type: 'create_org', orgId: org, name: 'Fault', defaultProjectId: 'prj_fault_default', owner: { userId: 'usr_fault', email: 'f@example.com', displayName: null } }, ledger.ctx(org));
   await ledger.settle();
   // A fault at the server: any update of a checkpoint is refused while it is on.
-  await serverFault(ledger.db, 'checkpoints', 'UPDATE', 'checkpoint fault (test)');
-  t.teardown(() => ledger.db.query('DROP TRIGGER IF EXISTS refuse_checkpoints ON checkpoints').then(() => undefined));
+  const fault = await serverFault(ledger.db, 'checkpoints', 'UPDATE', 'checkpoint fault (test)');
+  t.teardown(() => fault.remove());
 
   const r = await ledger.run(orgDecider, orgStream(org), { type: 'create_project', projectId: 'prj_fault_1', name: 'One', slug: 'one', environment: 'test', settings: {} }, ledger.ctx(org));
   t.ok(r.changed && r.lastPosition, 'the append was accepted');
   t.ok(inlineErrors.some((e) => /checkpoint fault/.test(String((e as Error).message))), 'the refusal was reported as an inline failure');
   t.notOk(await ledger.readSide.waitFor(r.lastPosition!, 300), 'the read side cannot move while checkpoints are refused');
 
-  await ledger.db.query('UPDATE fault SET active = false');
+  await fault.off();
   t.ok(await ledger.readSide.waitFor(r.lastPosition!, 60_000), 'caught up once the fault is gone');
   t.match(await getProject(ledger.db, org, 'prj_fault_1'), { id: 'prj_fault_1', slug: 'one' });
   const events = (await ledger.store.readStream(orgStream(org))).filter((e) => e.type === 'project.created' && (e.data as { project_id: string }).project_id === 'prj_fault_1');
@@ -61,14 +53,14 @@ t.test('statements left in flight for the COMMIT fail: the batch rolls back whol
   await quiet.settle();
   // A fault at the server on the sealer's state row: writing it is refused while it is on
   // (the sealer retries it later; a projection's own failure would stop that projection, by design).
-  await serverFault(quiet.db, 'audit_chain_state', 'INSERT OR UPDATE', 'chain state fault (test)');
+  const fault = await serverFault(quiet.db, 'audit_chain_state', 'INSERT OR UPDATE', 'chain state fault (test)');
 
   const r = await quiet.run(orgDecider, orgStream(org), { type: 'create_project', projectId: 'prj_final_1', name: 'One', slug: 'one', environment: 'test', settings: {} }, quiet.ctx(org));
   t.ok(r.changed && r.lastPosition, 'the append was accepted');
   t.ok(errors.some((e) => /chain state fault/.test(String((e as Error).message))), 'the cause reported is the refused statement, not only the rolled-back COMMIT');
   t.notOk(await quiet.readSide.waitFor(r.lastPosition!, 300), 'the read side cannot pass the unsealed event');
 
-  await quiet.db.query('UPDATE fault SET active = false');
+  await fault.off();
   t.ok(await quiet.readSide.waitFor(r.lastPosition!, 60_000), 'caught up once the fault is gone');
   t.match(await getProject(quiet.db, org, 'prj_final_1'), { id: 'prj_final_1', slug: 'one' });
   const created = (await quiet.store.readStream(orgStream(org))).filter((e) => e.type === 'project.created' && (e.data as { project_id: string }).project_id === 'prj_final_1');
