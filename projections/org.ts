@@ -76,10 +76,6 @@ export const orgProjection: Projection = {
     'api_key.revoked',
   ]),
 
-  // Every row of these tables belongs to one organization, and every event
-  // that touches it is recorded with that organization's id.
-  partitionOf: (event) => event.metadata.org_id,
-
   async apply(tx, event, t) {
     const e = parseEvent(event.type, event.data);
     const org = event.metadata.org_id;
@@ -162,19 +158,22 @@ type ProjectRecord = {
 /**
  * The set-based form: load the rows a batch touches, fold the batch over them in
  * memory with exactly the rules of `apply` (same position guards), and write
- * the touched rows back in one upsert. Two statements per batch, whatever its size.
- * Fresh (a rebuild's bulk phase): rows the batch created and did not load are
- * new, and go in by COPY, without the upsert's conflict check.
+ * the touched rows back in one upsert. Statements issued together, whatever the
+ * batch's size.
+ * Fresh (a rebuild's bulk phase): a row the batch creates does not exist yet,
+ * so it is not looked for, and goes in by a plain INSERT, without the upsert's
+ * conflict check; a batch of creations and renames then needs no answer before
+ * its writes (one round trip).
  */
-const PROJECT_ROW_COLUMNS = ['id', 'org_id', 'name', 'slug', 'environment', 'is_default', 'settings', 'created_at', 'deleted_at', 'position'] as const;
-
 orgProjection.applyBatch = async (tx, events, t, opts = {}) => {
   const ids = new Set<string>();
   const orgsAll = new Set<string>();
+  const created = new Set<string>();
   for (const ev of events) {
-    if (ev.type === 'project.updated' || ev.type === 'project.deleted') ids.add((ev.data as { project_id: string }).project_id);
+    const id = (ev.data as { project_id?: string }).project_id;
+    if ((ev.type === 'project.updated' || ev.type === 'project.deleted') && !created.has(id!)) ids.add(id!);
     // A creation of an id that exists changes nothing (as in `apply`): load it to know. Fresh, nothing exists yet.
-    if (ev.type === 'project.created' && !opts.fresh) ids.add((ev.data as { project_id: string }).project_id);
+    if (ev.type === 'project.created') (opts.fresh ? created : ids).add(id!);
     if (ev.type === 'project.default_changed') orgsAll.add(ev.metadata.org_id);
   }
   const rows = new Map<string, ProjectRecord>();
@@ -250,33 +249,38 @@ orgProjection.applyBatch = async (tx, events, t, opts = {}) => {
       }
     }
   }
-  // Rows travel as one JSON document: cheaper to encode and parse than ten array literals.
+  // Rows travel as one JSON document: cheaper to encode and parse than ten array
+  // literals. The writes are issued together and answered together.
+  const writes: Promise<unknown>[] = [];
   if (newOrgs.length > 0) {
-    await tx.query(
-      `INSERT INTO ${t.orgs} (org_id, name, created_at, position)
-       SELECT org_id, name, created_at, position FROM json_to_recordset($1::json) AS x(org_id text, name text, created_at timestamptz, position text)
-       ON CONFLICT (org_id) DO NOTHING`,
-      [JSON.stringify(newOrgs)],
+    writes.push(
+      tx.query(
+        `INSERT INTO ${t.orgs} (org_id, name, created_at, position)
+         SELECT org_id, name, created_at, position FROM json_to_recordset($1::json) AS x(org_id text, name text, created_at timestamptz, position text)
+         ON CONFLICT (org_id) DO NOTHING`,
+        [JSON.stringify(newOrgs)],
+      ),
     );
   }
-  const upsert = `INSERT INTO ${t.projects} (id, org_id, name, slug, environment, is_default, settings, created_at, deleted_at, position)
+  const insert = `INSERT INTO ${t.projects} (id, org_id, name, slug, environment, is_default, settings, created_at, deleted_at, position)
        SELECT id, org_id, name, slug, environment, is_default, settings::jsonb, created_at, deleted_at, position
        FROM json_to_recordset($1::json) AS x(id text, org_id text, name text, slug text, environment text, is_default boolean, settings text, created_at timestamptz, deleted_at timestamptz, position text)`;
   const upserts: ProjectRecord[] = [];
   const inserts: ProjectRecord[] = [];
   for (const id of touched) (opts.fresh && !loaded.has(id) ? inserts : upserts).push(rows.get(id)!);
-  if (inserts.length > 0 && opts.fresh) {
-    await opts.fresh.copyRows(t.projects!, PROJECT_ROW_COLUMNS, inserts.map((r) => PROJECT_ROW_COLUMNS.map((c) => r[c])));
-  }
+  if (inserts.length > 0) writes.push(tx.query(insert, [JSON.stringify(inserts)]));
   if (upserts.length > 0) {
-    await tx.query(
-      `${upsert}
-       ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, slug = EXCLUDED.slug, is_default = EXCLUDED.is_default,
-         deleted_at = EXCLUDED.deleted_at, position = EXCLUDED.position
-       WHERE ${t.projects}.position < EXCLUDED.position`,
-      [JSON.stringify(upserts)],
+    writes.push(
+      tx.query(
+        `${insert}
+         ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, slug = EXCLUDED.slug, is_default = EXCLUDED.is_default,
+           deleted_at = EXCLUDED.deleted_at, position = EXCLUDED.position
+         WHERE ${t.projects}.position < EXCLUDED.position`,
+        [JSON.stringify(upserts)],
+      ),
     );
   }
+  await Promise.all(writes);
 };
 
 export type ProjectRow = {

@@ -1,5 +1,4 @@
 import pg from 'pg';
-import { from as copyFrom } from 'pg-copy-streams';
 import { PG_POOL_MAX } from '../limits.ts';
 
 // The one place that builds node-postgres pools. Everything else talks to a
@@ -15,36 +14,10 @@ export interface Queryable {
 }
 
 /** A transaction's connection. */
-export interface Transaction extends Queryable {
-  /**
-   * Inserts rows with COPY (text format): the cheapest bulk load PostgreSQL
-   * has, for tables a rebuild fills from nothing. Values: strings, numbers,
-   * booleans, dates, null; objects go in as their JSON text (json/jsonb columns).
-   * A refused row (a constraint) fails the statement and the transaction.
-   */
-  copyRows(table: string, columns: readonly string[], rows: readonly (readonly unknown[])[]): Promise<void>;
-}
-
-const IDENTIFIER = /^[a-z_][a-z0-9_]*$/;
+export type Transaction = Queryable;
 
 /** node-postgres (8.23+) sends a client's queries without waiting for earlier answers while `pipeline` is set. */
 type PipelineSwitch = { pipeline: boolean };
-
-/** One field of COPY's text format: backslash, tab and line breaks escaped, \N for null. */
-function copyField(v: unknown): string {
-  if (v === null || v === undefined) return '\\N';
-  const s = typeof v === 'string' ? v : v instanceof Date ? v.toISOString() : typeof v === 'object' ? JSON.stringify(v) : String(v);
-  return /[\\\t\n\r]/.test(s) ? s.replace(/[\\\t\n\r]/g, (c) => (c === '\\' ? '\\\\' : c === '\t' ? '\\t' : c === '\n' ? '\\n' : '\\r')) : s;
-}
-
-function copyText(rows: readonly (readonly unknown[])[]): string {
-  let out = '';
-  for (const r of rows) {
-    for (let i = 0; i < r.length; i++) out += (i > 0 ? '\t' : '') + copyField(r[i]);
-    out += '\n';
-  }
-  return out;
-}
 
 /** A COMMIT the server answered with ROLLBACK: a statement of the transaction had failed, so nothing of it took effect. */
 export class RolledBack extends Error {
@@ -121,23 +94,6 @@ export function openDb(url: string, opts: { max?: number; applicationName?: stri
             if (committing) throw new Error(`statement issued after its transaction's COMMIT, not run: ${text.slice(0, 80)}`);
             const res = await client.query({ text, values: params as unknown[] | undefined, ...(q?.name ? { name: q.name } : {}) });
             return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
-          },
-          async copyRows(table, columns, rows) {
-            if (!IDENTIFIER.test(table) || columns.some((c) => !IDENTIFIER.test(c))) throw new Error(`not a plain identifier: ${table} (${columns.join(', ')})`);
-            if (rows.length === 0) return;
-            const text = copyText(rows);
-            // COPY holds the connection across round trips: not pipelined. Every
-            // statement before it has been answered once this one is.
-            await client.query('SELECT 1');
-            (client as PipelineSwitch).pipeline = false;
-            await new Promise<void>((resolve, reject) => {
-              const stream = client.query(copyFrom(`COPY ${table} (${columns.join(', ')}) FROM STDIN`));
-              stream.on('finish', resolve);
-              stream.on('error', reject);
-              stream.end(text);
-            }).finally(() => {
-              (client as PipelineSwitch).pipeline = true;
-            });
           },
         };
         const out = await fn(tx);

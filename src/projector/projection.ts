@@ -1,4 +1,4 @@
-import type { Queryable, Transaction } from '../postgres/db.ts';
+import type { Queryable } from '../postgres/db.ts';
 import type { RecordedEvent } from '../eventstore/port.ts';
 
 // A projection: a named, versioned function from events to rows.
@@ -14,12 +14,12 @@ export type TableNames = Record<string, string>;
 
 /**
  * fresh: the tables hold exactly what this same pass applied, and each event
- * comes once, in order (a rebuild's bulk phase). A row the batch creates and
- * did not find cannot exist yet, so the projection may insert it without an
- * idempotency guard, by COPY (`fresh.copyRows`); if that fails anyway, the
- * batch is applied again one by one, with the guards.
+ * comes once, in order (a rebuild's bulk phase). A row the batch creates
+ * cannot exist yet, so the projection need not look for it and may insert it
+ * without an idempotency guard; if that fails anyway, the batch is applied
+ * again one by one, with the guards.
  */
-export type BatchOptions = { fresh?: Pick<Transaction, 'copyRows'> };
+export type BatchOptions = { fresh?: boolean };
 
 export interface Projection {
   readonly name: string;
@@ -42,14 +42,6 @@ export interface Projection {
    * the transaction); any other projection's statements are answered first.
    */
   pipelined?(events: readonly RecordedEvent[]): boolean;
-  /**
-   * Optional: the partition an event belongs to, when events of different
-   * partitions read and write disjoint rows (so applying each partition's
-   * events in log order, partitions side by side, gives the same tables as
-   * applying the whole log in order). A rebuild then applies its bulk phase on
-   * several connections at once.
-   */
-  partitionOf?(event: RecordedEvent): string;
 }
 
 export const liveTables = (p: Projection): TableNames => Object.fromEntries(Object.keys(p.tables).map((k) => [k, k]));

@@ -11,9 +11,7 @@ import { type BatchOptions, liveTables, type Projection, shadowTables, type Tabl
 // the error recorded (shown by `projections status`), never skipping silently.
 
 const REBUILD_PAGE = 5_000;
-/** Connections a rebuild's bulk phase applies on at once, for a projection with partitions. */
-const REBUILD_LANES = 2;
-/** Pages a rebuild reads ahead of the slowest lane. */
+/** Pages a rebuild reads ahead of the one being applied. */
 const REBUILD_AHEAD = 2;
 /** How often a follower's position over ignored events is written down. */
 export const CHECKPOINT_FLUSH_MS = 200;
@@ -232,7 +230,6 @@ export async function rebuildProjection(db: Db, store: EventStore, p: Projection
   const pageSize = opts.pageSize ?? REBUILD_PAGE;
   const shadow = shadowTables(p);
   const live = liveTables(p);
-  const lanes = p.partitionOf ? REBUILD_LANES : 1;
   // Only the events the projection handles leave the store (most of a log is
   // other families' events and the audit chain's own).
   const handled = { eventTypes: [...p.eventTypes] };
@@ -245,8 +242,8 @@ export async function rebuildProjection(db: Db, store: EventStore, p: Projection
   let pos: Position = '';
   let processed = 0;
   // The first page is read while the shadow tables are made (their DDL in one
-  // transaction, one commit rather than one per statement) and the lanes'
-  // connections are opened.
+  // transaction, one commit rather than one per statement) and a second
+  // connection is opened.
   let next = read(pos);
   const [head] = await Promise.all([
     store.headPosition(),
@@ -255,14 +252,14 @@ export async function rebuildProjection(db: Db, store: EventStore, p: Projection
       await ensureTables(tx, p, shadow);
     }),
     ensureCheckpoint(db, p.name, 'projection', p.version),
-    ...Array.from({ length: lanes }, () => db.transaction(async () => {})),
+    db.transaction(async () => {}),
   ]);
   // Bulk phase: pages of the log straight into the shadow tables, reading the
-  // next page while the current one is written.
-  //  - A projection with partitions applies on several connections at once:
-  //    a partition always goes to the same lane, and each lane applies its
-  //    share of every page in log order, a transaction per page, running
-  //    ahead of the slowest lane by at most REBUILD_AHEAD pages.
+  // next pages (at most REBUILD_AHEAD) while one is written.
+  //  - A page is applied in one transaction whose statements all travel in
+  //    one round trip (the set-based form, pipelined): on two cores, one such
+  //    connection beside the reads kept the machine busier than several
+  //    connections or COPY, whose round trips wait on the same thread.
   //  - Each event is applied once, in order, to tables holding only what this
   //    pass wrote: the projection may skip its idempotency guards (`fresh`);
   //    if that fails, the page falls back to the one-by-one path.
@@ -270,45 +267,38 @@ export async function rebuildProjection(db: Db, store: EventStore, p: Projection
   //    swap below commits synchronously, which flushes everything before it,
   //    and a rebuild cut short by a crash starts again from dropped tables.
   // A failure fails the rebuild; the next attempt drops the shadow tables.
-  const laneTail: Promise<void>[] = Array.from({ length: lanes }, () => Promise.resolve());
+  let tail: Promise<void> = Promise.resolve();
   const pageDone: Promise<void>[] = [];
   let failed: unknown;
   // Set-based and fresh in one transaction without a savepoint; if that fails,
-  // the part is applied again one by one, with the guards, in a new one.
-  const applyPart = (part: readonly RecordedEvent[]) =>
+  // the page is applied again one by one, with the guards, in a new one.
+  const applyPage = (page: readonly RecordedEvent[]) =>
     db
-      .transaction((tx) => applyInline(tx, p, part, shadow, { fresh: tx }), { waitForFlush: false })
-      .catch(() => db.transaction((tx) => applyEach(tx, p, part.filter((e) => p.eventTypes.has(e.type)), shadow), { waitForFlush: false }));
+      .transaction((tx) => applyInline(tx, p, page, shadow, { fresh: true }), { waitForFlush: false })
+      .catch(() => db.transaction((tx) => applyEach(tx, p, page.filter((e) => p.eventTypes.has(e.type)), shadow), { waitForFlush: false }));
   for (;;) {
     const page = await next;
     if (page.length === 0) break;
     const last = page[page.length - 1]!.position;
     if (page.length === pageSize) next = read(last);
-    const parts = lanes === 1 ? [page] : splitByPartition(page, p, lanes);
-    const applied = parts.map((part, lane) => {
-      const run = laneTail[lane]!.then(() => (part.length > 0 && failed === undefined ? applyPart(part) : undefined));
-      laneTail[lane] = run.catch((err) => {
+    const run = tail.then(() => (failed === undefined ? applyPage(page) : undefined));
+    // A failure is carried by `failed` (the tail never rejects).
+    tail = run.then(
+      () => {
+        processed += page.length;
+        onProgress?.({ processed, position: last, head });
+      },
+      (err: unknown) => {
         failed ??= err;
-      });
-      return run;
-    });
-    // A failure is carried by `failed` (this promise never rejects).
-    pageDone.push(
-      Promise.all(applied).then(
-        () => {
-          processed += page.length;
-          onProgress?.({ processed, position: last, head });
-        },
-        () => {},
-      ),
+      },
     );
+    pageDone.push(tail);
     pos = last;
     if (pageDone.length > REBUILD_AHEAD) await pageDone.shift();
     if (failed !== undefined || page.length < pageSize) break;
   }
-  await Promise.all(laneTail);
+  await tail;
   if (failed !== undefined) throw failed;
-  await Promise.all(pageDone);
   // Swap phase.
   return db.transaction(async (tx) => {
     await readCheckpoint(tx, p.name, true);
@@ -337,17 +327,3 @@ export async function rebuildProjection(db: Db, store: EventStore, p: Projection
   });
 }
 
-/** The handled events of a page in `lanes` groups, a partition always in the same lane, each group in log order. */
-function splitByPartition(page: readonly RecordedEvent[], p: Projection, lanes: number): RecordedEvent[][] {
-  const parts: RecordedEvent[][] = Array.from({ length: lanes }, () => []);
-  for (const e of page) {
-    if (p.eventTypes.has(e.type)) parts[laneOf(p.partitionOf!(e), lanes)]!.push(e);
-  }
-  return parts;
-}
-
-function laneOf(key: string, lanes: number): number {
-  let h = 0;
-  for (let i = 0; i < key.length; i++) h = (Math.imul(h, 31) + key.charCodeAt(i)) | 0;
-  return (h >>> 0) % lanes;
-}

@@ -6,8 +6,7 @@ import { testDatabase } from '../helpers/db.ts';
 // waiting for the answers before it. What callers rely on: answers come back
 // to the statement that asked, in order; a failing statement fails every
 // statement after it in the transaction and nothing is committed; a failure
-// nobody awaited still keeps the transaction from committing; COPY works
-// after statements still in flight.
+// nobody awaited still keeps the transaction from committing.
 
 t.test('statements issued together are answered each with its own rows, in order, and commit together', async (t) => {
   const { db } = await testDatabase(t);
@@ -66,24 +65,6 @@ t.test('a failure nobody awaited still keeps the transaction from committing', a
     );
   t.ok(err instanceof RolledBack, 'the transaction reports that it rolled back');
   t.same((await db.query<{ id: number }>('SELECT id FROM r ORDER BY id')).rows, [{ id: 1 }], 'the row issued before the failure is not committed either');
-});
-
-t.test('COPY after statements still in flight runs after them, in the same transaction', async (t) => {
-  const { db } = await testDatabase(t);
-  await db.query('CREATE TABLE s (id int PRIMARY KEY, src text NOT NULL)');
-  await db.transaction(async (tx) => {
-    const inflight = Array.from({ length: 5 }, (_, i) => tx.query('INSERT INTO s VALUES ($1, $2)', [i, 'insert']));
-    await tx.copyRows('s', ['id', 'src'], [[10, 'copy'], [11, 'copy']]);
-    await Promise.all(inflight);
-    // And the transaction pipelines again after the COPY.
-    const more = [tx.query('INSERT INTO s VALUES (20, $1)', ['after']), tx.query('INSERT INTO s VALUES (21, $1)', ['after'])];
-    await Promise.all(more);
-  });
-  const { rows } = await db.query<{ id: number; src: string }>('SELECT id, src FROM s ORDER BY id');
-  t.same(
-    rows.map((r) => `${r.id}:${r.src}`),
-    ['0:insert', '1:insert', '2:insert', '3:insert', '4:insert', '10:copy', '11:copy', '20:after', '21:after'],
-  );
 });
 
 t.test('a connection goes back to the pool unpipelined: a plain query after a transaction behaves as before', async (t) => {

@@ -22,7 +22,7 @@ async function mixedCommands() {
     const s = orgStream(org);
     await ledger.run(orgDecider, s, { type: 'create_org', orgId: org, name: `Org ${org}`, defaultProjectId: `prj_${org}_default`, owner: { userId: `usr_${Math.random().toString(36).slice(2)}`, email: 'owner@example.com', displayName: null } }, ctx);
     for (let i = 0; i < 4; i++) {
-      // Text that COPY must escape (tab, line breaks, backslashes, a literal \N) goes through every rebuild.
+      // Text with tabs, line breaks, backslashes, a literal \N, quotes and astral characters goes through every rebuild exactly.
       const name = i === 3 ? `P${i}\ttab\nline\r\\N back\\slash "q" é€😀` : `P${i}`;
       await ledger.run(orgDecider, s, { type: 'create_project', projectId: `prj_${org}_${i}`, name, slug: `p-${i}`, environment: i % 2 ? 'live' : 'test', settings: i === 3 ? { i, note: 'a\tb\\c\n\\N', nested: { q: '"' } } : { i } }, ctx);
     }
@@ -137,22 +137,21 @@ t.test('rebuild in small pages over two lanes: identical tables; a duplicate cre
   for (const tb of tables) t.same(await snapshot(ledger.db, shadow[tb]!), before[tb], `${tb}: two batches, row for row`);
 });
 
-t.test('a rebuild whose lane fails rejects with the failure and leaves the live tables as they were', async (t) => {
+t.test('a rebuild whose apply fails rejects with the failure and leaves the live tables as they were', async (t) => {
   const failing: Projection = {
-    name: 'lanes_fail',
+    name: 'rebuild_fail',
     version: 1,
-    tables: { lanes_fail_rows: (tb) => `CREATE TABLE ${tb} (position text COLLATE "C" PRIMARY KEY)` },
+    tables: { rebuild_fail_rows: (tb) => `CREATE TABLE ${tb} (position text COLLATE "C" PRIMARY KEY)` },
     eventTypes: new Set(['project.created']),
-    partitionOf: (e) => e.metadata.org_id,
     async apply(tx, e, tb) {
-      if ((e.data as { project_id: string }).project_id === 'prj_lane_org_b_3') throw new Error('lane boom');
-      await tx.query(`INSERT INTO ${tb.lanes_fail_rows} VALUES ($1) ON CONFLICT DO NOTHING`, [e.position]);
+      if ((e.data as { project_id: string }).project_id === 'prj_lane_org_b_3') throw new Error('apply boom');
+      await tx.query(`INSERT INTO ${tb.rebuild_fail_rows} VALUES ($1) ON CONFLICT DO NOTHING`, [e.position]);
     },
   };
-  await ensureTables(ledger.db, failing, { lanes_fail_rows: 'lanes_fail_rows' });
-  await ledger.db.query(`INSERT INTO lanes_fail_rows VALUES ('live')`);
-  await t.rejects(rebuildProjection(ledger.db, ledger.store, failing, undefined, { pageSize: 5 }), /lane boom/);
-  t.same(await snapshot(ledger.db, 'lanes_fail_rows'), [{ position: 'live' }], 'the live table untouched');
+  await ensureTables(ledger.db, failing, { rebuild_fail_rows: 'rebuild_fail_rows' });
+  await ledger.db.query(`INSERT INTO rebuild_fail_rows VALUES ('live')`);
+  await t.rejects(rebuildProjection(ledger.db, ledger.store, failing, undefined, { pageSize: 5 }), /apply boom/);
+  t.same(await snapshot(ledger.db, 'rebuild_fail_rows'), [{ position: 'live' }], 'the live table untouched');
 });
 
 t.test('a failing projection stops at the failing event, records it, and never skips', async (t) => {
