@@ -247,10 +247,13 @@ export async function rebuildProjection(db: Db, store: EventStore, p: Projection
   let next = read(pos);
   const [head] = await Promise.all([
     store.headPosition(),
-    db.transaction(async (tx) => {
-      for (const name of Object.values(shadow)) await tx.query(`DROP TABLE IF EXISTS ${name}`);
-      await ensureTables(tx, p, shadow);
-    }),
+    // Dropped first, so each is made anew: every statement issued at once (the transaction pipelines).
+    db.transaction((tx) =>
+      Promise.all([
+        ...Object.values(shadow).map((name) => tx.query(`DROP TABLE IF EXISTS ${name}`)),
+        ...Object.entries(p.tables).map(([logical, ddl]) => tx.query(ddl(shadow[logical]!))),
+      ]),
+    ),
     ensureCheckpoint(db, p.name, 'projection', p.version),
     db.transaction(async () => {}),
   ]);
