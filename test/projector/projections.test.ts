@@ -105,7 +105,7 @@ t.test('rebuild from position 0 produces identical tables and takes over', async
   t.ok(await getProject(ledger.db, 'org_c', 'prj_after'));
 });
 
-t.test('rebuild in small pages over two lanes: identical tables; a duplicate creation falls back to the guarded path', async (t) => {
+t.test('rebuild in small pages: identical tables; a duplicate creation falls back to the guarded path', async (t) => {
   // A creation of an id that exists (never decided, written straight to the log):
   // every path must leave the existing row as it is, as `apply` does.
   const first = (await ledger.store.readAll({ filter: { eventTypes: ['project.created'] }, maxCount: 1000 })).find((e) => (e.data as { project_id: string }).project_id === 'prj_org_a_3')!;
