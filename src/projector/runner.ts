@@ -261,8 +261,9 @@ export async function rebuildProjection(db: Db, store: EventStore, p: Projection
   // next pages (at most REBUILD_AHEAD) while one is written.
   //  - A page is applied in one transaction whose statements all travel in
   //    one round trip (the set-based form, pipelined): on two cores, one such
-  //    connection beside the reads kept the machine busier than several
-  //    connections or COPY, whose round trips wait on the same thread.
+  //    connection beside the reads was faster than several connections or
+  //    COPY, whose round trips wait on the same thread (docs/performance.md,
+  //    ninth round).
   //  - Each event is applied once, in order, to tables holding only what this
   //    pass wrote: the projection may skip its idempotency guards (`fresh`);
   //    if that fails, the page falls back to the one-by-one path.
