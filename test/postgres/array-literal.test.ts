@@ -27,12 +27,18 @@ const hard = [
 t.test('strings read back exactly, whether or not one of them needs the slow path', async (t) => {
   const { db } = await testDatabase(t);
   for (const values of [hard, hard.filter((s) => !/[\u0000-\u001f]/.test(s)), ['only', 'simple', 'ones']]) {
-    const { rows } = await db.query<{ v: string | null; i: string }>('SELECT v, i::text FROM unnest($1::text[]) WITH ORDINALITY AS x(v, i)', [arrayLiteral(values)]);
+    const { rows } = await db.query<{ v: string | null }>('SELECT v FROM unnest($1::text[]) WITH ORDINALITY AS x(v, i) ORDER BY i', [arrayLiteral(values)]);
     t.same(
       rows.map((r) => r.v),
       values,
     );
   }
+});
+
+t.test('the JSON text serves as it is when it holds no escape but quotes and backslashes', async (t) => {
+  t.equal(arrayLiteral(['a', 'b"c', 'd\\e', null, true]), '{"a","b\\"c","d\\\\e",null,true}');
+  // A control character: every string quoted by hand (no JSON escape inside).
+  t.equal(arrayLiteral(['a\tb', '"', null]), '{"a\tb","\\"",NULL}');
 });
 
 t.test('null is NULL, not the string; booleans and an empty array', async (t) => {
