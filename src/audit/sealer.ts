@@ -67,7 +67,16 @@ export type CheckpointEventData = {
 type Appender = (stream: string, events: NewEvent[], expectedRevision: ExpectedRevision) => Promise<Position>;
 
 export class Sealer {
-  private readonly chains = new Map<string, Promise<Chain>>();
+  /**
+   * The chains this process has loaded. The append transaction's inline
+   * sealing takes them from here and never waits for a load in flight (a
+   * load reads through the pool, whose other connections may all be waiting
+   * for that transaction's locks); what it does not find it loads itself,
+   * through the transaction.
+   */
+  private readonly chains = new Map<string, Chain>();
+  /** Loads in flight for the sealer's own loop (installed in `chains` unless a chain got there first). */
+  private readonly loading = new Map<string, Promise<Chain>>();
   private abort = new AbortController();
   private loop: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
@@ -160,6 +169,7 @@ export class Sealer {
         // Never skip: keep the checkpoint, forget cached chains, retry from the log.
         this.lastError = err instanceof Error ? err.message : String(err);
         this.chains.clear();
+        this.loading.clear();
         await new Promise((r) => setTimeout(r, 500));
       }
     }
@@ -180,15 +190,28 @@ export class Sealer {
   }
 
   private async withChain<T>(orgId: string, fn: (c: Chain) => Promise<T>): Promise<T> {
-    let pending = this.chains.get(orgId);
-    if (!pending) {
-      pending = this.loadChain(orgId);
-      this.chains.set(orgId, pending);
-      pending.catch(() => this.chains.delete(orgId));
+    let chain = this.chains.get(orgId);
+    if (!chain) {
+      let pending = this.loading.get(orgId);
+      if (!pending) {
+        const load = this.loadChain(orgId);
+        pending = load;
+        this.loading.set(orgId, load);
+        const done = () => {
+          if (this.loading.get(orgId) === load) this.loading.delete(orgId);
+        };
+        load.then((loaded) => {
+          // A chain loaded meanwhile by inline sealing (under the log-head lock) is at least as recent.
+          if (this.loading.get(orgId) === load && !this.chains.has(orgId)) this.chains.set(orgId, loaded);
+          done();
+        }, done);
+      }
+      const loaded = await pending;
+      chain = this.chains.get(orgId) ?? loaded;
     }
-    const chain = await pending;
-    const run = chain.lock.then(() => fn(chain));
-    chain.lock = run.catch(() => {});
+    const c = chain;
+    const run = c.lock.then(() => fn(c));
+    c.lock = run.catch(() => {});
     return run;
   }
 
@@ -370,7 +393,10 @@ export class Sealer {
     }
     const touched = [...byOrg.keys()];
     const forget = () => {
-      for (const org of touched) this.chains.delete(org);
+      for (const org of touched) {
+        this.chains.delete(org);
+        this.loading.delete(org);
+      }
     };
     if (alongside) {
       try {
@@ -395,17 +421,15 @@ export class Sealer {
     };
     try {
       for (const [org, events] of byOrg) {
-        let pending = this.chains.get(org);
-        if (!pending) {
-          // From the stored state row (constant size), then the entries after it.
-          await this.treeReady();
+        let chain = this.chains.get(org);
+        if (!chain) {
+          // From the stored state row (constant size), then the entries after it, through the transaction.
           const loaded = this.emptyChain(org);
           await this.applyStateRow(tx, loaded);
-          pending = Promise.resolve(loaded);
-          this.chains.set(org, pending);
           await this.catchUpChain(tx, loaded, true);
+          this.chains.set(org, loaded);
+          chain = loaded;
         }
-        const chain = await pending;
         try {
           // Optimistic: the append's expected revision checks the cached tip.
           await this.sealOrg(chain, events, append, tx);
@@ -414,7 +438,7 @@ export class Sealer {
           // Another process sealed since: read its entries from our tip and seal on top.
           const fresh = this.emptyChain(org);
           Object.assign(fresh, { sequence: chain.sequence, tipHash: chain.tipHash, edge: new Map(chain.edge), lastSourcePosition: chain.lastSourcePosition, lastCheckpoint: chain.lastCheckpoint });
-          this.chains.set(org, Promise.resolve(fresh));
+          this.chains.set(org, fresh);
           await this.catchUpChain(tx, fresh, true);
           await this.sealOrg(fresh, events, append, tx);
         }
@@ -456,9 +480,8 @@ export class Sealer {
     const plans: Plan[] = [];
     let after = batch[batch.length - 1]!.position;
     for (const [org, events] of byOrg) {
-      const pending = this.chains.get(org);
-      if (!pending) return undefined;
-      const chain = await pending;
+      const chain = this.chains.get(org);
+      if (!chain) return undefined;
       const fresh = events.filter((e) => e.position > chain.lastSourcePosition);
       if (fresh.length === 0) continue;
       const { entries, newEvents, prev, seq } = this.entriesFor(chain, fresh);
