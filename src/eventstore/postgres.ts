@@ -369,6 +369,21 @@ export async function migrateEventStore(db: Db): Promise<void> {
   });
 }
 
+async function readAllOn(q: Queryable, opts: ReadAllOptions): Promise<RecordedEvent[]> {
+  const max = clampCount(opts.maxCount, READ_PAGE_DEFAULT);
+  if (max === 0) return [];
+  const after = parsePosition(opts.after).toString();
+  const { rows } = opts.filter
+    ? await q.query<EventRow>('SELECT * FROM es_read_filtered($1, $2, $3, $4)', [after, max, ...filterArgs(opts.filter)])
+    : await q.query<EventRow>(`${SELECT_EVENT} WHERE position > $1 ORDER BY position LIMIT $2`, [after, max]);
+  return rows.map(toRecorded);
+}
+
+async function headPositionOn(q: Queryable): Promise<Position> {
+  const { rows } = await q.query<{ position: string }>('SELECT position FROM es_log_head WHERE id = 1');
+  return formatPosition(BigInt(rows[0]?.position ?? '0'));
+}
+
 export class PostgresEventStore implements EventStore {
   readonly kind = 'postgres' as const;
   private queue: Pending[] = [];
@@ -1024,19 +1039,24 @@ export class PostgresEventStore implements EventStore {
     return read;
   }
 
-  private async readAllOnce(opts: ReadAllOptions): Promise<RecordedEvent[]> {
-    const max = clampCount(opts.maxCount, READ_PAGE_DEFAULT);
-    if (max === 0) return [];
-    const after = parsePosition(opts.after).toString();
-    const { rows } = opts.filter
-      ? await this.db.query<EventRow>('SELECT * FROM es_read_filtered($1, $2, $3, $4)', [after, max, ...filterArgs(opts.filter)])
-      : await this.db.query<EventRow>(`${SELECT_EVENT} WHERE position > $1 ORDER BY position LIMIT $2`, [after, max]);
-    return rows.map(toRecorded);
+  private readAllOnce(opts: ReadAllOptions): Promise<RecordedEvent[]> {
+    return readAllOn(this.db, opts);
   }
 
-  async headPosition(): Promise<Position> {
-    const { rows } = await this.db.query<{ position: string }>('SELECT position FROM es_log_head WHERE id = 1');
-    return formatPosition(BigInt(rows[0]?.position ?? '0'));
+  headPosition(): Promise<Position> {
+    return headPositionOn(this.db);
+  }
+
+  /**
+   * The log read through `q`, a transaction of the caller's on `db`, when `db`
+   * is this store's database (else undefined). For a transaction holding rows
+   * that others wait for while it reads the log: waiting for another
+   * connection of the pool there could wait for ever (docs/decisions.md, "An
+   * append transaction waits for nothing outside itself").
+   */
+  readerIn(db: Db, q: Queryable): Pick<EventStore, 'readAll' | 'headPosition'> | undefined {
+    if (db !== this.db) return undefined;
+    return { readAll: (opts = {}) => readAllOn(q, opts), headPosition: () => headPositionOn(q) };
   }
 
   subscribeToAll(opts: SubscribeOptions = {}): AsyncIterable<SubscriptionItem> {

@@ -1,4 +1,5 @@
 import type { EventStore, Position, RecordedEvent } from '../eventstore/port.ts';
+import { PostgresEventStore } from '../eventstore/postgres.ts';
 import type { Db, Queryable } from '../postgres/db.ts';
 import { advanceCheckpoint, appliedKey, ensureCheckpoint, readCheckpoint, recordFailure } from './checkpoints.ts';
 import { batches } from './follow.ts';
@@ -312,13 +313,19 @@ export async function rebuildProjection(db: Db, store: EventStore, p: Projection
   // Swap phase.
   return db.transaction(async (tx) => {
     await readCheckpoint(tx, p.name, true);
+    // From here the transaction holds the checkpoint row, which the runner and
+    // every append with this projection inline wait for (the appends while
+    // holding the log's head and the other followers' rows, which other
+    // runners wait for on connections of the pool): the log is read through
+    // this transaction's own connection when it lives in this database.
+    const log = (store instanceof PostgresEventStore ? store.readerIn(db, tx) : undefined) ?? store;
     // Every event up to this head was committed before the reads below, which
     // therefore return each handled one: the rebuilt tables stand at this
     // head (or at the last handled event, if later), whatever it holds after
     // the last handled event.
-    const swapHead = await store.headPosition();
+    const swapHead = await log.headPosition();
     for (;;) {
-      const page = await store.readAll({ after: pos, maxCount: pageSize, filter: handled });
+      const page = await log.readAll({ after: pos, maxCount: pageSize, filter: handled });
       if (page.length === 0) break;
       await applyBatch(tx, p, page, shadow);
       pos = page[page.length - 1]!.position;

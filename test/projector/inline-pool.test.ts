@@ -1,11 +1,12 @@
 import t from 'tap';
 import { orgDecider, orgStream } from '../../commands/org.ts';
-import { getProject } from '../../projections/org.ts';
+import { getProject, orgProjection } from '../../projections/org.ts';
 import { auditStream } from '../../src/audit/chain.ts';
 import { generateSigningKey } from '../../src/audit/note.ts';
 import { verifyOrgChain } from '../../src/audit/verifier.ts';
 import { handleCommand, type CommandContext } from '../../src/eventstore/handler.ts';
 import { PostgresEventStore } from '../../src/eventstore/postgres.ts';
+import { rebuildProjection } from '../../src/projector/runner.ts';
 import { startReadSide, type ReadSide } from '../../src/readside.ts';
 import { AUDIT_ORIGIN } from '../../src/runtime.ts';
 import { testDatabase } from '../helpers/db.ts';
@@ -68,4 +69,19 @@ t.test("an append while the sealer's own loop is loading the same chain", async 
   t.equal(entries.length, business, 'one entry per event, none twice');
   const report = await verifyOrgChain(store, org, key, AUDIT_ORIGIN);
   t.ok(report.ok, JSON.stringify(report.problems?.slice(0, 3)));
+});
+
+t.test("a rebuild's swap reads the log's tail through its own transaction", async (t) => {
+  // The swap holds the projection's checkpoint row (which the runner, and an
+  // append with the projection inline, wait for) while it reads the log's
+  // tail: on the pool's one connection, a read that needs another one would
+  // never start.
+  const side = sides[sides.length - 1]!;
+  const before = await getProject(db, org, 'prj_pool_2');
+  const done = await within(rebuildProjection(db, store, orgProjection), 60_000, 'the rebuild');
+  t.equal(done.position, await store.headPosition(), 'the rebuilt tables stand at the head');
+  t.same(await getProject(db, org, 'prj_pool_2'), before, 'the same rows as the live projection wrote');
+  const r = await within(createProject('prj_pool_3'), 60_000, 'an append after the swap');
+  t.ok(await side.waitFor(r.lastPosition!, 60_000), 'the read side reached the append');
+  t.match(await getProject(db, org, 'prj_pool_3'), { id: 'prj_pool_3' });
 });
