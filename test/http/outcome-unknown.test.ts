@@ -30,7 +30,7 @@ t.teardown(() => proxy.stop());
 const db = openDb(viaProxy.toString(), { max: 10 });
 const store = await PostgresEventStore.open(db);
 const readSide = await startReadSide(db, store, { signingKey: generateSigningKey('outcome'), origin: 'test/audit' }, undefined, { reactors: false });
-const app = await buildApp({ vault: await Vault.open(db, randomBytes(32)), db, store, readSide, serviceSecret: SERVICE_SECRET, baseUrl: 'http://127.0.0.1:8080', logLevel: 'silent', readWaitMs: 10_000, rateLimit: { burst: 100_000, perSecond: 100_000 } });
+const app = await buildApp({ vault: await Vault.open(db, randomBytes(32)), db, store, readSide, serviceSecret: SERVICE_SECRET, baseUrl: 'http://127.0.0.1:8080', logLevel: 'silent', readWaitMs: 10_000, webhookTargets: { loopback: true, private: false }, rateLimit: { burst: 100_000, perSecond: 100_000 } });
 t.teardown(async () => {
   await app.close();
   await readSide.stop();
@@ -72,6 +72,30 @@ t.test('a request that failed before writing releases its key: the retry runs', 
   t.equal(again.statusCode, 201, 'the retry with the same key ran');
   t.equal(again.headers['idempotent-replayed'], undefined);
   t.equal(await projectsWith('second-try'), 1);
+});
+
+t.test('a failure after a write of the request was acknowledged: 503 write_outcome_unknown, the key keeps it, the write stands', async (t) => {
+  // Reactivating a webhook endpoint writes its event, then resets the endpoint's
+  // dead-delivery count in its own statement; that statement's connection is
+  // cut (nothing reaches the server), after the append was acknowledged.
+  const created = await app.inject({ method: 'POST', url: '/v1/webhook-endpoints', headers: org.key, payload: { event: 'consumer.created', name: 'hook', webhook_url: 'http://127.0.0.1:9/hook' } });
+  t.equal(created.statusCode, 201, 'the endpoint is created');
+  const id = (created.json() as { id: string }).id;
+  const endpoint = `/v1/webhook-endpoints/${id}`;
+  t.equal((await app.inject({ method: 'PATCH', url: endpoint, headers: org.key, payload: { status: 'paused' } })).statusCode, 200);
+  const refused = proxy.refused;
+  proxy.block('UPDATE webhook_endpoint_stats SET consecutive_dead = 0');
+  const reactivate = () => app.inject({ method: 'PATCH', url: endpoint, headers: { ...org.key, 'idempotency-key': 'after-write-1' }, payload: { status: 'active' } });
+  const first = await reactivate();
+  t.equal(proxy.refused, refused + 1, 'the statement after the write never reached the server');
+  t.equal(first.statusCode, 503);
+  t.match(first.json(), { error: { code: 'write_outcome_unknown', details: { retry_safe: false } } });
+  const again = await reactivate();
+  t.equal(again.statusCode, 503, 'the retry with the same key is answered the same');
+  t.equal(again.headers['idempotent-replayed'], 'true', 'replayed, not run again');
+  const read = await app.inject({ method: 'GET', url: endpoint, headers: org.key });
+  t.equal(read.statusCode, 200);
+  t.equal(read.json().status, 'active', 'the acknowledged write stands');
 });
 
 t.test('a key left pending by a request that never finished (its process died) answers write_outcome_unknown once it is stale', async (t) => {
