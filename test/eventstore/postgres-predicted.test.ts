@@ -6,6 +6,7 @@ import { verifyOrgChain } from '../../src/audit/verifier.ts';
 import { handleCommand } from '../../src/eventstore/handler.ts';
 import { WrongExpectedRevision } from '../../src/eventstore/port.ts';
 import { PostgresEventStore } from '../../src/eventstore/postgres.ts';
+import { openDb } from '../../src/postgres/db.ts';
 import { testLedger } from '../helpers/ledger.ts';
 
 // A batch whose landing this process can predict (its own last commit is the
@@ -17,6 +18,10 @@ import { testLedger } from '../helpers/ledger.ts';
 
 const ledger = await testLedger(t, { checkpointEveryEntries: 1000 });
 const store = ledger.store as PostgresEventStore;
+// What happens outside this process (another process's appends, a lock held,
+// the observer of pg_stat_activity) goes through a pool of its own.
+const outside = openDb(ledger.url, { max: 4 });
+t.teardown(() => outside.close());
 const errors: unknown[] = [];
 store.onInlineError = (err) => errors.push(err);
 const org = 'org_predicted';
@@ -35,7 +40,7 @@ for (let i = 0, landed = store.predictions.landed; store.predictions.landed === 
 /** Backends of this database waiting for a lock (bounded wait on the condition). */
 async function waitForLockWaiters(n: number): Promise<void> {
   for (let i = 0; i < 2_000; i++) {
-    const { rows } = await ledger.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`);
+    const { rows } = await outside.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`);
     if (rows[0]!.n >= n) return;
     await new Promise((r) => setTimeout(r, 10));
   }
@@ -81,7 +86,7 @@ t.test('appends to one stream in one batch: the refusal is predicted, the batch 
 });
 
 t.test('another process appended before the predicted batch took the lock: the prediction misses, nothing of it is written, the batch lands the ordinary way', async (t) => {
-  const other = await PostgresEventStore.open(ledger.db);
+  const other = await PostgresEventStore.open(outside);
   t.teardown(() => other.close());
   // Warm: this process's last commit is the log's last one, so its next batch is predicted.
   await createProject('prj_pred_2');
@@ -89,7 +94,7 @@ t.test('another process appended before the predicted batch took the lock: the p
   let release!: () => void;
   const released = new Promise<void>((r) => (release = r));
   // Hold the log-head lock, so the other process's append and then ours wait in that order.
-  const holding = ledger.db.transaction(async (tx) => {
+  const holding = outside.transaction(async (tx) => {
     await tx.query('SELECT position FROM es_log_head WHERE id = 1 FOR UPDATE');
     await released;
   });

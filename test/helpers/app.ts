@@ -16,6 +16,7 @@ import type { X402Deps } from '../../src/adapters/chain/x402.ts';
 import { defaultWebhookConfig, WebhookDispatcher, type WebhookConfig } from '../../src/reactors/webhooks.ts';
 import type { RateLimitConfig } from '../../src/http/ratelimit.ts';
 import type { OAuthOptions } from '../../src/http/oauth-common.ts';
+import { testPoolMax } from './db.ts';
 import { testLedger, type TestLedger } from './ledger.ts';
 import { Catalog } from '../../src/providers/catalog.ts';
 import { HttpProvider } from '../../src/adapters/providers/http-provider.ts';
@@ -129,7 +130,7 @@ function ok(res: LightMyRequestResponse, status: number): LightMyRequestResponse
  * build options (say, the first instance's vault, providers or x402).
  */
 export async function secondInstance(t: Test, a: TestApp, opts: { sealer?: Partial<SealerOptions>; app?: Partial<BuildOptions> } = {}): Promise<FastifyInstance> {
-  const db = openDb(a.ledger.url, { max: 10 });
+  const db = openDb(a.ledger.url, { max: testPoolMax(10) });
   const store = await PostgresEventStore.open(db);
   const readSide = await startReadSide(db, store, { signingKey: a.ledger.key, origin: a.ledger.origin, ...opts.sealer }, undefined, { reactors: false });
   const app = await buildApp({ vault: await Vault.open(db, randomBytes(32)), db, store, readSide, serviceSecret: SERVICE_SECRET, baseUrl: 'http://127.0.0.1:8080', logLevel: 'silent', readWaitMs: 10_000, rateLimit: { burst: 100_000, perSecond: 100_000 }, ...opts.app });

@@ -38,6 +38,17 @@ export type TestDatabase = { url: string; db: Db; drop(): Promise<void> };
 
 type Teardown = { teardown(fn: () => unknown): void };
 
+/**
+ * The pools' size when a test does not choose one. TEST_POOL_MAX=1 runs the
+ * suites on pools of one connection, where any transaction that waits for a
+ * second connection of its own pool never finishes (docs/decisions.md, "An
+ * append transaction waits for nothing outside itself").
+ */
+export const testPoolMax = (fallback: number): number => {
+  const n = Number(process.env.TEST_POOL_MAX);
+  return Number.isInteger(n) && n > 0 ? n : fallback;
+};
+
 /** A fresh database; dropped (and a private server stopped) when `t` ends. */
 export async function testDatabase(t: Teardown, opts: { poolMax?: number } = {}): Promise<TestDatabase> {
   const admin = await adminUrl();
@@ -48,7 +59,7 @@ export async function testDatabase(t: Teardown, opts: { poolMax?: number } = {})
   await client.end();
   const url = new URL(admin.url);
   url.pathname = `/${name}`;
-  const db = openDb(url.toString(), { max: opts.poolMax ?? 20 });
+  const db = openDb(url.toString(), { max: opts.poolMax ?? testPoolMax(20) });
   let dropped = false;
   const drop = async () => {
     if (dropped) return;
@@ -71,7 +82,7 @@ export async function testDatabase(t: Teardown, opts: { poolMax?: number } = {})
  */
 export async function twoStores(t: Teardown): Promise<{ db: Db; storeA: PostgresEventStore; storeB: PostgresEventStore }> {
   const { url, db } = await testDatabase(t);
-  const dbB = openDb(url, { max: 5 });
+  const dbB = openDb(url, { max: testPoolMax(5) });
   const storeA = await PostgresEventStore.open(db);
   const storeB = await PostgresEventStore.open(dbB);
   t.teardown(async () => {
