@@ -638,11 +638,12 @@ export class PostgresEventStore implements EventStore {
    * predicted), and unless the chosen time is within two seconds of the
    * database's clock.
    */
-  private static readonly PREDICTED_APPEND_SQL = `SELECT t.ok, t.actual, t.guard_actual, t.last_revision, t.last_position, $12::timestamptz AS at,
-      es_expect(t.ok = ($13::boolean[])[t.n] AND (NOT t.ok OR (t.last_position = ($14::bigint[])[t.n] AND t.last_revision = ($15::bigint[])[t.n]))
-        AND abs(extract(epoch FROM clock_timestamp() - $12::timestamptz)) < 2, '${PREDICTION_MISSED}') AS held
-    FROM es_append($1::text[], $2::bigint[], $3::int[], $4::int[], $5::int[], $6::uuid[], $7::text[], $8::json, $9::json, $10::text[], $11::bigint[], $12::timestamptz)
-      WITH ORDINALITY AS t(ok, actual, guard_actual, last_revision, last_position, n)`;
+  private static readonly PREDICTED_APPEND_SQL = `WITH t AS MATERIALIZED (
+      SELECT * FROM es_append($1::text[], $2::bigint[], $3::int[], $4::int[], $5::int[], $6::uuid[], $7::text[], $8::json, $9::json, $10::text[], $11::bigint[], $12::timestamptz)
+        WITH ORDINALITY AS t(ok, actual, guard_actual, last_revision, last_position, n)),
+    held AS (SELECT es_expect(coalesce(bool_and(t.ok = ($13::boolean[])[t.n] AND (NOT t.ok OR (t.last_position = ($14::bigint[])[t.n] AND t.last_revision = ($15::bigint[])[t.n]))), false)
+        AND abs(extract(epoch FROM clock_timestamp() - $12::timestamptz)) < 2, '${PREDICTION_MISSED}') AS held FROM t)
+    SELECT t.ok, t.actual, t.guard_actual, t.last_revision, t.last_position, $12::timestamptz AS at, held.held FROM t CROSS JOIN held ORDER BY t.n`;
 
   /** Why an append was refused: its own stream moved (checked first), else its guard stream. */
   private static refusal(p: { stream: string; expected: ExpectedRevision; guard?: AppendGuard | undefined }, r: AppendRow): EventStoreError {
@@ -895,7 +896,7 @@ export class PostgresEventStore implements EventStore {
     try {
       await this.db.transaction(async (tx) => {
         const itx = this.inlineTx(tx, written, plan.at);
-        appending = tx.query<AppendRow>(PostgresEventStore.PREDICTED_APPEND_SQL, params, { name: 'es_append_predicted_v1' });
+        appending = tx.query<AppendRow>(PostgresEventStore.PREDICTED_APPEND_SQL, params, { name: 'es_append_predicted_v2' });
         appending.catch(() => {});
         this.lockedHead = plan.events[plan.events.length - 1]!.position;
         checking = plan.followers.check(itx);
