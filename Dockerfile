@@ -6,4 +6,5 @@ COPY . .
 ENV HOST=0.0.0.0 PORT=8080
 USER node
 EXPOSE 8080
-CMD ["npx", "tsx", "src/main.ts"]
+# The service itself is PID 1: SIGTERM reaches its handler directly (no npx or tsx process relaying it).
+CMD ["node", "--import=tsx", "src/main.ts"]
