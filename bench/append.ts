@@ -1,13 +1,17 @@
 import { getPostgreSQLEventStore } from '@event-driven-io/emmett-postgresql';
+import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { PostgresEventStore } from '../src/eventstore/postgres.ts';
 import { openDb } from '../src/postgres/db.ts';
-import { benchPostgres, benchSeconds, closedLoop, printTable, ratio, type LoadResult } from './harness.ts';
+import { bareGroupCommit, benchPostgres, benchSeconds, closedLoop, printTable, ratio, type LoadResult } from './harness.ts';
 import { ESDB_DISCLAIMER, esdbStoreForBench, storeArg } from './esdb.ts';
 
 // bench/append: events/s appending one event per call, against the same
 // durable embedded PostgreSQL in one run:
 //   baseline: raw single-row INSERT (autocommit), 1 and 16 connections
+//   ceilings, the same 16 writers through a bare group commit: one multi-row
+//     INSERT per batch (no order, no revisions); the floor of a lock-ordered
+//     log (lock the head, insert at its positions, move it, NOTIFY), no revisions
 //   Emmett's PostgreSQL event store, 1 and 16 writers
 //   our Postgres adapter, 1 and 16 writers
 // Run: npm run bench:append   (BENCH_SECONDS=5 by default per scenario)
@@ -30,6 +34,38 @@ try {
       return 1;
     });
   }
+  // Ceilings, the same 16 writers through a bare group commit (bench/harness.ts):
+  // one multi-row INSERT per batch with no order at all; then the floor of a
+  // lock-ordered log (head row locked, rows at its positions, head moved,
+  // NOTIFY: bench/append-floor's floor_append), with no revision checked.
+  await rawPool.query('CREATE TABLE floor_events (position bigint PRIMARY KEY, event_id uuid NOT NULL UNIQUE, stream_name text NOT NULL, stream_revision bigint NOT NULL, event_type text NOT NULL, data json NOT NULL, metadata json NOT NULL, recorded_at timestamptz NOT NULL DEFAULT now(), UNIQUE (stream_name, stream_revision))');
+  await rawPool.query('CREATE TABLE floor_head (id int PRIMARY KEY, position bigint NOT NULL); INSERT INTO floor_head VALUES (1, 0)');
+  await rawPool.query(`CREATE FUNCTION floor_append(p_streams text[], p_ids uuid[], p_types text[], p_data json[], p_meta json[]) RETURNS bigint LANGUAGE plpgsql AS $$
+    DECLARE head bigint; n int := array_length(p_ids, 1);
+    BEGIN
+      SELECT position INTO head FROM floor_head WHERE id = 1 FOR UPDATE;
+      INSERT INTO floor_events (position, event_id, stream_name, stream_revision, event_type, data, metadata)
+        SELECT head + o, i, s, head + o, t, d, m FROM unnest(p_ids, p_streams, p_types, p_data, p_meta) WITH ORDINALITY AS x(i, s, t, d, m, o);
+      UPDATE floor_head SET position = head + n WHERE id = 1;
+      PERFORM pg_notify('floor_appended', (head + n)::text);
+      RETURN head + n;
+    END $$`);
+  const rawPayload = JSON.stringify(payload);
+  const bare = bareGroupCommit<string>((rows) =>
+    rawPool.query('INSERT INTO raw_events (stream, type, data) SELECT s, $2, d FROM unnest($1::text[], $3::jsonb[]) AS x(s, d)', [rows.map((_, i) => `s-${i}`), 'bench.appended', rows]),
+  );
+  results.ceiling16 = await closedLoop('ceiling: bare group commit, 16 writers', 16, seconds, async () => {
+    await bare(rawPayload);
+    return 1;
+  });
+  const meta = JSON.stringify({ org_id: 'org_bench' });
+  const floor = bareGroupCommit<string>((rows) =>
+    rawPool.query('SELECT floor_append($1, $2, $3, $4, $5)', [rows.map((_, i) => `f-${i}`), rows.map(() => randomUUID()), rows.map(() => 'bench.appended'), rows, rows.map(() => meta)]),
+  );
+  results.floor16 = await closedLoop('floor: lock-ordered group commit, 16 writers', 16, seconds, async () => {
+    await floor(rawPayload);
+    return 1;
+  });
   await rawPool.end();
 
   // Emmett.
@@ -75,6 +111,9 @@ try {
   console.log('');
   ratio('ours/Emmett, 16 writers', results.ours16!, results.emmett16!, 3);
   ratio('ours 16 writers / raw INSERT 16 conn', results.ours16!, results.raw16!, 2);
+  ratio('ceiling (bare group commit) / raw INSERT 16 conn', results.ceiling16!, results.raw16!);
+  ratio('floor (lock-ordered group commit) / raw INSERT 16 conn', results.floor16!, results.raw16!);
+  ratio('ours 16 writers / floor', results.ours16!, results.floor16!);
   ratio('ours/Emmett, 1 writer', results.ours1!, results.emmett1!);
   ratio('ours 1 writer / raw INSERT 1 conn', results.ours1!, results.raw1!);
   if (results.esdb16) {

@@ -68,3 +68,36 @@ export function ratio(label: string, a: LoadResult, b: LoadResult, target?: numb
 }
 
 export const benchSeconds = () => Number(process.env.BENCH_SECONDS ?? '5');
+
+/**
+ * A bare group commit: items that arrive while a flush is in flight go together
+ * in the next one, which starts once the writers woken by the last one have
+ * queued theirs (the next macrotask). Nothing else is done for them: the
+ * least a batching writer can do, for ceilings measured in the same closed loop.
+ */
+export function bareGroupCommit<T>(flushBatch: (items: T[]) => Promise<unknown>): (item: T) => Promise<void> {
+  let pending: { item: T; done: () => void; fail: (e: unknown) => void }[] = [];
+  let busy = false;
+  const schedule = () => {
+    if (busy) return;
+    busy = true;
+    setImmediate(() => void flush());
+  };
+  const flush = async (): Promise<void> => {
+    const batch = pending;
+    pending = [];
+    try {
+      await flushBatch(batch.map((b) => b.item));
+      for (const b of batch) b.done();
+    } catch (e) {
+      for (const b of batch) b.fail(e);
+    }
+    busy = false;
+    if (pending.length > 0) schedule();
+  };
+  return (item) =>
+    new Promise<void>((done, fail) => {
+      pending.push({ item, done, fail });
+      schedule();
+    });
+}
