@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { PostgresEventStore } from '../src/eventstore/postgres.ts';
 import { openDb } from '../src/postgres/db.ts';
-import { benchPostgres } from './harness.ts';
+import { benchPostgres, FLOOR_SQL } from './harness.ts';
 
 // bench/append-floor: what one group-commit batch of 16 one-event appends costs
 // on this machine, sequentially, against the floor of any design that orders
@@ -21,18 +21,7 @@ try {
   const db = openDb(await pgServer.database('bench_floor'), { max: 4 });
   const store = await PostgresEventStore.open(db);
   await db.query('CREATE TABLE raw_events (id bigserial PRIMARY KEY, stream text NOT NULL, type text NOT NULL, data json NOT NULL)');
-  await db.query('CREATE TABLE floor_events (LIKE es_events INCLUDING ALL)');
-  await db.query('CREATE TABLE floor_head (id int PRIMARY KEY, position bigint NOT NULL); INSERT INTO floor_head VALUES (1, 0)');
-  await db.query(`CREATE FUNCTION floor_append(p_streams text[], p_ids uuid[], p_types text[], p_data json[], p_meta json[]) RETURNS bigint LANGUAGE plpgsql AS $$
-    DECLARE head bigint; n int := array_length(p_ids, 1);
-    BEGIN
-      SELECT position INTO head FROM floor_head WHERE id = 1 FOR UPDATE;
-      INSERT INTO floor_events (position, event_id, stream_name, stream_revision, event_type, data, metadata)
-        SELECT head + o, i, s, head + o, t, d, m FROM unnest(p_ids, p_streams, p_types, p_data, p_meta) WITH ORDINALITY AS x(i, s, t, d, m, o);
-      UPDATE floor_head SET position = head + n WHERE id = 1;
-      PERFORM pg_notify('floor_appended', (head + n)::text);
-      RETURN head + n;
-    END $$`);
+  await db.query(FLOOR_SQL);
   const batch = (i: number) => [Array.from({ length: N }, (_, k) => `s-${i}-${k}`), Array.from({ length: N }, () => randomUUID()), Array(N).fill('bench.appended'), Array(N).fill(payload), Array(N).fill(meta)];
   const esAppend =
     'SELECT ok, actual, last_revision, last_position, now() AS at FROM es_append($1::text[], $2::bigint[], $3::int[], $4::int[], $5::int[], $6::uuid[], $7::text[], $8::json, $9::json, $10::text[], $11::bigint[])';

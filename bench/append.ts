@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { PostgresEventStore } from '../src/eventstore/postgres.ts';
 import { openDb } from '../src/postgres/db.ts';
-import { bareGroupCommit, benchPostgres, benchSeconds, closedLoop, printTable, ratio, type LoadResult } from './harness.ts';
+import { bareGroupCommit, benchPostgres, FLOOR_SQL, benchSeconds, closedLoop, printTable, ratio, type LoadResult } from './harness.ts';
 import { ESDB_DISCLAIMER, esdbStoreForBench, storeArg } from './esdb.ts';
 
 // bench/append: events/s appending one event per call, against the same
@@ -37,19 +37,8 @@ try {
   // Ceilings, the same 16 writers through a bare group commit (bench/harness.ts):
   // one multi-row INSERT per batch with no order at all; then the floor of a
   // lock-ordered log (head row locked, rows at its positions, head moved,
-  // NOTIFY: bench/append-floor's floor_append), with no revision checked.
-  await rawPool.query('CREATE TABLE floor_events (position bigint PRIMARY KEY, event_id uuid NOT NULL UNIQUE, stream_name text NOT NULL, stream_revision bigint NOT NULL, event_type text NOT NULL, data json NOT NULL, metadata json NOT NULL, recorded_at timestamptz NOT NULL DEFAULT now(), UNIQUE (stream_name, stream_revision))');
-  await rawPool.query('CREATE TABLE floor_head (id int PRIMARY KEY, position bigint NOT NULL); INSERT INTO floor_head VALUES (1, 0)');
-  await rawPool.query(`CREATE FUNCTION floor_append(p_streams text[], p_ids uuid[], p_types text[], p_data json[], p_meta json[]) RETURNS bigint LANGUAGE plpgsql AS $$
-    DECLARE head bigint; n int := array_length(p_ids, 1);
-    BEGIN
-      SELECT position INTO head FROM floor_head WHERE id = 1 FOR UPDATE;
-      INSERT INTO floor_events (position, event_id, stream_name, stream_revision, event_type, data, metadata)
-        SELECT head + o, i, s, head + o, t, d, m FROM unnest(p_ids, p_streams, p_types, p_data, p_meta) WITH ORDINALITY AS x(i, s, t, d, m, o);
-      UPDATE floor_head SET position = head + n WHERE id = 1;
-      PERFORM pg_notify('floor_appended', (head + n)::text);
-      RETURN head + n;
-    END $$`);
+  // NOTIFY: FLOOR_SQL, shared with bench/append-floor), with no revision checked.
+  await rawPool.query(FLOOR_SQL);
   const rawPayload = JSON.stringify(payload);
   const bare = bareGroupCommit<string>((rows) =>
     rawPool.query('INSERT INTO raw_events (stream, type, data) SELECT s, $2, d FROM unnest($1::text[], $3::jsonb[]) AS x(s, d)', [rows.map((_, i) => `s-${i}`), 'bench.appended', rows]),

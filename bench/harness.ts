@@ -101,3 +101,25 @@ export function bareGroupCommit<T>(flushBatch: (items: T[]) => Promise<unknown>)
       schedule();
     });
 }
+
+/**
+ * The floor of a lock-ordered log: `floor_append(streams, ids, types, data,
+ * meta)` locks the head row, inserts the rows at its next positions into a
+ * table shaped like es_events (the same indexes), moves the head and NOTIFYs;
+ * no revision is checked and nothing is answered per row.
+ */
+export const FLOOR_SQL = `
+  CREATE TABLE floor_events (position bigint PRIMARY KEY, event_id uuid NOT NULL UNIQUE, stream_name text NOT NULL, stream_revision bigint NOT NULL,
+    event_type text NOT NULL, data json NOT NULL, metadata json NOT NULL, recorded_at timestamptz NOT NULL DEFAULT now(), UNIQUE (stream_name, stream_revision));
+  CREATE TABLE floor_head (id int PRIMARY KEY, position bigint NOT NULL);
+  INSERT INTO floor_head VALUES (1, 0);
+  CREATE FUNCTION floor_append(p_streams text[], p_ids uuid[], p_types text[], p_data json[], p_meta json[]) RETURNS bigint LANGUAGE plpgsql AS $$
+    DECLARE head bigint; n int := array_length(p_ids, 1);
+    BEGIN
+      SELECT position INTO head FROM floor_head WHERE id = 1 FOR UPDATE;
+      INSERT INTO floor_events (position, event_id, stream_name, stream_revision, event_type, data, metadata)
+        SELECT head + o, i, s, head + o, t, d, m FROM unnest(p_ids, p_streams, p_types, p_data, p_meta) WITH ORDINALITY AS x(i, s, t, d, m, o);
+      UPDATE floor_head SET position = head + n WHERE id = 1;
+      PERFORM pg_notify('floor_appended', (head + n)::text);
+      RETURN head + n;
+    END $$;`;
