@@ -95,7 +95,7 @@ t.test('es_append: any batch lands as its appends would one after another', asyn
       );
       assert.deepEqual(rows, want, `answers (${entangled ? 'entangled' : 'distinct'} batch)`);
       const { rows: written } = await db.query<{ stream: string; revision: string; position: string }>(
-        'SELECT stream_name AS stream, stream_revision::text AS revision, position::text FROM es_events WHERE position > $1 ORDER BY position',
+        'SELECT e.stream_name AS stream, e.stream_revision::text AS revision, e.position::text AS position FROM es_events e WHERE e.position > $1 ORDER BY e.position',
         [head0.toString()],
       );
       assert.deepEqual(written, wantEvents, 'events written');
