@@ -138,9 +138,10 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     reply.header('x-request-id', req.id);
     done();
   });
-  // JSON only; an empty body is "no body" (routes whose body is optional accept it).
+  // JSON only (its parameters, `charset=utf-8` say, allowed); an empty body is
+  // "no body" (routes whose body is optional accept it).
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser(/^application\/(.+\+)?json$/, { parseAs: 'string' }, (_req, body, done) => {
+  app.addContentTypeParser(/^application\/([^;\s]+\+)?json\s*(;.*)?$/i, { parseAs: 'string' }, (_req, body, done) => {
     const text = typeof body === 'string' ? body : body.toString('utf8');
     if (text.trim() === '') return done(null, undefined);
     try {

@@ -245,6 +245,17 @@ function checkJsonAt(v: unknown, path: string, depth: number): void {
   throw new InvalidEvent(`${path}: a ${typeof v} is not JSON`);
 }
 
+/**
+ * Whether JSON text (as JSON.stringify writes it) holds a string that not every
+ * reader of the log can hold: U+0000 (PostgreSQL's text and jsonb refuse it)
+ * or a lone surrogate (no canonical JSON form, so no audit entry). JSON.stringify
+ * writes both, and only those besides other control characters, as \u escapes;
+ * an escape is one where the run of backslashes before the u is odd.
+ */
+function unholdable(json: string): boolean {
+  return json.includes('\\u') && /(?<!\\)(?:\\\\)*\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})/.test(json);
+}
+
 export type CheckedEvent = { id: string; type: string; data: string; metadata: string; dataValue: JsonObject; metadataValue: EventMetadata };
 
 export function checkAppend(stream: string, events: readonly NewEvent[], expected: ExpectedRevision, newId: () => string): CheckedEvent[] {
@@ -274,6 +285,7 @@ export function checkAppend(stream: string, events: readonly NewEvent[], expecte
     const data = JSON.stringify(e.data);
     const metadata = JSON.stringify(m);
     if (data.length + metadata.length > EVENT_MAX_BYTES) throw new InvalidEvent(`event ${i}: larger than ${EVENT_MAX_BYTES} bytes`);
+    if (unholdable(data) || unholdable(metadata)) throw new InvalidEvent(`event ${i}: a string holds U+0000 or a lone surrogate, which the read side and the audit chain cannot hold`);
     return { id, type: e.type, data, metadata, dataValue: e.data, metadataValue: m as EventMetadata };
   });
 }

@@ -18,6 +18,7 @@ import type { MerchantSites } from '../adapters/merchants/sites.ts';
 import type { Auth, Authenticator, AuthMode, Role } from './auth.ts';
 import { ApiError, errorResponse, sendResponse, toIssues } from './errors.ts';
 import { checkKey, type IdempotencyStore, requestHash } from './idempotency.ts';
+import { checkInputText } from './input-text.ts';
 import type { RateLimiter } from './ratelimit.ts';
 
 // One way to declare a route: its zod schemas (params, query, body, responses),
@@ -161,6 +162,9 @@ export function defineRoute<P, Q, B, M extends AuthMode>(app: FastifyInstance, d
     handler: async (req, reply) => {
       const auth = (deps.auth.cached(req, spec.auth, spec.scope) ?? (await deps.auth.authenticate(req, spec.auth, spec.scope, spec.minRole))) as AuthFor<M>;
       if (auth.kind === 'api_key') deps.rateLimiter.take(auth.keyId);
+      checkInputText(req.params, 'invalid_params', 'path');
+      checkInputText(req.query, 'invalid_query', 'query');
+      checkInputText(req.body, 'invalid_body', 'body');
       const params = parseOr400(spec.params, req.params, 'invalid_params', 'path');
       const query = parseOr400(spec.query, req.query, 'invalid_query', 'query');
       let rawBody = req.body;

@@ -33,3 +33,21 @@ t.test('objects without a prototype and arrays of every JSON kind are accepted, 
   const [e] = append(data);
   t.same(JSON.parse(e!.data), JSON.parse(JSON.stringify(data)));
 });
+
+t.test('strings the read side and the audit chain cannot hold are refused: U+0000 and lone surrogates, in values and keys', async (t) => {
+  for (const [data, what] of [
+    [{ name: 'a\u0000b' }, 'U+0000 in a value'],
+    [{ ['k\u0000']: 1 }, 'U+0000 in a key'],
+    [{ deep: [{ x: '\ud800' }] }, 'a lone high surrogate'],
+    [{ x: 'tail\udfff' }, 'a lone low surrogate'],
+    [{ x: '\udc00\ud800' }, 'surrogates in the wrong order'],
+  ] as const) {
+    t.throws(() => append(data), InvalidEvent, what);
+  }
+  t.throws(() => checkAppend('edge-1', [{ type: 'test.a', data: {}, metadata: { org_id: 'org_edge', note: '\u0000' } }], 'any', randomUUID), InvalidEvent, 'in metadata too');
+  // What looks like an escape but is text stays accepted; other control characters and pairs too.
+  for (const data of [{ x: '\\u0000' }, { x: '\\\\\\ud800' }, { x: '\u0001\u001f' }, { x: '😀' }, { ['\\u0000']: '\ud83d\ude00' }]) {
+    const [e] = append(data);
+    t.same(JSON.parse(e!.data), data, `accepted: ${JSON.stringify(data)}`);
+  }
+});

@@ -1,0 +1,61 @@
+import { ApiError } from './errors.ts';
+
+// What a request may carry into the ledger: text every reader of the log can
+// hold, nested no deeper than an event takes. PostgreSQL's text and jsonb
+// refuse U+0000, and a lone surrogate has no canonical JSON form (no audit
+// entry could seal it); the event store refuses both as well (checkAppend), so
+// this check is what turns them into the spec's 400 before anything runs.
+
+/** Deeper than this a request's JSON is refused (an event's data takes 64 levels; routes nest bodies a few levels down). */
+export const INPUT_MAX_DEPTH = 32;
+
+const SUSPECT = /[\u0000\uD800-\uDFFF]/;
+
+function badString(s: string): string | undefined {
+  if (!SUSPECT.test(s)) return undefined;
+  if (s.includes('\u0000')) return 'must not contain the character U+0000';
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdbff) {
+      const n = s.charCodeAt(i + 1);
+      if (n >= 0xdc00 && n <= 0xdfff) {
+        i++;
+        continue;
+      }
+      return 'must not contain a lone surrogate (text must be well-formed Unicode)';
+    }
+    if (c >= 0xdc00 && c <= 0xdfff) return 'must not contain a lone surrogate (text must be well-formed Unicode)';
+  }
+  return undefined;
+}
+
+type Found = { path: (string | number)[]; message: string };
+
+function find(v: unknown, path: (string | number)[]): Found | undefined {
+  if (typeof v === 'string') {
+    const m = badString(v);
+    return m ? { path, message: m } : undefined;
+  }
+  if (typeof v !== 'object' || v === null) return undefined;
+  if (path.length >= INPUT_MAX_DEPTH) return { path, message: `nested deeper than ${INPUT_MAX_DEPTH} levels` };
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) {
+      const f = find(v[i], [...path, i]);
+      if (f) return f;
+    }
+    return undefined;
+  }
+  for (const k of Object.keys(v)) {
+    const km = badString(k);
+    if (km) return { path: [...path, k], message: `member name ${km}` };
+    const f = find((v as Record<string, unknown>)[k], [...path, k]);
+    if (f) return f;
+  }
+  return undefined;
+}
+
+/** Refuses (400 `code`) a request part the ledger could not hold, naming where. */
+export function checkInputText(value: unknown, code: string, what: string): void {
+  const f = find(value, []);
+  if (f) throw new ApiError(400, code, `the ${what} is invalid`, { issues: [{ path: f.path, code: 'custom', message: f.message }] });
+}
