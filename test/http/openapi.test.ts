@@ -34,3 +34,14 @@ t.test('every registered route is documented', async (t) => {
   t.match(projects.responses['400'], { description: /slug_invalid.*slug_reserved.*slug_conflict/ });
   t.ok(doc.paths['/v1/projects/{id}']!.get!.responses['404']);
 });
+
+t.test('every operation an API key can call names the scope it needs (deprecated paths too)', async (t) => {
+  const doc = (await app.inject({ method: 'GET', url: '/openapi.json' })).json() as { paths: Record<string, Record<string, { security?: Record<string, unknown>[]; 'x-scope'?: string }>> };
+  const unscoped = Object.entries(doc.paths).flatMap(([path, ops]) =>
+    Object.entries(ops)
+      .filter(([, op]) => op.security?.some((s) => 'apiKey' in s) && !op['x-scope'])
+      .map(([method]) => `${method.toUpperCase()} ${path}`),
+  );
+  // whoami tells any key what it is.
+  t.same(unscoped, ['GET /v1/whoami']);
+});
