@@ -3,8 +3,7 @@ import { z } from 'zod';
 import { type ActiveOrg, orgDecider, orgStream } from '../../commands/org.ts';
 import { cascadeProjectDeletion, ProjectCascadeReactor } from '../reactors/project-cascade.ts';
 import { PROJECTS_LIST_DEFAULT, PROJECTS_LIST_MAX } from '../limits.ts';
-import { insufficientRole } from './errors.ts';
-import { ApiError } from './errors.ts';
+import { ApiError, forbidden, insufficientRole } from './errors.ts';
 import { newId } from './ids.ts';
 import { projectView } from './orgs.ts';
 import { defineRoute, READ_SIDE_HEADER, type AppDeps } from './route.ts';
@@ -35,6 +34,11 @@ async function projectOf(deps: AppDeps, orgId: string, id: string): Promise<z.in
     const { rows } = await deps.db.query<z.infer<typeof Project>>(`SELECT ${PROJECT_COLUMNS} FROM projects WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL`, [orgId, id]);
     return rows[0];
   })) as z.infer<typeof Project> | undefined;
+}
+
+/** A key bound to one project manages that project only (spec Part 5: "a project-scoped key managing another project answers 403 forbidden"). */
+function mayManage(auth: { projectBound: boolean; projectId: string }, projectId: string | undefined): void {
+  if (auth.projectBound && projectId !== auth.projectId) throw forbidden('this API key is bound to another project');
 }
 
 export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
@@ -95,6 +99,7 @@ export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promis
     errors: [[400, 'invalid_body'], [400, 'slug_invalid'], [400, 'slug_reserved'], [400, 'slug_conflict'], [401, 'unauthorized'], [403, 'forbidden']],
     idempotent: true,
     async handler({ auth, body, run }) {
+      mayManage(auth, undefined);
       const projectId = newId('prj');
       const r = await run(orgDecider, orgStream(auth.orgId), {
         type: 'create_project',
@@ -140,6 +145,7 @@ export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promis
     errors: [[400, 'invalid_body'], [400, 'slug_invalid'], [400, 'slug_reserved'], [400, 'slug_conflict'], [401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
     idempotent: true,
     async handler({ auth, params, body, run }) {
+      mayManage(auth, params.id);
       const r = await run(orgDecider, orgStream(auth.orgId), {
         type: 'update_project',
         projectId: params.id,
@@ -165,6 +171,7 @@ export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promis
     idempotent: true,
     async handler(ctx) {
       const { auth, params, run, deps, req } = ctx;
+      mayManage(auth, params.id);
       // Consumer records live in their own streams; a project holding any keeps
       // them reachable, so it cannot be deleted (checked on the read model, which
       // the consumer's own creation waited for).

@@ -159,3 +159,28 @@ t.test('envelope: request ids, unknown routes, bad bodies', async (t) => {
   t.ok(wrong.json().error.details.issues.length >= 2);
   void ledger;
 });
+
+t.test('a key bound to one project manages that project only (403 forbidden elsewhere, nothing written)', async (t) => {
+  const org = await bootstrapOrg(app, 'Bound');
+  const mine = (await app.inject({ method: 'POST', url: '/v1/projects', headers: org.key, payload: { name: 'Mine', slug: 'mine' } })).json();
+  const theirs = (await app.inject({ method: 'POST', url: '/v1/projects', headers: org.key, payload: { name: 'Theirs', slug: 'theirs' } })).json();
+  const key = (await app.inject({ method: 'POST', url: '/v1/api-keys', headers: org.owner, payload: { name: 'bound', environment: 'test', project_id: mine.id } })).json().key;
+  const bound = { authorization: `Bearer ${key}` };
+  const head = await ledger.store.headPosition();
+  for (const [method, url, payload] of [
+    ['PATCH', `/v1/projects/${theirs.id}`, { name: 'hijack' }],
+    ['PATCH', `/v1/projects/${theirs.id}`, { is_default: true }],
+    ['DELETE', `/v1/projects/${theirs.id}`, undefined],
+    ['POST', '/v1/projects', { name: 'New', slug: 'new-one' }],
+  ] as const) {
+    const r = await app.inject({ method, url, headers: bound, ...(payload ? { payload } : {}) });
+    t.equal(r.statusCode, 403, `${method} ${url}`);
+    t.same(r.json(), { error: 'forbidden', message: 'this API key is bound to another project', status: 403 });
+  }
+  t.equal(await ledger.store.headPosition(), head, 'nothing written');
+  const still = await app.inject({ method: 'GET', url: `/v1/projects/${theirs.id}`, headers: org.key });
+  t.match(still.json(), { name: 'Theirs', is_default: false });
+  const own = await app.inject({ method: 'PATCH', url: `/v1/projects/${mine.id}`, headers: bound, payload: { name: 'Mine, renamed' } });
+  t.equal(own.statusCode, 200, 'its own project it manages');
+  t.equal(own.json().name, 'Mine, renamed');
+});
