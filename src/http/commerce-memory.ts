@@ -24,22 +24,15 @@ import type { ApiKeyAuth } from './auth.ts';
 import { ApiError } from './errors.ts';
 import { newId } from './ids.ts';
 import { type AppDeps, type Ctx, defineRoute } from './route.ts';
-import { IdParam, Timestamp, isoText as TS } from './schemas.ts';
+import { IdParam, Instant, Timestamp, isoText as TS } from './schemas.ts';
 
 // Commerce memory (spec 4.8): counterparties (also under the deprecated
 // /v1/commerce-memory/counterparties, same shapes), their preferences, and
 // interactions. Insights and negotiations: src/http/commerce-memory-insights.ts.
 
+export { Instant };
+
 export const Metadata = z.record(z.string(), z.unknown()).refine((m) => JSON.stringify(m).length <= 32_768 && Object.keys(m).length <= 64, 'at most 64 keys and 32 KB');
-/** An instant as ISO 8601 with an offset; normalized to UTC milliseconds. */
-export const Instant = z.iso
-  .datetime({ offset: true })
-  .refine((s) => {
-    const y = new Date(s).getUTCFullYear();
-    // A text that is no date at all has its issue already.
-    return Number.isNaN(y) || (y >= 1970 && y <= 9999);
-  }, 'a time between 1970 and 9999')
-  .transform((s) => new Date(s));
 export const Currency = z.string().regex(/^[A-Z][A-Z0-9]{2,9}$/, 'an upper-case currency code (ISO 4217 or a token symbol)');
 /** Amounts in minor units on the wire: JSON integers, kept below 10^15 so window sums stay exact as JSON numbers in practice. */
 export const AmountMinor = z.int().min(0).max(1_000_000_000_000_000);

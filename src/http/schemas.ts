@@ -11,6 +11,19 @@ export const ErrorEnvelope = z
 
 export const Timestamp = z.string().meta({ format: 'date-time' });
 
+/**
+ * An instant as ISO 8601 with an offset (a query's or a body's), normalized to
+ * a Date; bounded to what every reader (PostgreSQL's timestamptz included) holds.
+ */
+export const Instant = z.iso
+  .datetime({ offset: true })
+  .refine((s) => {
+    const y = new Date(s).getUTCFullYear();
+    // A text that is no date at all has its issue already.
+    return Number.isNaN(y) || (y >= 1970 && y <= 9999);
+  }, 'a time between 1970 and 9999')
+  .transform((s) => new Date(s));
+
 export const Project = z
   .object({
     id: z.string(),

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { Tenant } from '../../commands/consumer.ts';
 import { RawHttpError } from './errors.ts';
 import { defineRoute, type AppDeps } from './route.ts';
-import { Timestamp, isoText as TS } from './schemas.ts';
+import { Instant, Timestamp, isoText as TS } from './schemas.ts';
 import { readToolCall, tenantOf, ToolCallView } from './sessions.ts';
 
 // Tool calls (spec 2 Tool call, 4.3): the list (before, since, limit,
@@ -71,7 +71,7 @@ export async function toolCallRoutes(app: FastifyInstance, deps: AppDeps): Promi
     scope: 'sessions:read',
     query: z.object({
       before: z.string().max(40).optional(),
-      since: z.iso.datetime({ offset: true }).optional(),
+      since: Instant.optional(),
       limit: z.coerce.number().int().min(1).max(TOOL_CALL_LIST_MAX).default(50),
       count_only: z.enum(['true', 'false']).default('false'),
     }),
@@ -83,7 +83,7 @@ export async function toolCallRoutes(app: FastifyInstance, deps: AppDeps): Promi
       const params: unknown[] = [t.orgId, t.projectId];
       let where = 'org_id = $1 AND project_id = $2';
       if (query.since) {
-        params.push(query.since);
+        params.push(query.since.toISOString());
         where += ` AND called_at >= $${params.length}`;
       }
       if (query.before) {

@@ -116,6 +116,10 @@ t.test('tool calls in the audit chain verify; count_only; before/since paging', 
   await c.execute(s.id, 'clima/get_forecast', { city: 'Recife' });
   t.same((await c.call('GET', `/v1/tool-calls?count_only=true&since=${encodeURIComponent(since)}`)).body, { count: 1 });
   t.match(await c.call('GET', '/v1/tool-calls?count_only=maybe'), { status: 400, body: { error: { code: 'invalid_query' } } });
+  // An offset PostgreSQL would refuse is read as the instant it names; a year it cannot hold is a 400 (both were 500).
+  const everything = (await c.call('GET', '/v1/tool-calls?count_only=true')).body;
+  t.match(await c.call('GET', `/v1/tool-calls?count_only=true&since=${encodeURIComponent('2000-01-01T12:00:00+16:00')}`), { status: 200, body: everything });
+  t.match(await c.call('GET', `/v1/tool-calls?since=${encodeURIComponent('0000-01-01T00:00:00Z')}`), { status: 400, body: { error: { code: 'invalid_query' } } });
   await c.close(s.id);
 });
 
