@@ -5,7 +5,8 @@ import { type Endpoint, ownEndpoint, webhookDecider, webhookStream, type Webhook
 import { businessEventTypes } from '../../events/index.ts';
 import { checkResolved, checkUrl, UnsafeTarget } from '../adapters/outbound-http.ts';
 import { loadState } from '../eventstore/handler.ts';
-import type { WebhookDispatcher } from '../reactors/webhooks.ts';
+import { endpointMatchesEventSql, eventServerIdSql, type WebhookDispatcher } from '../reactors/webhooks.ts';
+import { clampAuditLimit } from './audit.ts';
 import { ApiError } from './errors.ts';
 import { newId } from './ids.ts';
 import { defineRoute, type AppDeps, type RunCommand } from './route.ts';
@@ -70,7 +71,12 @@ async function safeUrl(deps: AppDeps, raw: string): Promise<string> {
 }
 
 const notFound = () => new ApiError(404, 'not_found', 'webhook endpoint not found');
-const clamp50 = z.coerce.number().catch(50).transform((n) => (Number.isFinite(n) ? Math.min(200, Math.max(1, Math.trunc(n))) : 50)).default(50);
+/** `limit` read as the audit events list reads it: clamped 1..200; absent, empty, 0 or not a number gives 50, negative 1. */
+const clamp50 = z
+  .unknown()
+  .optional()
+  .transform(clampAuditLimit)
+  .meta({ type: 'integer', minimum: 1, maximum: 200, description: 'clamped 1..200; absent, empty, 0 or not a number gives 50' });
 const DeliveryId = z.string().regex(/^\d{1,19}$/);
 
 function dispatcher(deps: AppDeps): WebhookDispatcher {
@@ -345,15 +351,16 @@ export async function webhookRoutes(app: FastifyInstance, deps: AppDeps): Promis
     method: 'POST',
     url: '/v1/webhook-endpoints/retry-pending',
     operationId: 'retryPendingWebhooks',
-    summary: 'Drain the project’s retry queue now: every pending delivery of its active endpoints',
+    summary: 'Drain the project’s retry queue now: one attempt at every pending delivery of its active endpoints; a failure waits for its next scheduled retry',
     tags: ['webhooks'],
     auth: 'api_key',
     scope: 'webhooks:write',
     responses: { 200: z.object({ scanned: z.number().int(), redispatched: z.number().int(), delivered: z.number().int(), failed: z.number().int(), dead: z.number().int() }) },
     errors: [[401, 'unauthorized'], [403, 'forbidden'], [503, 'webhooks_unavailable']],
     async handler({ auth, deps }) {
+      // Each pending delivery is attempted at most once; a failure waits for its next scheduled retry.
       const c = await dispatcher(deps).drain({ orgId: auth.orgId, projectId: auth.projectId, all: true });
-      return { status: 200, body: { ...c, redispatched: c.scanned } };
+      return { status: 200, body: c };
     },
   });
 
@@ -373,18 +380,30 @@ export async function webhookRoutes(app: FastifyInstance, deps: AppDeps): Promis
     async handler({ auth, params, query, deps }) {
       const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(params.event_id);
       const ev = uuid
-        ? (await deps.db.query<{ id: string; event_type: string }>(`SELECT id::text, event_type FROM webhook_events WHERE id = $1 AND org_id = $2 AND (project_id IS NULL OR project_id = $3)`, [params.event_id, auth.orgId, auth.projectId])).rows[0]
+        ? (await deps.db.query<{ id: string; event_type: string; server_id: string | null }>(`SELECT id::text, event_type, ${eventServerIdSql('payload')} AS server_id FROM webhook_events WHERE id = $1 AND org_id = $2 AND (project_id IS NULL OR project_id = $3)`, [params.event_id, auth.orgId, auth.projectId])).rows[0]
         : undefined;
       if (!ev) throw new ApiError(404, 'not_found', 'event not found');
+      // The project's endpoints that subscribe to the event, by the live dispatcher's own rule (server_id binding included).
+      const matching = async (triggerId?: string) =>
+        (
+          await deps.db.query<{ id: string; status: string }>(
+            `SELECT w.id, w.status FROM webhook_events x JOIN webhook_endpoints w ON ${endpointMatchesEventSql('w', 'x')}
+             WHERE x.id = $1 AND w.project_id = $2 ${triggerId !== undefined ? 'AND w.id = $3' : ''} ORDER BY w.created_position`,
+            triggerId !== undefined ? [ev.id, auth.projectId, triggerId] : [ev.id, auth.projectId],
+          )
+        ).rows;
       let targets: { id: string }[];
       if (query.trigger_id) {
         const w = await readEndpoint(deps, auth, query.trigger_id);
         if (!w) throw new ApiError(404, 'trigger_not_found', 'trigger not found');
         if (w.event !== ev.event_type) throw new ApiError(400, 'trigger_event_mismatch', 'the trigger subscribes to another event type', { trigger_event: w.event, event_type: ev.event_type });
+        if ((await matching(w.id)).length === 0) {
+          throw new ApiError(400, 'trigger_event_mismatch', 'the trigger is bound to another provider (server_id) than the event', { trigger_event: w.event, event_type: ev.event_type, trigger_server_id: w.server_id, event_server_id: ev.server_id });
+        }
         if (w.status !== 'active') throw new ApiError(409, 'trigger_not_active', 'the trigger is not active', { status: w.status });
         targets = [{ id: w.id }];
       } else {
-        targets = (await deps.db.query<{ id: string }>(`SELECT id FROM webhook_endpoints WHERE org_id = $1 AND project_id = $2 AND event = $3 AND status = 'active' AND NOT deleted`, [auth.orgId, auth.projectId, ev.event_type])).rows;
+        targets = (await matching()).filter((w) => w.status === 'active');
       }
       for (const t of targets) {
         await deps.db.query(`INSERT INTO webhook_deliveries (trigger_id, event_id, org_id, project_id, kind, next_attempt_at) VALUES ($1, $2, $3, $4, 'replay', now())`, [t.id, ev.id, auth.orgId, auth.projectId]);

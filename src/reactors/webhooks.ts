@@ -1,5 +1,6 @@
 import { createHmac, randomInt } from 'node:crypto';
 import { SEALER_OUTPUT_TYPES } from '../../events/audit.ts';
+import { isAuditStream } from '../audit/chain.ts';
 import { webhookDecider, webhookStream } from '../../commands/webhook.ts';
 import { guardedRequest, type AllowedTargets } from '../adapters/outbound-http.ts';
 import type { Vault } from '../adapters/vault.ts';
@@ -99,11 +100,25 @@ export async function migrateWebhooks(db: Db): Promise<void> {
   });
 }
 
-/** The provider an event concerns (its data's server_id), which endpoints bound to a server_id match on. */
-const serverIdOf = (data: unknown): string | null => {
-  const v = data && typeof data === 'object' ? (data as { server_id?: unknown }).server_id : undefined;
-  return typeof v === 'string' ? v : null;
-};
+/** The provider a stored event concerns, in SQL over its payload: the data's server_id when that is a string. */
+export const eventServerIdSql = (payload: string): string => `(CASE WHEN jsonb_typeof(${payload}->'server_id') = 'string' THEN ${payload}->>'server_id' END)`;
+
+/**
+ * The one rule that says whether endpoint `w` (a webhook_endpoints row)
+ * subscribes to stored event `x` (a webhook_events row), used by live dispatch
+ * and by replay: same organization, the endpoint's project when the event has
+ * one, the subscribed event type, not deleted, and, for an endpoint bound to a
+ * provider (server_id), an event that concerns that provider or none.
+ * Live dispatch adds that the endpoint existed before the event; replay, that
+ * it is active.
+ */
+export const endpointMatchesEventSql = (w: string, x: string): string =>
+  `(${w}.org_id = ${x}.org_id AND ${w}.event = ${x}.event_type AND NOT ${w}.deleted
+    AND (${x}.project_id IS NULL OR ${w}.project_id = ${x}.project_id)
+    AND (${w}.server_id IS NULL OR coalesce(${eventServerIdSql(`${x}.payload`)}, ${w}.server_id) = ${w}.server_id))`;
+
+/** Deliveries claimed per round of a drain. */
+const DRAIN_BATCH = 50;
 
 export type StoredEvent = { id: string; source: string; event_type: string; payload: Record<string, unknown>; received_at: string };
 
@@ -164,10 +179,12 @@ export class WebhookDispatcher {
   }
 
   private async dispatch(batch: readonly RecordedEvent[], last: Position): Promise<void> {
-    const events = batch.filter((e) => !SEALER_OUTPUT_TYPES.has(e.type) && !e.streamName.startsWith('audit'));
+    // Only the sealer's own output (the chain and its checkpoints) is not a business event;
+    // audit configuration and incidents (audit_config-, audit_incident- streams) are.
+    const events = batch.filter((e) => !SEALER_OUTPUT_TYPES.has(e.type) && !isAuditStream(e.streamName));
     await this.db.transaction(async (tx) => {
       if (events.length > 0) {
-        const rows = events.map((e) => ({ id: e.id, org_id: e.metadata.org_id, project_id: (e.metadata.project_id as string | null | undefined) ?? null, event_type: e.type, payload: e.data, received_at: e.recordedAt, position: e.position, server_id: serverIdOf(e.data) }));
+        const rows = events.map((e) => ({ id: e.id, org_id: e.metadata.org_id, project_id: (e.metadata.project_id as string | null | undefined) ?? null, event_type: e.type, payload: e.data, received_at: e.recordedAt, position: e.position }));
         await tx.query(
           `INSERT INTO webhook_events (id, org_id, project_id, event_type, payload, received_at, position)
            SELECT id, org_id, project_id, event_type, payload, received_at, position
@@ -175,23 +192,25 @@ export class WebhookDispatcher {
            ON CONFLICT (id) DO NOTHING`,
           [JSON.stringify(rows)],
         );
-        // One pending delivery per matching endpoint that existed before the event.
+        // One pending delivery per matching endpoint that existed before the event (matched on the stored event, as replay does).
         await tx.query(
           `INSERT INTO webhook_deliveries (trigger_id, event_id, org_id, project_id, kind, next_attempt_at)
            SELECT w.id, x.id, w.org_id, w.project_id, 'original', $2
-           FROM json_to_recordset($1::json) AS x(id uuid, org_id text, project_id text, event_type text, position text, server_id text)
-           JOIN webhook_endpoints w ON w.org_id = x.org_id AND w.event = x.event_type AND NOT w.deleted AND w.created_position < x.position
-             AND (x.project_id IS NULL OR w.project_id = x.project_id)
-             AND (w.server_id IS NULL OR x.server_id IS NULL OR w.server_id = x.server_id)
+           FROM webhook_events x JOIN webhook_endpoints w ON ${endpointMatchesEventSql('w', 'x')} AND w.created_position < x.position
+           WHERE x.id = ANY($1::uuid[])
            ON CONFLICT DO NOTHING`,
-          [JSON.stringify(rows), this.now().toISOString()],
+          [rows.map((r) => r.id), this.now().toISOString()],
         );
       }
       await advanceCheckpoint(tx, DISPATCHER_NAME, last);
     });
   }
 
-  /** Sends due deliveries of active endpoints (all pending ones of a project when `all`). */
+  /**
+   * Sends due deliveries of active endpoints (all pending ones of a project,
+   * due or not, when `all`). One call attempts each delivery at most once: a
+   * failed attempt is scheduled for its next retry and left for a later call.
+   */
   drain(scope: { orgId?: string; projectId?: string; all?: boolean }): Promise<DrainCounts> {
     if (!scope.orgId) {
       this.draining ??= this.drainOnce(scope).finally(() => (this.draining = undefined));
@@ -202,9 +221,13 @@ export class WebhookDispatcher {
 
   private async drainOnce(scope: { orgId?: string; projectId?: string; all?: boolean }): Promise<DrainCounts> {
     const counts: DrainCounts = { scanned: 0, redispatched: 0, delivered: 0, failed: 0, dead: 0 };
+    // The pass walks the queue once, in id order: a delivery that just failed is
+    // pending again (and, with `all`, not filtered out by its next_attempt_at),
+    // so only ids above the last claimed one are taken.
+    let after = 0n;
     for (;;) {
-      const params: unknown[] = [50];
-      let where = `d.status = 'pending' AND (d.claimed_until IS NULL OR d.claimed_until < now()) AND w.status = 'active' AND NOT w.deleted`;
+      const params: unknown[] = [DRAIN_BATCH, after.toString()];
+      let where = `d.id > $2::bigint AND d.status = 'pending' AND (d.claimed_until IS NULL OR d.claimed_until < now()) AND w.status = 'active' AND NOT w.deleted`;
       if (!scope.all) {
         params.push(this.now().toISOString());
         where += ` AND d.next_attempt_at <= $${params.length}`;
@@ -226,9 +249,15 @@ export class WebhookDispatcher {
       );
       if (rows.length === 0) return counts;
       counts.scanned += rows.length;
-      const results = await Promise.all(rows.map((r) => this.send(r)));
-      for (const res of results) counts[res]++;
-      if (!scope.all && rows.length < 50) return counts;
+      for (const r of rows) if (BigInt(r.id) > after) after = BigInt(r.id);
+      // A send that threw (no attempt stored, or an auto-pause that failed) counts as scanned only; an unfinished claim lapses for a later pass.
+      const results = await Promise.allSettled(rows.map((r) => this.send(r)));
+      for (const res of results) {
+        if (res.status !== 'fulfilled') continue;
+        counts.redispatched++;
+        counts[res.value]++;
+      }
+      if (rows.length < DRAIN_BATCH) return counts;
     }
   }
 
