@@ -54,8 +54,14 @@ function find(v: unknown, path: (string | number)[]): Found | undefined {
   return undefined;
 }
 
-/** Refuses (400 `code`) a request part the ledger could not hold, naming where. */
-export function checkInputText(value: unknown, code: string, what: string): void {
+/**
+ * Refuses (400 `code`) a request part the ledger could not hold, naming where;
+ * `codes` gives a top-level member a code of its own (the spec's
+ * invalid_purpose_encoding for a mandate's purpose, say).
+ */
+export function checkInputText(value: unknown, code: string, what: string, codes?: Readonly<Record<string, string>>): void {
   const f = find(value, []);
-  if (f) throw new ApiError(400, code, `the ${what} is invalid`, { issues: [{ path: f.path, code: 'custom', message: f.message }] });
+  if (!f) return;
+  const own = typeof f.path[0] === 'string' ? codes?.[f.path[0]] : undefined;
+  throw new ApiError(400, own ?? code, `the ${what} is invalid`, { issues: [{ path: f.path, code: 'custom', message: f.message }] });
 }

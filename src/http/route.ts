@@ -104,6 +104,8 @@ export type RouteSpec<P = unknown, Q = unknown, B = unknown, M extends AuthMode 
   body?: z.ZodType<B>;
   /** Whether a body may be omitted (treated as {}). */
   bodyOptional?: boolean;
+  /** Codes of its own for a top-level body member holding text the ledger cannot hold (src/http/input-text.ts); else invalid_body. */
+  textCodes?: Readonly<Record<string, string>>;
   responses: Record<number, z.ZodType | null>;
   errors?: ReadonlyArray<readonly [number, string]>;
   idempotent?: boolean;
@@ -162,15 +164,16 @@ export function defineRoute<P, Q, B, M extends AuthMode>(app: FastifyInstance, d
     handler: async (req, reply) => {
       const auth = (deps.auth.cached(req, spec.auth, spec.scope) ?? (await deps.auth.authenticate(req, spec.auth, spec.scope, spec.minRole))) as AuthFor<M>;
       if (auth.kind === 'api_key') deps.rateLimiter.take(auth.keyId);
-      checkInputText(req.params, 'invalid_params', 'path');
-      checkInputText(req.query, 'invalid_query', 'query');
-      checkInputText(req.body, 'invalid_body', 'body');
       const params = parseOr400(spec.params, req.params, 'invalid_params', 'path');
       const query = parseOr400(spec.query, req.query, 'invalid_query', 'query');
       let rawBody = req.body;
       if (rawBody === undefined && spec.bodyOptional) rawBody = {};
       if (spec.body && rawBody === undefined) throw new ApiError(400, 'invalid_body', 'a JSON body is required', { issues: [{ path: [], code: 'required', message: 'body required' }] });
       const body = parseOr400(spec.body, rawBody, 'invalid_body', 'body');
+      // What the route takes, after its own rules (a code of its own first, say invalid_purpose_encoding).
+      checkInputText(params, 'invalid_params', 'path');
+      checkInputText(query, 'invalid_query', 'query');
+      checkInputText(body, 'invalid_body', 'body', spec.textCodes);
       // Whether this request has had a write acknowledged (its Idempotency-Key is then never released).
       let wrote = false;
       const ctx: Ctx<P, Q, B, AuthFor<M>> = {
@@ -205,7 +208,13 @@ export function defineRoute<P, Q, B, M extends AuthMode>(app: FastifyInstance, d
 
       checkKey(idemKey);
       const env = auth.kind === 'api_key' ? auth.environment : 'service';
-      const hash = requestHash(spec.method, req.url.split('?')[0]!, req.body);
+      let hash: string;
+      try {
+        hash = requestHash(spec.method, req.url.split('?')[0]!, req.body);
+      } catch {
+        // No canonical form (a member the route ignores holds a lone surrogate, or nests past any limit).
+        throw new ApiError(400, 'invalid_body', 'the body is invalid', { issues: [{ path: [], code: 'custom', message: 'the body has no canonical JSON form (well-formed text, bounded nesting)' }] });
+      }
       const begun = await deps.idempotency.begin(auth.orgId, env, idemKey, hash);
       if (begun.kind === 'replay') {
         return sendResponse(reply, { ...begun.response, headers: { ...begun.response.headers, 'idempotent-replayed': 'true' } });
