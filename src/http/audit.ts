@@ -160,8 +160,10 @@ const ThresholdPatch = z.strictObject({
   cold_max_staleness_seconds: z.number().int().min(1).max(2_147_483_647).optional(),
 });
 
+// Control characters stripped (spec: "max 8000 chars after control stripping"),
+// and a lone surrogate made U+FFFD, so the text is one the ledger can hold.
 // eslint-disable-next-line no-control-regex
-const stripControls = (s: string) => s.replace(/[\u0000-\u001f\u007f]/g, '');
+const stripControls = (s: string) => s.replace(/[\u0000-\u001f\u007f]/g, '').replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g, '\uFFFD');
 const fieldInvalid = (field: string, reason: string) => new ApiError(400, 'field_invalid', `${field} is invalid: ${reason}`, { field, reason });
 
 /** The acknowledge body, checked in the spec's order; one field_invalid names the first bad field. */
@@ -342,6 +344,7 @@ export async function auditRoutes(app: FastifyInstance, deps: AppDeps): Promise<
     minRole: 'admin',
     params: z.object({ id: z.string().min(1).max(100) }),
     body: z.record(z.string(), z.unknown()),
+    bodyText: { resolution_summary: null, incident_reference: null },
     responses: { 200: z.object({ incident: Incident.extend({ acknowledgement: z.record(z.string(), z.unknown()) }) }) },
     errors: [[400, 'pending_assessment_not_terminal'], [400, 'field_invalid'], [401, 'unauthorized'], [403, 'human_session_required'], [403, 'insufficient_role'], [404, 'not_found'], [409, 'incident_already_acknowledged']],
     idempotent: true,

@@ -55,13 +55,26 @@ function find(v: unknown, path: (string | number)[]): Found | undefined {
 }
 
 /**
- * Refuses (400 `code`) a request part the ledger could not hold, naming where;
- * `codes` gives a top-level member a code of its own (the spec's
- * invalid_purpose_encoding for a mandate's purpose, say).
+ * How a route treats the text of some top-level body members: a code of its
+ * own for text the ledger cannot hold (a mandate's purpose:
+ * invalid_purpose_encoding), or null where the route makes the member's text
+ * holdable itself (control characters stripped, say), so the check passes it by.
  */
-export function checkInputText(value: unknown, code: string, what: string, codes?: Readonly<Record<string, string>>): void {
-  const f = find(value, []);
+export type BodyText = Readonly<Record<string, string | null>>;
+
+/** Refuses (400 `code`) a request part the ledger could not hold, naming where. */
+export function checkInputText(value: unknown, code: string, what: string, rules?: BodyText): void {
+  let f: Found | undefined;
+  if (rules && typeof value === 'object' && value !== null && !Array.isArray(value)) {
+    for (const k of Object.keys(value)) {
+      if (rules[k] === null) continue;
+      f = find({ [k]: (value as Record<string, unknown>)[k] }, []);
+      if (f) break;
+    }
+  } else {
+    f = find(value, []);
+  }
   if (!f) return;
-  const own = typeof f.path[0] === 'string' ? codes?.[f.path[0]] : undefined;
+  const own = typeof f.path[0] === 'string' ? rules?.[f.path[0]] : undefined;
   throw new ApiError(400, own ?? code, `the ${what} is invalid`, { issues: [{ path: f.path, code: 'custom', message: f.message }] });
 }

@@ -212,7 +212,7 @@ export async function mandateRoutes(app: FastifyInstance, deps: AppDeps): Promis
     auth: 'api_key',
     scope: 'mandates:write',
     body: z.record(z.string(), z.unknown()),
-    textCodes: { purpose: 'invalid_purpose_encoding' },
+    bodyText: { purpose: 'invalid_purpose_encoding' },
     responses: { 201: MandateView },
     errors: [
       [400, 'missing_required_field'],

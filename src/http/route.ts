@@ -18,7 +18,7 @@ import type { MerchantSites } from '../adapters/merchants/sites.ts';
 import type { Auth, Authenticator, AuthMode, Role } from './auth.ts';
 import { ApiError, errorResponse, sendResponse, toIssues } from './errors.ts';
 import { checkKey, type IdempotencyStore, requestHash } from './idempotency.ts';
-import { checkInputText } from './input-text.ts';
+import { type BodyText, checkInputText } from './input-text.ts';
 import type { RateLimiter } from './ratelimit.ts';
 
 // One way to declare a route: its zod schemas (params, query, body, responses),
@@ -104,8 +104,8 @@ export type RouteSpec<P = unknown, Q = unknown, B = unknown, M extends AuthMode 
   body?: z.ZodType<B>;
   /** Whether a body may be omitted (treated as {}). */
   bodyOptional?: boolean;
-  /** Codes of its own for a top-level body member holding text the ledger cannot hold (src/http/input-text.ts); else invalid_body. */
-  textCodes?: Readonly<Record<string, string>>;
+  /** How the route treats some top-level body members' text the ledger cannot hold (src/http/input-text.ts); else invalid_body. */
+  bodyText?: BodyText;
   responses: Record<number, z.ZodType | null>;
   errors?: ReadonlyArray<readonly [number, string]>;
   idempotent?: boolean;
@@ -173,7 +173,7 @@ export function defineRoute<P, Q, B, M extends AuthMode>(app: FastifyInstance, d
       // What the route takes, after its own rules (a code of its own first, say invalid_purpose_encoding).
       checkInputText(params, 'invalid_params', 'path');
       checkInputText(query, 'invalid_query', 'query');
-      checkInputText(body, 'invalid_body', 'body', spec.textCodes);
+      checkInputText(body, 'invalid_body', 'body', spec.bodyText);
       // Whether this request has had a write acknowledged (its Idempotency-Key is then never released).
       let wrote = false;
       const ctx: Ctx<P, Q, B, AuthFor<M>> = {

@@ -137,9 +137,9 @@ t.test('tamper → broken, one incident, acknowledge checks, health green only a
     if (field === 'pending_assessment_not_terminal') t.equal(r.json().error.code, 'pending_assessment_not_terminal', 'checked first');
     else t.match(r.json().error, { code: 'field_invalid', details: { field, reason } });
   }
-  const withControls = await ack({ ...good, resolution_summary: 'x'.repeat(8000) + '\u0001\u0002', incident_reference: 'INC-\u00071' });
-  t.equal(withControls.statusCode, 200, 'controls stripped before the length check');
-  t.match(withControls.json().incident, { status: 'acknowledged', anpd_notification_status: 'not_required', acknowledgement: { incident_reference: 'INC-1' } });
+  const withControls = await ack({ ...good, resolution_summary: 'x'.repeat(7998) + '\u0000\u0001\u0002\ud800', incident_reference: 'INC-\u0000\u00071' });
+  t.equal(withControls.statusCode, 200, 'controls (U+0000 too) stripped before the length check');
+  t.match(withControls.json().incident, { status: 'acknowledged', anpd_notification_status: 'not_required', acknowledgement: { incident_reference: 'INC-1', resolution_summary: 'x'.repeat(7998) + '\ufffd' } });
   t.equal((await ack(good)).json().error.code, 'incident_already_acknowledged');
   h = (await get('/v1/audit-events/health')).json();
   t.equal(h.actionable_status, 'broken', 'acknowledging never turns health green');
