@@ -89,11 +89,12 @@ export type SummaryRow = {
   last_seen_at: string;
   interaction_count: number;
   payment_count: number;
-  total_payment_minor: number;
+  /** Exact: a sum of amounts up to 10^15 each passes 2^53 (Postgres numeric, bigint here). */
+  total_payment_minor: bigint;
   currencies: string[];
 };
 
-export type TopRow = { counterparty_id: string; name: string; kind: string; payment_count: number; total_payment_minor: number };
+export type TopRow = { counterparty_id: string; name: string; kind: string; payment_count: number; total_payment_minor: bigint };
 
 type Scope = { orgId: string; projectId: string; kind?: string | undefined; limit: number };
 
@@ -113,7 +114,7 @@ export async function counterpartySummary(db: Queryable, s: Scope, w: Window): P
   const where = scopeWhere(params, s, 'counterparty_kind');
   const union = pieces(params, w, INTERACTION_TABLES, INTERACTION_COLS, where);
   params.push(s.limit);
-  const { rows } = await db.query<SummaryRow & { interaction_count: string; payment_count: string; total_payment_minor: string }>(
+  const { rows } = await db.query<Omit<SummaryRow, 'interaction_count' | 'payment_count' | 'total_payment_minor'> & { interaction_count: string; payment_count: string; total_payment_minor: string }>(
     `WITH pieces AS MATERIALIZED (${union}),
      top AS (
        SELECT counterparty_id, sum(n) AS n, sum(p) AS p, sum(s) AS s FROM pieces GROUP BY counterparty_id
@@ -129,7 +130,7 @@ export async function counterpartySummary(db: Queryable, s: Scope, w: Window): P
      ORDER BY top.n DESC, c.id COLLATE "C"`,
     params,
   );
-  return rows.map((r) => ({ ...r, interaction_count: Number(r.interaction_count), payment_count: Number(r.payment_count), total_payment_minor: Number(r.total_payment_minor), currencies: [...r.currencies].sort() }));
+  return rows.map((r) => ({ ...r, interaction_count: Number(r.interaction_count), payment_count: Number(r.payment_count), total_payment_minor: BigInt(r.total_payment_minor), currencies: [...r.currencies].sort() }));
 }
 
 /** top-counterparties: the counterparties with payments in the window, by payment count, then total. */
@@ -138,7 +139,7 @@ export async function topCounterparties(db: Queryable, s: Scope, w: Window): Pro
   const where = scopeWhere(params, s, 'counterparty_kind');
   const union = pieces(params, w, INTERACTION_TABLES, INTERACTION_COLS, where, { bucket: 'payment_count > 0', raw: `kind = 'payment'` });
   params.push(s.limit);
-  const { rows } = await db.query<TopRow & { payment_count: string; total_payment_minor: string }>(
+  const { rows } = await db.query<Omit<TopRow, 'payment_count' | 'total_payment_minor'> & { payment_count: string; total_payment_minor: string }>(
     `WITH agg AS (
        SELECT counterparty_id, sum(p) AS p, sum(s) AS s FROM (${union}) AS pieces GROUP BY counterparty_id HAVING sum(p) > 0
      ), top AS (SELECT * FROM agg ORDER BY p DESC, s DESC, counterparty_id COLLATE "C" LIMIT $${params.length})
@@ -147,7 +148,7 @@ export async function topCounterparties(db: Queryable, s: Scope, w: Window): Pro
      ORDER BY top.p DESC, top.s DESC, c.id COLLATE "C"`,
     params,
   );
-  return rows.map((r) => ({ ...r, payment_count: Number(r.payment_count), total_payment_minor: Number(r.total_payment_minor) }));
+  return rows.map((r) => ({ ...r, payment_count: Number(r.payment_count), total_payment_minor: BigInt(r.total_payment_minor) }));
 }
 
 export type NegotiationStatsRow = { outcome: string; n: number; currencies: string[]; discount_sample_n: number; avg_discount_bps: number | null };

@@ -4,6 +4,7 @@ import { type Negotiation, negotiationDecider, type NegotiationState, negotiatio
 import { CounterpartyKind, NegotiationOutcome } from '../../events/commerce-memory.ts';
 import { counterpartySummary, negotiationStats, topCounterparties, type Window } from '../../projections/commerce-memory-insights.ts';
 import { ApiError } from './errors.ts';
+import { ExactInt } from './exact-json.ts';
 import { newId } from './ids.ts';
 import { type AppDeps, defineRoute } from './route.ts';
 import { AmountMinor, Currency, Instant, Limit, Metadata, orderedWindow, requireCounterparty } from './commerce-memory.ts';
@@ -35,12 +36,13 @@ const SummaryRow = z
     last_seen_at: Timestamp,
     interaction_count: z.int(),
     payment_count: z.int(),
-    total_payment_minor: z.int(),
+    // A sum of amounts up to 10^15 each: an exact integer of any size.
+    total_payment_minor: ExactInt,
     currencies: z.array(z.string()),
   })
   .meta({ id: 'CounterpartySummaryRow' });
 const TopRow = z
-  .object({ counterparty_id: z.string(), name: z.string(), kind: CounterpartyKind, payment_count: z.int(), total_payment_minor: z.int() })
+  .object({ counterparty_id: z.string(), name: z.string(), kind: CounterpartyKind, payment_count: z.int(), total_payment_minor: ExactInt })
   .meta({ id: 'TopCounterpartyRow' });
 const StatsRow = z
   .object({ outcome: NegotiationOutcome, n: z.int(), currencies: z.array(z.string()), discount_sample_n: z.int(), avg_discount_bps: z.int().nullable() })

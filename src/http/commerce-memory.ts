@@ -34,7 +34,7 @@ export { Instant };
 
 export const Metadata = z.record(z.string(), z.unknown()).refine((m) => JSON.stringify(m).length <= 32_768 && Object.keys(m).length <= 64, 'at most 64 keys and 32 KB');
 export const Currency = z.string().regex(/^[A-Z][A-Z0-9]{2,9}$/, 'an upper-case currency code (ISO 4217 or a token symbol)');
-/** Amounts in minor units on the wire: JSON integers, kept below 10^15 so window sums stay exact as JSON numbers in practice. */
+/** Amounts in minor units on the wire: JSON integers up to 10^15 (exact as JS numbers); their sums are bigint, written exactly (src/http/exact-json.ts). */
 export const AmountMinor = z.int().min(0).max(1_000_000_000_000_000);
 export const Limit = (def: number, max: number) => z.coerce.number().int().min(1).max(max).default(def);
 

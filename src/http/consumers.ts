@@ -2,12 +2,13 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { type ConsumerState, consumerDecider, consumerStream } from '../../commands/consumer.ts';
 import { ApiError } from './errors.ts';
+import { ExactInt } from './exact-json.ts';
 import { newId } from './ids.ts';
 import { defineRoute, type AppDeps } from './route.ts';
 import { IdParam, QueryBool, Timestamp, isoText as TS } from './schemas.ts';
 import type { ApiKeyAuth } from './auth.ts';
 import { pixWallets } from './pix-wallet.ts';
-import { walletRows, type WalletFundingSource } from '../../projections/consumer.ts';
+import { walletRows, type WalletFundingSource, type WalletRow } from '../../projections/consumer.ts';
 
 // Consumers (titulars), their wallet view per currency. A consumer belongs to
 // the organization: every project of it reads, lists and updates it; what hangs
@@ -140,7 +141,8 @@ export async function consumerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     },
   });
 
-  const Money = z.number().int();
+  // Sums of caps (each up to 10^15, any number of mandates) pass 2^53: exact integers of any size.
+  const Money = ExactInt;
   defineRoute(app, deps, {
     method: 'GET',
     url: '/v1/consumers/:id/wallet',
@@ -174,15 +176,11 @@ export async function consumerRoutes(app: FastifyInstance, deps: AppDeps): Promi
       // Funding sources: the consumer's Pix accounts at the PSP; each row also shows its Pix balance.
       const pix = await pixWallets(deps, auth, c.id);
       const fundingSources: WalletFundingSource[] = pix.filter((w) => w.status === 'active').map((w) => ({ id: w.funding_source_id, currency: w.currency }));
-      const currencies: { currency: string; authorized_minor: number; spent_minor: number; available_minor: number; funding_source_ids: string[]; mandate_ids: string[]; pix_balance_minor?: number }[] = walletRows(mandates, fundingSources).map((r) => ({
-        ...r,
-        authorized_minor: Number(r.authorized_minor),
-        spent_minor: Number(r.spent_minor),
-        available_minor: Number(r.available_minor),
-      }));
+      // bigint throughout: written as exact JSON integers (src/http/exact-json.ts).
+      const currencies: (WalletRow & { pix_balance_minor?: bigint })[] = walletRows(mandates, fundingSources);
       for (const w of pix) {
         const row = currencies.find((r) => r.currency === w.currency);
-        if (row) row.pix_balance_minor = (row.pix_balance_minor ?? 0) + Number(w.balance_minor);
+        if (row) row.pix_balance_minor = (row.pix_balance_minor ?? 0n) + BigInt(w.balance_minor);
       }
       return { status: 200, body: { consumer_id: c.id, currencies } };
     },

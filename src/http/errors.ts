@@ -2,6 +2,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { Rejection } from '../eventstore/handler.ts';
 import { OutcomeUnknown } from '../eventstore/port.ts';
 import { isShared } from '../projector/readcache.ts';
+import { jsonText } from './exact-json.ts';
 
 // One central error path. Most errors use the spec's envelope
 //   {error: {code, message, details?}, request_id}
@@ -154,6 +155,13 @@ export function errorResponse(err: unknown, requestId: string): ErrorResponse {
 /** JSON of shared read-cache values (deeply frozen: src/projector/readcache.ts), encoded once. */
 const encodedBodies = new WeakMap<object, string>();
 
+function isPlainJson(v: unknown): v is object {
+  if (typeof v !== 'object' || v === null) return false;
+  if (Array.isArray(v)) return true;
+  const proto = Object.getPrototypeOf(v);
+  return proto === Object.prototype || proto === null;
+}
+
 export function sendResponse(reply: FastifyReply, r: { status: number; body?: unknown; headers?: Record<string, string> }): FastifyReply {
   reply.code(r.status);
   if (r.headers) reply.headers(r.headers);
@@ -163,9 +171,11 @@ export function sendResponse(reply: FastifyReply, r: { status: number; body?: un
     const body = r.body;
     if (isShared(body)) {
       let json = encodedBodies.get(body);
-      if (json === undefined) encodedBodies.set(body, (json = JSON.stringify(body)));
+      if (json === undefined) encodedBodies.set(body, (json = jsonText(body)));
       return reply.send(json);
     }
+    // What fastify would do (JSON.stringify: no response schemas, no serialization hooks), and a bigint as a bare integer.
+    if (isPlainJson(body)) return reply.send(jsonText(body));
   }
   return reply.send(r.body);
 }

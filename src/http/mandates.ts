@@ -62,7 +62,7 @@ const columns = (nowParam: string) =>
    ${EFFECTIVE.replace('$NOW', nowParam)} AS status, ${TS('expires_at')} AS expires_at, ${TS('created_at')} AS created_at`;
 
 const REQUIRED = ['consumer_id', 'agent_id', 'merchant_allowlist', 'merchant_pin_kind', 'cap_minor', 'per_tx_cap_minor', 'currency', 'expires_at'] as const;
-const MAX_MINOR = 1_000_000_000_000_000n; // 10^15: sums of caps stay exact as JSON numbers
+const MAX_MINOR = 1_000_000_000_000_000n; // 10^15 a cap (one cap is exact as a JS number; sums of caps are bigint, written exactly: src/http/exact-json.ts)
 const PositiveMinor = z.string().regex(/^[1-9]\d{0,15}$/, 'a positive integer in minor units, as a string');
 const CreateBody = z.object({
   consumer_id: z.string().min(1).max(200),
