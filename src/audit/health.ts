@@ -1,4 +1,4 @@
-import { auditConfigDecider, auditConfigStream, incidentDecider, incidentStream, type Thresholds } from '../../commands/audit.ts';
+import { auditConfigDecider, auditConfigStream, incidentDecider, incidentStream } from '../../commands/audit.ts';
 import { handleCommand, loadState } from '../eventstore/handler.ts';
 import type { EventStore } from '../eventstore/port.ts';
 import type { Db } from '../postgres/db.ts';
@@ -98,10 +98,11 @@ export class AuditVerifier {
   async passOrg(orgId: string): Promise<{ verified: [number, number][]; problems: Problem[] }> {
     const now = this.now();
     const at = now.toISOString();
-    const t = await thresholdsOf(this.store, orgId);
+    const { state: config } = await loadState(this.store, auditConfigStream(orgId), auditConfigDecider);
+    const t = config.thresholds;
     await this.db.query(`INSERT INTO audit_verification (org_id) VALUES ($1) ON CONFLICT (org_id) DO NOTHING`, [orgId]);
-    const v = (await this.db.query<{ watermark: string; hot: string | null; warm: string | null; cold: string | null; cursor: string | null; cycle: string | null; ok: boolean; first_problem: { sequence_number: number } | null }>(
-      `SELECT watermark_sequence::text AS watermark, hot_checked_at::text AS hot, warm_checked_at::text AS warm, cold_checked_at::text AS cold, cold_cursor::text AS cursor, cold_cycle_started_at::text AS cycle, ok, first_problem
+    const v = (await this.db.query<{ watermark: string; hot: string | null; warm: string | null; cold: string | null; cursor: string | null; cycle: string | null; ok: boolean; first_problem: { sequence_number: number } | null; gaps: number }>(
+      `SELECT watermark_sequence::text AS watermark, hot_checked_at::text AS hot, warm_checked_at::text AS warm, cold_checked_at::text AS cold, cold_cursor::text AS cursor, cold_cycle_started_at::text AS cycle, ok, first_problem, jsonb_array_length(gaps) AS gaps
        FROM audit_verification WHERE org_id = $1`,
       [orgId],
     )).rows[0]!;
@@ -168,10 +169,24 @@ export class AuditVerifier {
       [orgId, at, tip <= watermark, watermark, tip, ok, first ? JSON.stringify({ kind: first.kind, sequence_number: first.sequence_number, detail: first.detail }) : null, entries,
         hotDone, warmDone, cursor, cycle, coldDone],
     );
+    const ctx = { orgId, projectId: null, actor: { kind: 'system' as const, id: 'audit-verifier' }, requestId: null, now: this.now };
     if (first) {
       const incidentId = derivedUuid('incident', `${orgId}/${first.kind}/${first.sequence_number}`);
-      const ctx = { orgId, projectId: null, actor: { kind: 'system' as const, id: 'audit-verifier' }, requestId: null, now: this.now };
       await handleCommand(this.store, incidentDecider, incidentStream(incidentId), { type: 'open', incidentId, orgId, kind: first.kind, sequence: first.sequence_number, detail: first.detail }, ctx);
+    }
+    // The watermark moves only by clean forward stretches from sequence 1, so a
+    // clean chain whose watermark is the tip has been walked forward to it: the
+    // first such pass records the initial walk (once: the decider ignores a
+    // second one), as the whole walk does. Never while a break or an
+    // unlinkable stretch (recorded by a whole walk) stands.
+    if (ok && !first && v.gaps === 0 && tip > 0 && watermark === tip && config.initialWalkAt === null) {
+      const r = await handleCommand(this.store, auditConfigDecider, auditConfigStream(orgId), { type: 'initial_walk_completed', orgId, tipSequence: tip }, ctx, { serialize: true });
+      // The record is itself sealed (at once when the sealer runs inline):
+      // pass once more so the watermark covers it, as verifyOrg does.
+      if (r.changed) {
+        const again = await this.passOrg(orgId);
+        return { verified: [...verified, ...again.verified], problems: [...problems, ...again.problems] };
+      }
     }
     return { verified, problems };
   }
@@ -207,8 +222,4 @@ export class AuditVerifier {
     }
     return report;
   }
-}
-
-export async function thresholdsOf(store: EventStore, orgId: string): Promise<Thresholds> {
-  return (await loadState(store, auditConfigStream(orgId), auditConfigDecider)).state.thresholds;
 }

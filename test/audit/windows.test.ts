@@ -2,6 +2,7 @@ import t from 'tap';
 import { orgDecider, orgStream } from '../../commands/org.ts';
 import { type AuditEntry, auditStream, checkpointStream } from '../../src/audit/chain.ts';
 import { checkpointsBetween } from '../../src/audit/verifier.ts';
+import { auditConfigStream } from '../../commands/audit.ts';
 import { verifyRange } from '../../src/audit/windows.ts';
 import { testLedger } from '../helpers/ledger.ts';
 import { until } from '../helpers/wait.ts';
@@ -48,10 +49,13 @@ const v = ledger.readSide.verifier;
 t.test('the first pass walks to the tip; the next one verifies nothing new', async (t) => {
   const first = await v.passOrg('org_cold');
   t.same(first.problems, []);
-  t.same(first.verified, [[1, 15]], 'from the start to the writer tip');
+  // Reaching the tip clean records the initial walk (entry 16, sealed inline), which the pass then covers too.
+  t.same(first.verified, [[1, 15], [16, 16]], 'from the start to the writer tip, then the record of the first walk');
+  const walked = await ledger.store.readStream(auditConfigStream('org_cold'));
+  t.match(walked.filter((e) => e.type === 'audit.initial_walk_completed').map((e) => e.data), [{ tip_sequence: 15, at: new Date(nowMs).toISOString() }], 'recorded once, at the tip the walk reached');
   await v.passOrg('org_warm');
   const h = await health('org_cold');
-  t.same([h.ok, h.watermark, h.tip], [true, 15, 15]);
+  t.same([h.ok, h.watermark, h.tip], [true, 16, 16]);
   t.same((await v.passOrg('org_cold')).verified, [], 'nothing due: a pass costs nothing');
 });
 
@@ -60,7 +64,7 @@ t.test('tampers in the cold and warm windows are found within their staleness', 
   await tamper('org_warm', 9); // 10 days old
   nowMs += 3_600_000; // +1 h: the hot window is due
   const hot = await v.passOrg('org_cold');
-  t.ok(size(hot.verified) <= 4, `only the hot window (${JSON.stringify(hot.verified)})`);
+  t.ok(size(hot.verified) <= 5, `only the hot window, the record of the first walk included (${JSON.stringify(hot.verified)})`);
   t.same(hot.problems, [], 'the cold tamper is not in it');
   t.same((await v.passOrg('org_warm')).problems, [], 'the warm tamper is not in it either');
 
