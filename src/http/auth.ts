@@ -188,7 +188,8 @@ export class Authenticator {
       return auth;
     }
     if (mode === 'key_or_service' && !isService) {
-      if (!token || !API_KEY_PATTERN.test(token)) throw unauthorized();
+      // An OAuth access token acts as its key here too (docs/decisions.md, OAuth).
+      if (!token || !(API_KEY_PATTERN.test(token) || ACCESS_TOKEN_PATTERN.test(token))) throw this.unauthorizedBearer();
       const auth = await this.apiKey(req, token, scope, digest!);
       this.remember(req, mode, scope, at, auth);
       return auth;

@@ -64,3 +64,18 @@ t.test('a token never reaches the service-auth subtree', async (t) => {
   t.equal(res.statusCode, 401);
   t.same(res.json(), { error: 'unauthorized' });
 });
+
+t.test('an access token acts as its key on the routes that also take the platform credential (sessions, connections)', async (t) => {
+  const token = await tokenFor(a.testKey);
+  const missing = await app.inject({ method: 'GET', url: '/v1/sessions/ses_0000000000000000', headers: token });
+  t.equal(missing.statusCode, 404, 'authenticated: the session is simply absent');
+  const list = await app.inject({ method: 'GET', url: '/v1/connections', headers: token });
+  t.equal(list.statusCode, 200);
+  const narrow = await tokenFor(a.testKey, 'projects:read');
+  const refused = await app.inject({ method: 'GET', url: '/v1/sessions/ses_0000000000000000', headers: narrow });
+  t.equal(refused.statusCode, 403, 'a scope the grant lacks');
+  t.equal(refused.json().error, 'forbidden');
+  const forged = await app.inject({ method: 'GET', url: '/v1/sessions/ses_0000000000000000', headers: { authorization: `${token.authorization!.slice(0, -4)}zzzz` } });
+  t.equal(forged.statusCode, 401);
+  t.same(forged.json(), { error: 'unauthorized' });
+});
