@@ -54,9 +54,12 @@ const COLUMNS = `id, org_id, project_id, session_id, agent_id, matched_rule_id, 
 
 export async function approvalRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   await migrateApprovalSweeps(deps.db);
-  const one = async (orgId: string, id: string) => (await deps.db.query<ApprovalView>(`SELECT ${COLUMNS} FROM approvals WHERE org_id = $1 AND id = $2`, [orgId, id])).rows[0];
-  const mustOne = async (orgId: string, id: string) => {
-    const a = await one(orgId, id);
+  /** A key bound to one project sees that project's approvals only (another project's answer as absent ones). */
+  const boundTo = (auth: Auth): string | null => (auth.kind === 'api_key' && auth.projectBound ? auth.projectId : null);
+  const one = async (orgId: string, id: string, project: string | null = null) =>
+    (await deps.db.query<ApprovalView>(`SELECT ${COLUMNS} FROM approvals WHERE org_id = $1 AND id = $2 AND ($3::text IS NULL OR project_id = $3)`, [orgId, id, project])).rows[0];
+  const mustOne = async (orgId: string, id: string, project: string | null = null) => {
+    const a = await one(orgId, id, project);
     if (!a) throw new ApiError(404, 'not_found', 'approval not found');
     return a;
   };
@@ -78,8 +81,8 @@ export async function approvalRoutes(app: FastifyInstance, deps: AppDeps): Promi
     errors: [[400, 'invalid_query'], [401, 'unauthorized'], [403, 'forbidden']],
     async handler({ auth, query }) {
       const { rows } = await deps.db.query<ApprovalView>(
-        `SELECT ${COLUMNS} FROM approvals WHERE org_id = $1 AND ($2::text IS NULL OR status = $2) ORDER BY created_at DESC, id DESC LIMIT $3`,
-        [auth.orgId, query.status ?? null, query.limit],
+        `SELECT ${COLUMNS} FROM approvals WHERE org_id = $1 AND ($2::text IS NULL OR status = $2) AND ($4::text IS NULL OR project_id = $4) ORDER BY created_at DESC, id DESC LIMIT $3`,
+        [auth.orgId, query.status ?? null, query.limit, boundTo(auth)],
       );
       return { status: 200, body: { data: rows } };
     },
@@ -97,7 +100,7 @@ export async function approvalRoutes(app: FastifyInstance, deps: AppDeps): Promi
     responses: { 200: Approval },
     errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
     async handler({ auth, params }) {
-      return { status: 200, body: await mustOne(auth.orgId, params.id) };
+      return { status: 200, body: await mustOne(auth.orgId, params.id, boundTo(auth)) };
     },
   });
 

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { policySetDecider, policiesStream, type PolicyFields } from '../../commands/policy.ts';
 import { PolicyType } from '../../events/policy.ts';
 import { CONFIG_SCHEMAS, Pattern } from '../policy/config.ts';
-import { ApiError, toIssues } from './errors.ts';
+import { ApiError, forbidden, toIssues } from './errors.ts';
 import { newId } from './ids.ts';
 import { defineRoute, type AppDeps } from './route.ts';
 import { IdParam, isoText as TS, Timestamp } from './schemas.ts';
@@ -55,6 +55,11 @@ function checkedConfig(type: z.infer<typeof PolicyType>, config: unknown): Recor
   return r.data as Record<string, unknown>;
 }
 
+/** Policies govern every project of the organization: a key bound to one project may read them, not change them (spec Part 5). */
+function organizationWide(auth: { projectBound: boolean }): void {
+  if (auth.projectBound) throw forbidden('a project API key cannot change the organization\'s policies');
+}
+
 export async function policyRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   const one = async (orgId: string, id: string) => (await deps.db.query<Row>(`SELECT ${COLUMNS} FROM policies WHERE org_id = $1 AND id = $2`, [orgId, id])).rows[0];
   const mustOne = async (orgId: string, id: string) => {
@@ -92,6 +97,7 @@ export async function policyRoutes(app: FastifyInstance, deps: AppDeps): Promise
     errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden']],
     idempotent: true,
     async handler({ auth, body, run }) {
+      organizationWide(auth);
       const id = newId('pol');
       const fields: PolicyFields = { name: body.name, type: body.type, config: checkedConfig(body.type, body.config), agents: body.agents ?? [], tools: body.tools ?? [], enabled: body.enabled ?? true };
       await run(policySetDecider, policiesStream(auth.orgId), { type: 'create', orgId: auth.orgId, policyId: id, fields }, { serialize: true });
@@ -111,6 +117,7 @@ export async function policyRoutes(app: FastifyInstance, deps: AppDeps): Promise
     responses: { 204: null },
     errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
     async handler({ auth, body, run }) {
+      organizationWide(auth);
       await run(policySetDecider, policiesStream(auth.orgId), { type: 'reorder', orgId: auth.orgId, ids: body.ids }, { serialize: true });
       return { status: 204 };
     },
@@ -145,6 +152,7 @@ export async function policyRoutes(app: FastifyInstance, deps: AppDeps): Promise
     responses: { 200: Policy },
     errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
     async handler({ auth, params, body, run }) {
+      organizationWide(auth);
       const current = await mustOne(auth.orgId, params.id);
       const changes: Partial<PolicyFields> = { ...body };
       // A new type or a new config is checked as the pair the policy will hold.
@@ -169,6 +177,7 @@ export async function policyRoutes(app: FastifyInstance, deps: AppDeps): Promise
     responses: { 204: null },
     errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
     async handler({ auth, params, run }) {
+      organizationWide(auth);
       await run(policySetDecider, policiesStream(auth.orgId), { type: 'delete', policyId: params.id }, { serialize: true });
       return { status: 204 };
     },

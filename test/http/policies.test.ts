@@ -272,3 +272,30 @@ t.test('policy decisions are in the audit chain and it verifies', async (t) => {
   const report = await ledger.readSide.verifier.verifyOrg(org.orgId);
   t.ok(report.ok, 'the chain verifies');
 });
+
+t.test('a key bound to one project: reads the policies, cannot change them; sees its own project\'s approvals only', async (t) => {
+  const p2 = await ok('POST', '/v1/projects', { name: 'Second', slug: 'second-bound' }, 201);
+  const key = (await app.inject({ method: 'POST', url: '/v1/api-keys', headers: org.owner, payload: { name: 'bound', environment: 'test', project_id: p2.id } })).json().key;
+  const bound = { authorization: `Bearer ${key}` };
+  const policy = await ok('POST', '/v1/policies', { name: 'cap', type: 'deny', config: {} }, 201);
+  const head = await ledger.store.headPosition();
+  for (const [method, url, payload] of [
+    ['POST', '/v1/policies', { name: 'x', type: 'allow', config: {} }],
+    ['PATCH', `/v1/policies/${policy.id}`, { enabled: false }],
+    ['DELETE', `/v1/policies/${policy.id}`, undefined],
+    ['POST', '/v1/policies/reorder', { ids: [policy.id] }],
+  ] as const) {
+    const r = await inject(method, url, payload, bound);
+    t.equal(r.statusCode, 403, `${method} ${url}`);
+    t.equal(r.json().error, 'forbidden');
+  }
+  t.equal(await ledger.store.headPosition(), head, 'nothing written');
+  t.ok((await ok('GET', '/v1/policies', undefined, 200, bound)).some((p: { id: string }) => p.id === policy.id), 'it reads them');
+
+  const theirs = (await ok('GET', '/v1/approvals')).data as { id: string; project_id: string }[];
+  t.ok(theirs.length > 0 && theirs.every((a) => a.project_id === org.projectId), "the default project's approvals, for the organization's key");
+  t.same((await ok('GET', '/v1/approvals', undefined, 200, bound)).data, [], 'none for the bound key');
+  const hidden = await inject('GET', `/v1/approvals/${theirs[0]!.id}`, undefined, bound);
+  t.equal(hidden.statusCode, 404, "another project's approval answers as an absent one");
+  await ok('DELETE', `/v1/policies/${policy.id}`, undefined, 204);
+});
