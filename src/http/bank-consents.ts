@@ -87,7 +87,7 @@ export async function bankConsentRoutes(app: FastifyInstance, deps: AppDeps): Pr
       scope: 'bank_consents:write',
       body: CreateBody,
       responses: { 201: BankConsentView },
-      errors: [[400, 'invalid_body'], [400, 'unknown_bank'], [401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found'], [409, 'bank_consent_held_elsewhere'], [409, 'consent_active_for_consumer'], [502, 'bank_refused'], [502, 'bank_unavailable'], [503, 'consent_lock_timeout']],
+      errors: [[400, 'invalid_body'], [400, 'unknown_bank'], [401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found'], [409, 'bank_consent_held_elsewhere'], [409, 'consent_active_for_consumer'], [500, 'consent_disappeared'], [502, 'bank_refused'], [502, 'bank_unavailable'], [503, 'consent_lock_timeout']],
       idempotent: true,
       async handler(ctx) {
         const { auth, body, deps } = ctx;
@@ -150,7 +150,10 @@ export async function bankConsentRoutes(app: FastifyInstance, deps: AppDeps): Pr
           },
           { expectedRevision: 'no_stream' },
         );
-        return { status: 201, body: await view(ctx as unknown as C, consentId) };
+        // Written and acknowledged, yet not readable (the read side did not catch up in time): the spec's 500, never a 404.
+        const created = await readConsent(deps, ctx.auth, consentId);
+        if (!created) throw new ApiError(500, 'consent_disappeared', 'the consent was written but cannot be read yet: read it by id (GET) before creating another', { consent_id: consentId, retriable: false });
+        return { status: 201, body: created };
       },
     });
 
