@@ -169,7 +169,7 @@ export function conformance(t: Test, factory: StoreFactory): void {
     const s = uniq('unicode');
     const id = randomUUID();
     const data = {
-      text: 'Olá, São Paulo — 東京 🚀 \u0000 nul \u2028 sep "quoted" \\ back',
+      text: 'Olá, São Paulo — 東京 🚀 \u0001 soh \u2028 sep "quoted" \\ back \\u0000 not a nul',
       nested: { list: [1, -2.5, true, null, 'x'], empty: {}, arr: [] },
       amount_minor: '123456789012345678901234567890',
       big: 9007199254740991,
@@ -180,6 +180,14 @@ export function conformance(t: Test, factory: StoreFactory): void {
     t.same(e?.data, data);
     t.same(e?.metadata, { org_id: ORG, actor: { kind: 'system', id: 'ç' }, 'chave-é': 'valor' });
     t.match(e?.recordedAt, /^\d{4}-\d\d-\d\dT/);
+  });
+
+  t.test('text no reader can hold (U+0000, a lone surrogate) is refused, nothing written', async (t) => {
+    const s = uniq('unholdable');
+    for (const data of [{ text: 'a\u0000b' }, { text: 'lone \ud800' }, { ['k\u0000']: 1 }]) {
+      await t.rejects(store.appendToStream(s, [{ type: 'test.text', data, metadata: { org_id: ORG } }]), { code: 'invalid_event' }, JSON.stringify(data));
+    }
+    t.same(await store.readStream(s), [], 'nothing written');
   });
 
   t.test('lastPosition is the position readAll shows; after is exclusive', async (t) => {
