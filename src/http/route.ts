@@ -217,7 +217,10 @@ export function defineRoute<P, Q, B, M extends AuthMode>(app: FastifyInstance, d
       }
       const begun = await deps.idempotency.begin(auth.orgId, env, idemKey, hash);
       if (begun.kind === 'replay') {
-        return sendResponse(reply, { ...begun.response, headers: { ...begun.response.headers, 'idempotent-replayed': 'true' } });
+        // The first response, but its request_id is this request's (it equals the X-Request-Id header).
+        const b = begun.response.body as { request_id?: unknown } | null;
+        const body = b && typeof b === 'object' && !Array.isArray(b) && typeof b.request_id === 'string' ? { ...b, request_id: String(req.id) } : begun.response.body;
+        return sendResponse(reply, { ...begun.response, body, headers: { ...begun.response.headers, 'idempotent-replayed': 'true' } });
       }
       let response: Reply;
       try {

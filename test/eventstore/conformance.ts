@@ -184,7 +184,7 @@ export function conformance(t: Test, factory: StoreFactory): void {
 
   t.test('text no reader can hold (U+0000, a lone surrogate) is refused, nothing written', async (t) => {
     const s = uniq('unholdable');
-    for (const data of [{ text: 'a\u0000b' }, { text: 'lone \ud800' }, { ['k\u0000']: 1 }]) {
+    for (const data of [{ text: 'a\u0000b' }, { text: 'lone \ud800' }, { ['k\u0000']: 1 }] as Record<string, string | number>[]) {
       await t.rejects(store.appendToStream(s, [{ type: 'test.text', data, metadata: { org_id: ORG } }]), { code: 'invalid_event' }, JSON.stringify(data));
     }
     t.same(await store.readStream(s), [], 'nothing written');

@@ -127,6 +127,9 @@ t.test('Idempotency-Key: the same request replays, another body is refused, keys
   const r2 = await app.inject({ method: 'POST', url: '/v1/projects', headers: h2, payload: { name: 'X', slug: 'default' } });
   t.same([r1.statusCode, r2.statusCode], [400, 400]);
   t.same(r2.json().error, r1.json().error);
+  t.equal(r2.headers['idempotent-replayed'], 'true');
+  t.equal(r2.json().request_id, r2.headers['x-request-id'], "a replayed error's request_id is this request's, as its header says");
+  t.not(r2.json().request_id, r1.json().request_id);
   // Another organization may use the same key.
   const other = await bootstrapOrg(app, 'Other');
   const o = await app.inject({ method: 'POST', url: '/v1/projects', headers: { ...other.key, 'idempotency-key': 'create-ledger-1' }, payload: { name: 'Ledger', slug: 'ledger' } });
