@@ -3,10 +3,10 @@ import { z } from 'zod';
 import { approvalDecider, approvalStream } from '../../commands/approval.ts';
 import { lastApprovalSweep, migrateApprovalSweeps } from '../reactors/approval-expiry.ts';
 import type { Run } from '../policy/evaluator.ts';
-import { ApiError, forbidden, RawHttpError, errorResponse } from './errors.ts';
+import { ApiError, forbidden, insufficientRole, RawHttpError, errorResponse } from './errors.ts';
 import { defineRoute, type AppDeps } from './route.ts';
 import { IdParam, isoText as TS, Timestamp } from './schemas.ts';
-import type { Auth } from './auth.ts';
+import { type Auth, ROLE_RANK, type ServiceAuth } from './auth.ts';
 
 // Approvals (spec Part 2 Approval, 4.10): a call held by an approval-required
 // policy. A person decides through the human-session rules (Part 5 item 8);
@@ -63,6 +63,11 @@ export async function approvalRoutes(app: FastifyInstance, deps: AppDeps): Promi
     if (!a) throw new ApiError(404, 'not_found', 'approval not found');
     return a;
   };
+  /** Deciding a held call needs admin in the call's project: a project-level override raises or narrows the organization role, except for owners. */
+  const mustAdminIn = async (auth: ServiceAuth, projectId: string | null) => {
+    const role = projectId ? await deps.auth.projectRole(auth, projectId) : auth.role;
+    if (ROLE_RANK[role] < ROLE_RANK.admin) throw insufficientRole('admin');
+  };
   const orgPath = (auth: Auth, orgId: string) => {
     if (!('orgId' in auth) || auth.orgId !== orgId) throw forbidden('orgId is not the authenticated organization');
     return orgId;
@@ -111,13 +116,13 @@ export async function approvalRoutes(app: FastifyInstance, deps: AppDeps): Promi
     summary: 'A person approves or denies a held call (human session, admin); approving executes it once',
     tags: ['approvals'],
     auth: 'human_session',
-    minRole: 'admin',
     params: z.object({ id: IdParam }),
     body: z.object({ decision: z.enum(['approve', 'deny']), reason: z.string().trim().max(1000).nullable().optional() }).strict(),
     responses: { 200: Approval },
     errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'human_session_required'], [403, 'insufficient_role'], [404, 'not_found'], [409, 'approval_not_pending'], [409, 'approval_expired']],
     async handler({ auth, params, body, run }) {
       const current = await mustOne(auth.orgId, params.id);
+      await mustAdminIn(auth, current.project_id);
       // Only the append that moves pending → approved at the stream's revision
       // wins; a concurrent second approve is refused, so the call runs once.
       const r = await run(approvalDecider, approvalStream(params.id), { type: 'decide', orgId: auth.orgId, decision: body.decision, by: auth.userId, reason: body.reason ?? null }, { projectId: current.project_id, conflictCode: 'approval_not_pending' });
@@ -150,12 +155,12 @@ export async function approvalRoutes(app: FastifyInstance, deps: AppDeps): Promi
     summary: 'The approval as an HTML page for a person (human session): the held call and its input, and a form that decides it',
     tags: ['approvals'],
     auth: 'human_session',
-    minRole: 'admin',
     params: z.object({ id: IdParam }),
     responses: { 200: null },
     errors: [[401, 'unauthorized'], [403, 'human_session_required'], [403, 'insufficient_role'], [404, 'not_found']],
     async handler({ auth, params }) {
       const a = await mustOne(auth.orgId, params.id);
+      await mustAdminIn(auth, a.project_id);
       const esc = (s: string) => s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
       const form =
         a.status === 'pending'

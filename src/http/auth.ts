@@ -209,6 +209,15 @@ export class Authenticator {
     const user = rows[0];
     if (!user) throw unauthorized();
     const auth: ServiceAuth = { kind: 'service', orgId: user.org_id, userId, role: user.role };
+    // A call that acts in one project (x-svc-project, else the default) takes the
+    // user's role there: a project-level override raises or narrows it, except
+    // for owners (spec Part 5). A header naming no project is refused by the route.
+    if (mode === 'key_or_service') {
+      const header = req.headers['x-svc-project'];
+      const wanted = typeof header === 'string' && header.trim() !== '' ? header.trim() : undefined;
+      const projectId = wanted === undefined || /^[\x21-\x7e]{1,200}$/.test(wanted) ? await this.resolveProject(auth.orgId, wanted) : null;
+      if (projectId) auth.role = await this.projectRole(auth, projectId);
+    }
     if (minRole && ROLE_RANK[auth.role] < ROLE_RANK[minRole]) throw insufficientRole(minRole);
     return auth;
   }

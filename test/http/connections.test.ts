@@ -269,6 +269,23 @@ t.test('tenancy: another organization’s or project’s connection answers exac
   t.equal((await call('GET', `/v1/connections/${mine.id}`)).json().status, 'connected', 'untouched');
 });
 
+t.test("a project-level role override decides who may write that project's connections", async (t) => {
+  const p2 = (await call('POST', '/v1/projects', { name: 'Roles', slug: 'roles' })).json();
+  const raised = (await app.inject({ method: 'POST', url: '/v1/team/members', headers: org.owner, payload: { email: 'raised@conn.example', role: 'member' } })).json().user_id;
+  const narrowed = (await app.inject({ method: 'POST', url: '/v1/team/members', headers: org.owner, payload: { email: 'narrowed@conn.example', role: 'admin' } })).json().user_id;
+  for (const [user, role] of [[raised, 'admin'], [narrowed, 'member']]) {
+    const r = await app.inject({ method: 'POST', url: `/v1/projects/${p2.id}/members`, headers: org.owner, payload: { user_id: user, role } });
+    t.ok(r.statusCode < 300, `override ${role}: ${r.statusCode}`);
+  }
+  const as = (user: string, project?: string) => ({ ...platform, 'x-svc-user': user, ...(project ? { 'x-svc-project': project } : {}) });
+  const made = await create({ server_id: 'acme-payments', secret: sb.issueCredential('acme-payments') }, as(raised, p2.id));
+  t.equal(made.statusCode, 201, 'a member raised to admin in the project writes there');
+  await refusedWithNothingWritten(t, () => create({ server_id: 'acme-payments', secret: sb.issueCredential('acme-payments') }, as(raised)), 403, 'insufficient_role');
+  await refusedWithNothingWritten(t, () => create({ server_id: 'acme-payments', secret: sb.issueCredential('acme-payments') }, as(narrowed, p2.id)), 403, 'insufficient_role');
+  const elsewhere = await create({ server_id: 'nota-facil', secret: sb.issueCredential('nota-facil') }, as(narrowed));
+  t.ok([200, 201].includes(elsewhere.statusCode), 'the narrowed admin is still admin in the default project (creates or rotates there)');
+});
+
 t.test('no secret in any event, response body or log line', async (t) => {
   await ledger.settle();
   const events = await ledger.store.readAll({ maxCount: 100_000 });

@@ -299,3 +299,23 @@ t.test('a key bound to one project: reads the policies, cannot change them; sees
   t.equal(hidden.statusCode, 404, "another project's approval answers as an absent one");
   await ok('DELETE', `/v1/policies/${policy.id}`, undefined, 204);
 });
+
+t.test("deciding a held call takes the person's role in the call's project (an override raises or narrows it)", async (t) => {
+  const m = await mandate();
+  await clear();
+  const rule = await policy({ name: 'a person decides', type: 'approval-required', config: { approval_ttl_seconds: 600, min_amount_minor: 1 } });
+  const raised = (await app.inject({ method: 'POST', url: '/v1/team/members', headers: org.owner, payload: { email: 'raised@pol.example', role: 'member' } })).json().user_id;
+  const narrowed = (await app.inject({ method: 'POST', url: '/v1/team/members', headers: org.owner, payload: { email: 'narrowed@pol.example', role: 'admin' } })).json().user_id;
+  for (const [user, role] of [[raised, 'admin'], [narrowed, 'member']]) {
+    t.ok((await app.inject({ method: 'POST', url: `/v1/projects/${org.projectId}/members`, headers: org.owner, payload: { user_id: user, role } })).statusCode < 300);
+  }
+  const as = (user: string) => ({ ...platform, 'x-svc-user': user });
+  const id = (await spendOn(m.id, '20')).json().approval_id as string;
+  const refused = await app.inject({ method: 'POST', url: `/v1/approvals/${id}/decide`, headers: as(narrowed), payload: { decision: 'deny' } });
+  t.same([refused.statusCode, refused.json()], [403, { error: 'insufficient_role', required: 'admin' }], 'an organization admin narrowed to member in the project');
+  t.equal((await app.inject({ method: 'GET', url: `/v1/approvals/${id}/page`, headers: as(narrowed) })).statusCode, 403, 'nor sees its page');
+  const decided = await app.inject({ method: 'POST', url: `/v1/approvals/${id}/decide`, headers: as(raised), payload: { decision: 'deny' } });
+  t.equal(decided.statusCode, 200, 'a member raised to admin in the project decides');
+  t.equal(decided.json().status, 'denied');
+  await ok('DELETE', `/v1/policies/${rule.id}`, undefined, 204);
+});
