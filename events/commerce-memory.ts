@@ -13,7 +13,8 @@ export const CounterpartyKind = z.enum(['supplier', 'customer', 'agent_peer']);
 export const IdentifierKind = z.enum(['cnpj', 'cpf', 'email', 'phone', 'wallet_address', 'other']);
 export const InteractionKind = z.enum(['quote', 'negotiation', 'order', 'invoice', 'payment', 'shipment', 'message', 'other']);
 export const InteractionSource = z.enum(['agent_execute', 'webhook', 'manual', 'backfill']);
-export const NegotiationOutcome = z.enum(['accepted', 'rejected', 'abandoned']);
+/** How a negotiation ended. `agreed` is the spec's own example (Part 2, negotiation-stats); `accepted`, this service's first word for it, stays valid; stats count each under the word it was recorded with. */
+export const NegotiationOutcome = z.enum(['agreed', 'accepted', 'rejected', 'abandoned']);
 const JsonObject = z.record(z.string(), z.unknown());
 
 export const CounterpartyCreated = z.object({

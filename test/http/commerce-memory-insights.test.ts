@@ -28,7 +28,7 @@ const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
 const KINDS = ['supplier', 'customer', 'agent_peer'] as const;
 const IX_KINDS = ['quote', 'negotiation', 'order', 'invoice', 'payment', 'payment', 'payment', 'shipment', 'message', 'other'] as const;
 const CURRENCIES = ['BRL', 'USD', 'MXN', 'USDC'] as const;
-const OUTCOMES = ['accepted', 'rejected', 'abandoned'] as const;
+const OUTCOMES = ['agreed', 'accepted', 'rejected', 'abandoned'] as const;
 const START = Date.parse('2025-06-01T00:00:00.000Z');
 const SPAN = Date.parse('2026-08-01T00:00:00.000Z') - START;
 
