@@ -180,8 +180,22 @@ export function sendResponse(reply: FastifyReply, r: { status: number; body?: un
   return reply.send(r.body);
 }
 
+/**
+ * The OAuth endpoints that clients call with a body answer errors in the
+ * OAuth shape (RFC 6749 section 5.2, RFC 7591 section 3.2.2), a body that
+ * cannot be read (not JSON or a form, malformed, too large) included.
+ */
+const OAUTH_BODY_ERRORS: Readonly<Record<string, string>> = { '/oauth/token': 'invalid_request', '/oauth/register': 'invalid_client_metadata' };
+
+function oauthShaped(r: ErrorResponse, path: string): ErrorResponse {
+  const code = OAUTH_BODY_ERRORS[path];
+  const e = (r.body as { error?: { message?: unknown } } | undefined)?.error;
+  if (!code || r.status >= 500 || typeof e !== 'object' || e === null) return r;
+  return { status: r.status, body: { error: code, error_description: String(e.message ?? 'the request body could not be read') }, headers: { ...r.headers, 'cache-control': 'no-store' } };
+}
+
 export function replyError(err: unknown, req: FastifyRequest, reply: FastifyReply): void {
-  const r = errorResponse(err, String(req.id));
+  const r = oauthShaped(errorResponse(err, String(req.id)), req.url.split('?')[0]!);
   if (r.status >= 500) req.log.error({ err }, 'unhandled error');
   void sendResponse(reply, r);
 }

@@ -185,6 +185,11 @@ t.test('token endpoint refusals', async (t) => {
   const small = (await exchange(c3)).json();
   oauthError(t, await token({ grant_type: 'refresh_token', refresh_token: small.refresh_token, client_id: client.client_id, scope: 'projects:write' }), 'invalid_scope');
   oauthError(t, await app.inject({ method: 'POST', url: '/oauth/token', headers: form, payload: `grant_type=refresh_token&refresh_token=${small.refresh_token}&refresh_token=x&client_id=${client.client_id}` }), 'invalid_request');
+  // A body that cannot be read answers in the OAuth shape too (it was the API's envelope).
+  oauthError(t, await app.inject({ method: 'POST', url: '/oauth/token', headers: { 'content-type': 'application/json' }, payload: '{"grant_type":"authorization_code"' }), 'invalid_request');
+  oauthError(t, await app.inject({ method: 'POST', url: '/oauth/register', headers: { 'content-type': 'application/json' }, payload: '{"redirect_uris":' }), 'invalid_client_metadata');
+  const typed = await app.inject({ method: 'POST', url: '/oauth/token', headers: { 'content-type': 'text/plain' }, payload: 'grant_type=x' });
+  t.same([typed.statusCode, typed.json().error], [415, 'invalid_request'], 'an unreadable media type: its status, the OAuth shape');
 });
 
 t.test('a bad bearer on /v1 keeps the bare 401 and names the resource metadata', async (t) => {
