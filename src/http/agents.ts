@@ -57,8 +57,21 @@ function checkOrgPath(orgId: string, auth: ApiKeyAuth) {
   if (orgId !== auth.orgId) throw forbidden('orgId is not the authenticated organization');
 }
 
+/**
+ * A did:web (or a kid under it) named in a path, as this service writes it: the
+ * router has decoded the path once, so the domain's port arrives as `:port`
+ * where the DID holds `%3A<port>` (a client that encodes only `#` as `%23`, as
+ * the spec says, sends it so).
+ */
+function asWritten(ctx: AnyCtx, segment: string): string {
+  const domain = ctx.deps.didDomain;
+  const decoded = decodeURIComponent(domain);
+  return decoded !== domain && segment.startsWith(`did:web:${decoded}:`) ? `did:web:${domain}:${segment.slice(`did:web:${decoded}:`.length)}` : segment;
+}
+
 /** The agent handle named by a path segment: a handle, or a did:web of this service and organization. */
-function handleFrom(ctx: AnyCtx, segment: string): string {
+function handleFrom(ctx: AnyCtx, raw: string): string {
+  const segment = asWritten(ctx, raw);
   if (!segment.startsWith('did:')) return segment;
   const prefix = `did:web:${ctx.deps.didDomain}:${ctx.auth.orgId}:`;
   if (!segment.startsWith(prefix)) throw new Rejection('agent_not_found', 'agent not found');
@@ -102,7 +115,8 @@ async function rotate(ctx: AnyCtx, handle: string) {
   }
 }
 
-async function revokeKey(ctx: AnyCtx, handle: string, kid: string) {
+async function revokeKey(ctx: AnyCtx, handle: string, raw: string) {
+  const kid = asWritten(ctx, raw);
   const r = await ctx.run(agentDecider, agentStream(ctx.auth.orgId, handle), { type: 'revoke_key', kid });
   const e = r.events[0]!;
   return { status: 200, body: { kid, status: 'revoked', revoked_at: e.type === 'agent.key_revoked' ? e.data.revoked_at : '' } };
