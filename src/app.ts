@@ -35,7 +35,7 @@ import { providerRoutes } from './http/providers.ts';
 import { connectionRoutes } from './http/connections.ts';
 import { providerWebhookRoutes } from './http/provider-webhooks.ts';
 import { sessionRoutes } from './http/sessions.ts';
-import { toolCallRoutes } from './http/tool-calls.ts';
+import { malformedId, toolCallRoutes } from './http/tool-calls.ts';
 import { statusStreamRoutes } from './http/status-stream.ts';
 import { sessionMcpRoutes } from './http/session-mcp.ts';
 import { sessionSendRoutes } from './http/session-send.ts';
@@ -101,6 +101,9 @@ export type BuildOptions = {
 };
 
 /** did:web domain of a base URL: the host, a port percent-encoded (did:web spec). */
+/** The status views (and their streams) of a tool call. */
+const TOOL_CALL_STATUS_PATH = /^\/v1\/tool-calls\/[^/]+\/(payment|verification)-status(\/stream)?$/;
+
 export function didDomainOf(baseUrl: string): string {
   const u = new URL(baseUrl);
   return u.port ? `${u.hostname}%3A${u.port}` : u.hostname;
@@ -127,6 +130,12 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     frameworkErrors: (err, req, reply) => {
       const long = err.code === 'FST_ERR_MAX_PARAM_LENGTH';
       reply.header('x-request-id', req.id);
+      // A tool call's status views answer a malformed id (an over-long one too) with their bare 400 (spec 4.3).
+      if (long && TOOL_CALL_STATUS_PATH.test(req.url.split('?')[0]!)) {
+        const m = malformedId();
+        void sendResponse(reply as unknown as FastifyReply, { status: m.status, body: m.body });
+        return;
+      }
       void sendResponse(reply as unknown as FastifyReply, {
         status: long ? 404 : 400,
         body: envelope(long ? 'not_found' : 'bad_request', long ? 'no such resource' : 'the URL could not be read', String(req.id)),

@@ -114,7 +114,7 @@ export async function statusStreamRoutes(app: FastifyInstance, deps: AppDeps): P
       tags: ['tool-calls'],
       auth: 'key_or_service',
       scope: 'sessions:read',
-      params: z.object({ id: z.string().max(200) }),
+      params: z.object({ id: z.string() }), // any length: a malformed id is the bare 400 below
       responses: { 200: null },
       errors: [[400, 'invalid_tool_call_id'], [401, 'unauthorized'], [404, 'not_found']],
       async handler(ctx) {

@@ -106,7 +106,8 @@ export async function toolCallRoutes(app: FastifyInstance, deps: AppDeps): Promi
     },
   });
 
-  const IdParams = z.object({ id: z.string().max(200) });
+  // Any length: a malformed id answers the bare 400 (spec 4.3), not a schema error.
+  const IdParams = z.object({ id: z.string() });
   defineRoute(app, deps, {
     method: 'GET',
     url: '/v1/tool-calls/:id',

@@ -126,7 +126,7 @@ t.test('tool calls in the audit chain verify; count_only; before/since paging', 
 t.test('bare 400/404 bodies for tool-call ids', async (t) => {
   const o = client(other.key);
   for (const path of ['', '/payment-status', '/verification-status']) {
-    for (const bad of ['tc_abc', '12x']) {
+    for (const bad of ['tc_abc', '12x', '1'.repeat(201), '1'.repeat(300)].filter((b) => path !== '' || b.length < 257)) {
       const r = await c.call('GET', `/v1/tool-calls/${bad}${path}`);
       t.equal(r.status, 400);
       t.equal(typeof r.body.error, 'string');
