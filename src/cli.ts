@@ -1,4 +1,5 @@
 import { parseArgs } from 'node:util';
+import { orgStream } from '../commands/org.ts';
 import { buildApp } from './app.ts';
 import { verifyExport, exportChain } from './audit/export.ts';
 import { verifyOrgChain } from './audit/verifier.ts';
@@ -133,6 +134,11 @@ export async function main(argv: string[]): Promise<number> {
     case 'audit verify':
       if (!values.org) break;
       return withRuntime(async (rt) => {
+        // An organization this log never held has no chain to call verified (a typo, or the wrong DATA_DIR or DATABASE_URL).
+        if ((await rt.store.readStream(orgStream(values.org!), { maxCount: 1 })).length === 0) {
+          process.stderr.write(`no organization ${values.org} in this log: nothing to verify (check --org, DATA_DIR and DATABASE_URL)\n`);
+          return 1;
+        }
         const report = await verifyOrgChain(rt.store, values.org!, rt.auditKey, AUDIT_ORIGIN);
         out(report);
         return report.ok ? 0 : 1;

@@ -5,7 +5,7 @@ import readline from 'node:readline';
 import type { EventStore } from '../eventstore/port.ts';
 import type { AuditEntry } from './chain.ts';
 import { parseVerifierKey } from './note.ts';
-import { type StoredEntry, storedCheckpoints, storedEntries, verifyChain, type VerifyReport } from './verifier.ts';
+import { type Problem, type StoredEntry, storedCheckpoints, storedEntries, verifyChain, type VerifyReport } from './verifier.ts';
 
 // The export bundle: everything an auditor needs to verify a chain offline.
 //   manifest.json      format, org_id, origin, entry count, tip hash
@@ -133,5 +133,15 @@ export async function verifyExport(dir: string, trustedKey?: string): Promise<Ve
     key: parseVerifierKey(vkey),
     origin: manifest.origin,
   });
-  return { ...report, key_source: trustedKey ? 'pinned' : 'bundle' };
+  const key_source = trustedKey ? ('pinned' as const) : ('bundle' as const);
+  // The bundle must hold the chain its manifest lists: a chain cut short verifies by itself.
+  if (report.entries !== manifest.entries || (manifest.entries > 0 && report.tip_hash !== manifest.tip_hash)) {
+    const p: Problem = {
+      kind: 'truncated',
+      sequence_number: Math.min(report.entries, manifest.entries) + 1,
+      detail: `the manifest lists ${manifest.entries} entries ending at ${manifest.tip_hash}; the bundle holds ${report.entries} ending at ${report.tip_hash || 'none'}`,
+    };
+    return { ...report, ok: false, first_bad_sequence: report.first_bad_sequence ?? p.sequence_number, first_problem: report.first_problem ?? p, problems: [...report.problems, p], key_source };
+  }
+  return { ...report, key_source };
 }

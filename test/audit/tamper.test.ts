@@ -203,4 +203,23 @@ t.test('audit export and verify-export (offline CLI): passes clean, fails tamper
   const failed = cli(bad);
   t.equal(failed.status, 1);
   t.match(failed.stderr, /first bad sequence 7 \(hash_mismatch/);
+  // Cut short: the first five entries verify by themselves, but the manifest lists ten.
+  const cut = `${dir}-cut`;
+  await fs.cp(dir, cut, { recursive: true });
+  t.teardown(() => fs.rm(cut, { recursive: true, force: true }));
+  const all = (await fs.readFile(path.join(cut, 'entries.jsonl'), 'utf8')).split('\n').filter((l) => l !== '');
+  await fs.writeFile(path.join(cut, 'entries.jsonl'), all.slice(0, 5).join('\n') + '\n');
+  const short = cli(cut);
+  t.equal(short.status, 1, 'a bundle cut short fails');
+  t.match(short.stderr, /first bad sequence 6 \(truncated/);
+});
+
+t.test('the CLI fails (exit 1) to verify an organization the log never held, rather than report an empty chain as verified', async (t) => {
+  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'audit-cli-'));
+  t.teardown(() => fs.rm(dataDir, { recursive: true, force: true }));
+  const cli = (org: string) => spawnSync(process.execPath, ['--import=tsx', 'src/cli.ts', 'audit', 'verify', '--org', org], { encoding: 'utf8', env: { ...process.env, DATABASE_URL: ledger.url, DATA_DIR: dataDir, SANDBOX_CHAIN: 'off', LOG_LEVEL: 'error' } });
+  const absent = cli('org_nosuch');
+  t.equal(absent.status, 1, absent.stderr);
+  t.match(absent.stderr, /no organization org_nosuch in this log/);
+  t.equal(absent.stdout, '', 'no report that could read as a verified chain');
 });
