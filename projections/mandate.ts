@@ -189,7 +189,9 @@ mandateProjection.applyBatch = async (tx, events, t) => {
   const ids = [...latest.keys()];
   // Prepared once per connection and table pair: planning them each batch cost a
   // tenth of a millisecond, under the log's lock.
-  const name = (kind: string) => ({ name: `mandate_batch_${kind}:${t.mandates}:${t.mandate_authorizations}` });
+  // Named by the mandates table alone (its authorizations table goes with it, live or
+  // rebuilt): a name past PostgreSQL's 63 characters would be cut, and warned about.
+  const name = (kind: string) => ({ name: `mandate_batch_${kind}:${t.mandates}` });
   if (auths.length > 0 && latest.size > 0) {
     // One statement for both (a spend's usual pair): they write different tables,
     // and the mandates inserted above are already visible to it.
