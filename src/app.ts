@@ -86,6 +86,8 @@ export type BuildOptions = {
   didDomain?: string;
   now?: () => Date;
   readWaitMs?: number;
+  /** Open sessions an organization may hold (SESSION_QUOTA_PER_ORG; default 100). */
+  sessionQuota?: number;
   rateLimit?: RateLimitConfig;
   logLevel?: string;
   /** OAuth per-address and key-paste limits; defaults from limits.ts. */
@@ -189,6 +191,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     rateLimiter: new RateLimiter(opts.rateLimit ?? defaultRateLimit),
     now: opts.now ?? (() => new Date()),
     readWaitMs: opts.readWaitMs ?? 5_000,
+    sessionQuota: opts.sessionQuota ?? 100,
     routes: [],
     baseUrl: opts.baseUrl,
     vault: opts.vault,

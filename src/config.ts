@@ -34,6 +34,7 @@ const schema = z.object({
   DID_DOMAIN: z.string().regex(/^[A-Za-z0-9.-]+(%3A\d+)?$/).optional(),
   PUBLIC_BASE_URL: z.string().url().optional(),
   READ_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(5_000),
+  SESSION_QUOTA_PER_ORG: z.coerce.number().int().positive().default(100),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
@@ -88,6 +89,8 @@ export type Config = {
   publicBaseUrl: string;
   /** How long a command waits for the read side before answering with the read-side-behind header. */
   readWaitMs: number;
+  /** Open sessions an organization may hold (403 quota_exceeded beyond). */
+  sessionQuota: number;
 };
 
 export class ConfigError extends Error {
@@ -158,5 +161,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     browserWorker: e.BROWSER_WORKER_URL ? { kind: 'remote', url: e.BROWSER_WORKER_URL } : { kind: e.BROWSER_WORKER },
     publicBaseUrl: e.PUBLIC_BASE_URL ?? `http://${e.HOST.includes(':') ? `[${e.HOST}]` : e.HOST}:${e.PORT}`,
     readWaitMs: e.READ_WAIT_MS,
+    sessionQuota: e.SESSION_QUOTA_PER_ORG,
   };
 }

@@ -36,6 +36,7 @@ const app = await buildApp({
   ...(config.didDomain ? { didDomain: config.didDomain } : {}),
   baseUrl: config.publicBaseUrl,
   readWaitMs: config.readWaitMs,
+  sessionQuota: config.sessionQuota,
   logLevel: config.logLevel,
   ...(config.metricsToken ? { metricsToken: config.metricsToken } : {}),
 }).catch(async (err: unknown) => {

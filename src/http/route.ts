@@ -37,6 +37,8 @@ export type AppDeps = {
   rateLimiter: RateLimiter;
   now: () => Date;
   readWaitMs: number;
+  /** Open sessions an organization may hold. */
+  sessionQuota: number;
   routes: RouteSpec[];
   /** Public base URL of this service (links, OpenAPI servers). */
   baseUrl: string;

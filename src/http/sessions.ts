@@ -17,8 +17,6 @@ import { registerApprovalExecutor } from './approvals.ts';
 // "input": {...}}. Open sessions per organization are capped (403
 // {error: quota_exceeded, limit, current}).
 
-/** Open sessions an organization may hold; SESSION_QUOTA_PER_ORG overrides. */
-export const sessionQuota = () => Number(process.env.SESSION_QUOTA_PER_ORG ?? 100);
 
 const SessionView = z
   .object({
@@ -121,7 +119,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: AppDeps): Promis
       const servers = [...new Set(body.servers)];
       for (const s of servers) if (!deps.providers.runtime.catalog.get(s)) throw new ApiError(404, 'server_unknown', `no provider ${s} in the catalog`, { server_id: s });
       const id = newId('ses');
-      const limit = sessionQuota();
+      const limit = deps.sessionQuota;
       try {
         await ctx.run(sessionQuotaDecider, sessionQuotaStream(tenant.orgId), { type: 'claim', sessionId: id, limit }, { serialize: true, projectId: tenant.projectId });
       } catch (err) {

@@ -32,7 +32,7 @@ export const SERVICE_SECRET = 'svc_test_secret_0123456789abcdefghijklmnop';
 
 export type TestApp = { app: FastifyInstance; ledger: TestLedger; vault: Vault; webhooks: WebhookDispatcher; x402: X402Deps | undefined; sandboxProviders: SandboxProviders | undefined; providerRuntime: ProviderRuntime; sandboxMerchants: SandboxMerchants | undefined };
 
-export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: RateLimitConfig; now?: () => Date; webhooks?: Partial<WebhookConfig>; webhookWorker?: boolean; banks?: Map<string, Bank>; x402?: boolean; oauth?: OAuthOptions; pix?: PixDeps; providers?: boolean; providerTimeoutMs?: number; logStream?: { write(line: string): void }; mcp?: Partial<McpConfig>; store?: 'postgres' | 'esdb'; merchants?: boolean; browserWorker?: BrowserWorker | null; providerOAuthClients?: Record<string, { client_id: string; client_secret: string }> } = {}): Promise<TestApp> {
+export async function testApp(t: Test, opts: { readWaitMs?: number; sessionQuota?: number; rateLimit?: RateLimitConfig; now?: () => Date; webhooks?: Partial<WebhookConfig>; webhookWorker?: boolean; banks?: Map<string, Bank>; x402?: boolean; oauth?: OAuthOptions; pix?: PixDeps; providers?: boolean; providerTimeoutMs?: number; logStream?: { write(line: string): void }; mcp?: Partial<McpConfig>; store?: 'postgres' | 'esdb'; merchants?: boolean; browserWorker?: BrowserWorker | null; providerOAuthClients?: Record<string, { client_id: string; client_secret: string }> } = {}): Promise<TestApp> {
   const ledger = await testLedger(t, { ...(opts.now ? { now: opts.now } : {}), ...(opts.store ? { store: opts.store } : {}) });
   const vault = await Vault.open(ledger.db, randomBytes(32));
   // Tests reach their receivers on loopback; deliveries retry on a compressed schedule.
@@ -100,6 +100,7 @@ export async function testApp(t: Test, opts: { readWaitMs?: number; rateLimit?: 
     baseUrl: 'http://127.0.0.1:8080',
     logLevel: opts.logStream ? 'trace' : 'silent',
     readWaitMs: opts.readWaitMs ?? 60_000,
+    ...(opts.sessionQuota !== undefined ? { sessionQuota: opts.sessionQuota } : {}),
     rateLimit: opts.rateLimit ?? { burst: 100_000, perSecond: 100_000 },
     ...(opts.now ? { now: opts.now } : {}),
     ...(opts.oauth ? { oauth: opts.oauth } : {}),

@@ -5,9 +5,8 @@ import { bootstrapOrg, platform, testApp, testClock } from '../helpers/app.ts';
 // Sessions and tool calls over HTTP, driven with the product client's exact
 // wire shapes, against the sandbox providers on loopback.
 
-process.env.SESSION_QUOTA_PER_ORG = '5';
 const clock = testClock();
-const { app, ledger, sandboxProviders } = await testApp(t, { providers: true, now: clock.now });
+const { app, ledger, sandboxProviders } = await testApp(t, { providers: true, now: clock.now, sessionQuota: 5 });
 const sb = sandboxProviders!;
 const org = await bootstrapOrg(app, 'Sess');
 const other = await bootstrapOrg(app, 'Elsewhere');

@@ -29,3 +29,9 @@ t.test('BROWSER_WORKER / BROWSER_WORKER_URL', async (t) => {
   t.throws(() => loadConfig({ BROWSER_WORKER: 'off' }), ConfigError);
   t.throws(() => loadConfig({ BROWSER_WORKER_URL: 'chromium' }), ConfigError);
 });
+
+t.test('SESSION_QUOTA_PER_ORG: 100 unset; a positive integer; anything else refused at start (it meant no quota at all)', async (t) => {
+  t.equal(loadConfig({}).sessionQuota, 100);
+  t.equal(loadConfig({ SESSION_QUOTA_PER_ORG: '7' }).sessionQuota, 7);
+  for (const bad of ['abc', '0', '-1', '2.5']) t.throws(() => loadConfig({ SESSION_QUOTA_PER_ORG: bad }), ConfigError, bad);
+});
