@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
-import { ApiError } from './errors.ts';
+import { ApiError, envelope } from './errors.ts';
 import { defineRoute, type AppDeps, type Ctx } from './route.ts';
 import { IdParam } from './schemas.ts';
 import { readSession, tenantOf } from './sessions.ts';
@@ -41,41 +41,56 @@ function mcpServer(deps: AppDeps, run: Run, s: SessionRow): Server {
 }
 
 export async function sessionMcpRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
-  for (const method of ['GET', 'POST'] as const) {
-    defineRoute(app, deps, {
-      method,
-      url: '/v1/sessions/:id/mcp',
-      operationId: method === 'GET' ? 'sessionMcpGet' : 'sessionMcpPost',
-      summary: "The session's tools over MCP Streamable HTTP (stateless; JSON-RPC initialize, tools/list, tools/call)",
-      tags: ['sessions'],
-      auth: 'key_or_service',
-      scope: 'sessions:write',
-      params: z.object({ id: IdParam }),
-      ...(method === 'POST' ? { body: z.unknown() } : {}),
-      responses: { 200: null, 202: null, 400: null, 405: null, 406: null, 415: null },
-      errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found'], [409, 'session_closed']],
-      async handler(ctx: Ctx<{ id: string }, unknown, unknown, never>) {
-        const tenant = await tenantOf(ctx as never);
-        const s = await readSession(ctx.deps, tenant, ctx.params.id);
-        if (!s) throw new ApiError(404, 'not_found', 'session not found');
-        if (s.status !== 'open') throw new ApiError(409, 'session_closed', 'the session is closed');
-        const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-        const server = mcpServer(ctx.deps, ctx.run.bind(ctx) as Run, s);
-        await server.connect(transport);
-        const headers = new Headers();
-        for (const [k, v] of Object.entries(ctx.req.headers)) if (typeof v === 'string') headers.set(k, v);
-        const request = new Request(`http://localhost${ctx.req.url}`, { method, headers, ...(method === 'POST' ? { body: JSON.stringify(ctx.body ?? null) } : {}) });
-        try {
-          const res = await transport.handleRequest(request, method === 'POST' ? { parsedBody: ctx.body } : {});
-          const text = await res.text();
-          const out: Record<string, string> = {};
-          res.headers.forEach((v, k) => (out[k] = v));
-          if (!out['content-type']) out['content-type'] = 'application/json';
-          return { status: res.status, headers: out, ...(text ? { body: text } : {}) };
-        } finally {
-          await server.close().catch(() => {});
-        }
-      },
-    } as never);
-  }
+  // Stateless Streamable HTTP offers no standalone SSE stream: a GET answers 405
+  // (as the transport's specification allows), never a stream left open for ever.
+  defineRoute(app, deps, {
+    method: 'GET',
+    url: '/v1/sessions/:id/mcp',
+    operationId: 'sessionMcpGet',
+    summary: 'No standalone SSE stream (stateless Streamable HTTP): 405; POST JSON-RPC messages',
+    tags: ['sessions'],
+    auth: 'key_or_service',
+    scope: 'sessions:write',
+    params: z.object({ id: IdParam }),
+    responses: { 405: null },
+    errors: [[401, 'unauthorized'], [403, 'forbidden'], [405, 'method_not_allowed']],
+    async handler(ctx) {
+      return { status: 405, headers: { allow: 'POST' }, body: envelope('method_not_allowed', 'the session MCP endpoint is stateless: POST JSON-RPC messages; there is no standalone SSE stream', String(ctx.req.id)) };
+    },
+  });
+  defineRoute(app, deps, {
+    method: 'POST',
+    url: '/v1/sessions/:id/mcp',
+    operationId: 'sessionMcpPost',
+    summary: "The session's tools over MCP Streamable HTTP (stateless; JSON-RPC initialize, tools/list, tools/call)",
+    tags: ['sessions'],
+    auth: 'key_or_service',
+    scope: 'sessions:write',
+    params: z.object({ id: IdParam }),
+    body: z.unknown(),
+    responses: { 200: null, 202: null, 400: null, 405: null, 406: null, 415: null },
+    errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found'], [409, 'session_closed']],
+    async handler(ctx: Ctx<{ id: string }, unknown, unknown, never>) {
+      const tenant = await tenantOf(ctx as never);
+      const s = await readSession(ctx.deps, tenant, ctx.params.id);
+      if (!s) throw new ApiError(404, 'not_found', 'session not found');
+      if (s.status !== 'open') throw new ApiError(409, 'session_closed', 'the session is closed');
+      const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+      const server = mcpServer(ctx.deps, ctx.run.bind(ctx) as Run, s);
+      await server.connect(transport);
+      const headers = new Headers();
+      for (const [k, v] of Object.entries(ctx.req.headers)) if (typeof v === 'string') headers.set(k, v);
+      const request = new Request(`http://localhost${ctx.req.url}`, { method: 'POST', headers, body: JSON.stringify(ctx.body ?? null) });
+      try {
+        const res = await transport.handleRequest(request, { parsedBody: ctx.body });
+        const text = await res.text();
+        const out: Record<string, string> = {};
+        res.headers.forEach((v, k) => (out[k] = v));
+        if (!out['content-type']) out['content-type'] = 'application/json';
+        return { status: res.status, headers: out, ...(text ? { body: text } : {}) };
+      } finally {
+        await server.close().catch(() => {});
+      }
+    },
+  } as never);
 }

@@ -52,3 +52,14 @@ t.test("another organization's key cannot reach the session", async (t) => {
   const r = await fetch(`${base}/v1/sessions/${session.id}/mcp`, { method: 'POST', headers: { ...other.key, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }) });
   t.equal(r.status, 404);
 });
+
+t.test('a GET (the client asking for a standalone SSE stream) answers 405 Allow: POST at once, and the service can close', async (t) => {
+  const ctl = new AbortController();
+  // Bounded: before, this request was never answered (and held the service's shutdown open).
+  const bound = setTimeout(() => ctl.abort(), 30_000);
+  const r = await fetch(`${base}/v1/sessions/${session.id}/mcp`, { headers: { ...org.key, accept: 'text/event-stream' }, signal: ctl.signal });
+  clearTimeout(bound);
+  t.equal(r.status, 405);
+  t.equal(r.headers.get('allow'), 'POST');
+  t.equal((await r.json()).error.code, 'method_not_allowed');
+});
