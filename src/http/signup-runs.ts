@@ -86,7 +86,9 @@ export async function signupRunRoutes(app: FastifyInstance, deps: import('./rout
       const { body, auth } = ctx;
       if (auth.environment !== 'test') throw new ApiError(422, 'not_test_environment', 'browser signup runs provision sandbox accounts: use a test key');
       const p = deps.providers.runtime.catalog.get(body.server_id);
-      if (!p || p.auth_type !== 'api_key') throw new ApiError(404, 'server_unknown', `no provider ${body.server_id} with a signup site in the catalog`, { server_id: body.server_id });
+      // The catalog says which providers the signup engine provisions (engine_provisionable: an engine
+      // descriptor, not quarantined); a run stores an API key, so the provider must take one.
+      if (!p || p.engine !== 'available' || p.auth_type !== 'api_key') throw new ApiError(404, 'server_unknown', `no provider ${body.server_id} the signup engine provisions (engine_provisionable, API key) in the catalog`, { server_id: body.server_id });
       if (!worker) throw new ApiError(503, 'browser_worker_unavailable', 'no browser worker is configured');
       const tenant = { orgId: auth.orgId, projectId: auth.projectId };
       const runId = newId('sr');

@@ -41,6 +41,18 @@ t.test('a live key is refused with not_test_environment; nothing starts', async 
   t.equal(r.json().error.code, 'not_test_environment');
 });
 
+t.test("only providers the catalog marks engine_provisionable (and that take an API key) start a run; nothing starts otherwise", async (t) => {
+  const providers = (await app.inject({ method: 'GET', url: '/v1/providers', headers: org.key })).json().servers as { id: string; auth_type: string; engine_provisionable: boolean }[];
+  const head = await ledger.store.headPosition();
+  for (const p of providers.filter((x) => !(x.engine_provisionable && x.auth_type === 'api_key'))) {
+    const r = await app.inject({ method: 'POST', url: '/v1/connections/engine/start', headers: org.key, payload: { server_id: p.id, user_id: 'ana', email: 'ana@example.com' } });
+    t.equal(r.statusCode, 404, `${p.id} (engine_provisionable ${p.engine_provisionable}, ${p.auth_type})`);
+    t.equal(r.json().error.code, 'server_unknown');
+  }
+  t.ok(providers.some((x) => x.id === 'old-erp' && !x.engine_provisionable), 'old-erp: an API-key provider the engine does not provision');
+  t.equal(await ledger.store.headPosition(), head, 'nothing written');
+});
+
 t.test('an unknown run is 404', async (t) => {
   const r = await status('sr_absentAbsent0000');
   t.equal(r.statusCode, 404);
