@@ -70,10 +70,11 @@ function openStream(deps: AppDeps, t: Tenant, id: string, kind: StatusKind, last
     if (!row || ended) return;
     const v = statusView(kind, row);
     if (seen < 0) {
-      if (lastEventId === null) {
+      // A Last-Event-ID past every change is no resume (another call's, or made up): a fresh open.
+      if (lastEventId === null || lastEventId > v.events.length) {
         seen = v.events.length;
         send('snapshot', String(seen), v);
-      } else seen = Math.min(lastEventId, v.events.length);
+      } else seen = lastEventId;
     }
     while (seen < v.events.length) {
       seen++;

@@ -61,5 +61,5 @@ t.test('a GET (the client asking for a standalone SSE stream) answers 405 Allow:
   clearTimeout(bound);
   t.equal(r.status, 405);
   t.equal(r.headers.get('allow'), 'POST');
-  t.equal((await r.json()).error.code, 'method_not_allowed');
+  t.equal(((await r.json()) as { error: { code: string } }).error.code, 'method_not_allowed');
 });

@@ -121,6 +121,12 @@ t.test('snapshot, updates across instances, resume with Last-Event-ID, done 5 s 
   await until(() => b.got.length === 3);
   t.match(b.got[2], { type: 'done', id: '3.done', data: { status: 'refunded' } });
   t.same(b.got.map((g) => g.type), ['update', 'update', 'done']);
+
+  // A Last-Event-ID past every change cannot be a resume: a fresh open, with its snapshot.
+  const c = listen(streamUrl, '99');
+  await until(() => c.got.length >= 1);
+  t.match(c.got[0], { type: 'snapshot', id: '3', data: { payment_status: 'refunded' } }, 'the snapshot first, not silence');
+  c.es.close();
 });
 
 t.test('heartbeat every 15 s and the 30-minute close (raw reader)', async (t) => {
