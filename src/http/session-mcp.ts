@@ -53,8 +53,10 @@ export async function sessionMcpRoutes(app: FastifyInstance, deps: AppDeps): Pro
     scope: 'sessions:write',
     params: z.object({ id: IdParam }),
     responses: { 405: null },
-    errors: [[401, 'unauthorized'], [403, 'forbidden'], [405, 'method_not_allowed']],
+    errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found'], [405, 'method_not_allowed']],
     async handler(ctx) {
+      // Another tenant's session answers as an absent one, as on POST.
+      if (!(await readSession(ctx.deps, await tenantOf(ctx as never), ctx.params.id))) throw new ApiError(404, 'not_found', 'session not found');
       return { status: 405, headers: { allow: 'POST' }, body: envelope('method_not_allowed', 'the session MCP endpoint is stateless: POST JSON-RPC messages; there is no standalone SSE stream', String(ctx.req.id)) };
     },
   });
