@@ -84,7 +84,8 @@ function canon(v: unknown, depth: number): string | undefined {
   return out + '}';
 }
 
-function hasLoneSurrogate(s: string): boolean {
+/** Whether a string holds a surrogate that is not half of a pair (no canonical JSON form, not well-formed Unicode). */
+export function hasLoneSurrogate(s: string): boolean {
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);
     if (c >= 0xd800 && c <= 0xdbff) {

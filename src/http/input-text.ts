@@ -1,3 +1,4 @@
+import { hasLoneSurrogate } from '../audit/hash.ts';
 import { ApiError } from './errors.ts';
 
 // What a request may carry into the ledger: text every reader of the log can
@@ -14,19 +15,7 @@ const SUSPECT = /[\u0000\uD800-\uDFFF]/;
 function badString(s: string): string | undefined {
   if (!SUSPECT.test(s)) return undefined;
   if (s.includes('\u0000')) return 'must not contain the character U+0000';
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c >= 0xd800 && c <= 0xdbff) {
-      const n = s.charCodeAt(i + 1);
-      if (n >= 0xdc00 && n <= 0xdfff) {
-        i++;
-        continue;
-      }
-      return 'must not contain a lone surrogate (text must be well-formed Unicode)';
-    }
-    if (c >= 0xdc00 && c <= 0xdfff) return 'must not contain a lone surrogate (text must be well-formed Unicode)';
-  }
-  return undefined;
+  return hasLoneSurrogate(s) ? 'must not contain a lone surrogate (text must be well-formed Unicode)' : undefined;
 }
 
 type Found = { path: (string | number)[]; message: string };
