@@ -26,7 +26,8 @@ export type ApiKeyAuth = {
   grantId?: string;
 };
 
-export type ServiceAuth = { kind: 'service'; orgId: string; userId: string; role: Role };
+/** A person acting through the platform credential; `projectId` on calls that act in one project (mode key_or_service). */
+export type ServiceAuth = { kind: 'service'; orgId: string; userId: string; role: Role; projectId?: string };
 export type PlatformAuth = { kind: 'platform' };
 export type OpenAuth = { kind: 'open' };
 export type Auth = ApiKeyAuth | ServiceAuth | PlatformAuth | OpenAuth;
@@ -209,14 +210,16 @@ export class Authenticator {
     const user = rows[0];
     if (!user) throw unauthorized();
     const auth: ServiceAuth = { kind: 'service', orgId: user.org_id, userId, role: user.role };
-    // A call that acts in one project (x-svc-project, else the default) takes the
-    // user's role there: a project-level override raises or narrows it, except
-    // for owners (spec Part 5). A header naming no project is refused by the route.
+    // A call that acts in one project (x-svc-project, else the default) is resolved
+    // here, once, and takes the user's role there: a project-level override raises
+    // or narrows it, except for owners (spec Part 5).
     if (mode === 'key_or_service') {
       const header = req.headers['x-svc-project'];
       const wanted = typeof header === 'string' && header.trim() !== '' ? header.trim() : undefined;
       const projectId = wanted === undefined || /^[\x21-\x7e]{1,200}$/.test(wanted) ? await this.resolveProject(auth.orgId, wanted) : null;
-      if (projectId) auth.role = await this.projectRole(auth, projectId);
+      if (!projectId) throw wanted ? forbidden('x-svc-project names no project of this organization') : projectResolutionFailed();
+      auth.projectId = projectId;
+      auth.role = await this.projectRole(auth, projectId);
     }
     if (minRole && ROLE_RANK[auth.role] < ROLE_RANK[minRole]) throw insufficientRole(minRole);
     return auth;

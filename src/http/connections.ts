@@ -7,11 +7,11 @@ import { loadState, Rejection } from '../eventstore/handler.ts';
 import type { ProviderDef } from '../providers/catalog.ts';
 import { checkCredential, encodeCredential } from '../providers/credentials.ts';
 import { CONNECTION_METADATA_MAX_BYTES, CONNECTION_METADATA_MAX_KEYS, DISPLAY_NAME_MAX_CHARS } from '../limits.ts';
-import type { ApiKeyAuth, ServiceAuth } from './auth.ts';
-import { ApiError, forbidden, projectResolutionFailed } from './errors.ts';
+import { ApiError } from './errors.ts';
 import { newId } from './ids.ts';
 import { probeProvider, VERIFY_ERRORS } from './providers.ts';
-import { defineRoute, type AppDeps, type Ctx, type RunCommand } from './route.ts';
+import { defineRoute, type AppDeps, type RunCommand } from './route.ts';
+import { tenantOf } from './sessions.ts';
 import { IdParam, Timestamp, isoText as TS } from './schemas.ts';
 
 // Provider connections (spec 2 Connection, 3 Connection, 4.4): credentials
@@ -47,18 +47,6 @@ export async function readConnection(deps: AppDeps, t: Tenant, id: string): Prom
   return rows[0];
 }
 
-/** The organization and project of a key, or of a service call (x-svc-project, else the default project). */
-async function tenantOf(ctx: Ctx<unknown, unknown, unknown, ApiKeyAuth | ServiceAuth>): Promise<Tenant> {
-  const { auth, req, deps } = ctx;
-  if (auth.kind === 'api_key') return { orgId: auth.orgId, projectId: auth.projectId };
-  const h = req.headers['x-svc-project'];
-  const wanted = typeof h === 'string' && h.trim() !== '' ? h.trim() : undefined;
-  const { rows } = wanted
-    ? await deps.db.query<{ id: string }>('SELECT id FROM projects WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL', [auth.orgId, wanted])
-    : await deps.db.query<{ id: string }>('SELECT id FROM projects WHERE org_id = $1 AND is_default AND deleted_at IS NULL', [auth.orgId]);
-  if (!rows[0]) throw wanted ? forbidden('x-svc-project names no project of this organization') : projectResolutionFailed();
-  return { orgId: auth.orgId, projectId: rows[0].id };
-}
 
 const vaultDown = (err: unknown) => new ApiError(503, 'vault_unavailable', 'the vault could not be written; nothing was stored', { retriable: true, reason: err instanceof Error ? err.constructor.name : 'error' });
 

@@ -4,7 +4,7 @@ import { sessionDecider, sessionQuotaDecider, sessionQuotaStream, sessionStream 
 import type { Tenant } from '../../commands/consumer.ts';
 import { Rejection } from '../eventstore/handler.ts';
 import type { ApiKeyAuth, ServiceAuth } from './auth.ts';
-import { ApiError, forbidden, projectResolutionFailed, RawHttpError } from './errors.ts';
+import { ApiError, projectResolutionFailed, RawHttpError } from './errors.ts';
 import { newId } from './ids.ts';
 import { defineRoute, type AppDeps, type Ctx } from './route.ts';
 import { IdParam, Timestamp, isoText as TS } from './schemas.ts';
@@ -50,17 +50,12 @@ export const ToolCallView = z
   })
   .meta({ id: 'ToolCall' });
 
-/** The organization and project of a key, or of a service call (x-svc-project, else the default project). */
+/** The organization and project of a key, or of a service call (both resolved by the authenticator: x-svc-project, else the default project). */
 export async function tenantOf(ctx: Ctx<unknown, unknown, unknown, ApiKeyAuth | ServiceAuth>): Promise<Tenant> {
-  const { auth, req, deps } = ctx;
-  if (auth.kind === 'api_key') return { orgId: auth.orgId, projectId: auth.projectId }; // x-svc-project resolved by the authenticator
-  const h = req.headers['x-svc-project'];
-  const wanted = typeof h === 'string' && h.trim() !== '' ? h.trim() : undefined;
-  const { rows } = wanted
-    ? await deps.db.query<{ id: string }>('SELECT id FROM projects WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL', [auth.orgId, wanted])
-    : await deps.db.query<{ id: string }>('SELECT id FROM projects WHERE org_id = $1 AND is_default AND deleted_at IS NULL', [auth.orgId]);
-  if (!rows[0]) throw wanted ? forbidden('x-svc-project names no project of this organization') : projectResolutionFailed();
-  return { orgId: auth.orgId, projectId: rows[0].id };
+  const { auth } = ctx;
+  if (auth.kind === 'api_key') return { orgId: auth.orgId, projectId: auth.projectId };
+  if (!auth.projectId) throw projectResolutionFailed();
+  return { orgId: auth.orgId, projectId: auth.projectId };
 }
 
 const notFound = () => new ApiError(404, 'not_found', 'session not found');
