@@ -3,10 +3,10 @@ import { z } from 'zod';
 import { approvalDecider, approvalStream } from '../../commands/approval.ts';
 import { lastApprovalSweep, migrateApprovalSweeps } from '../reactors/approval-expiry.ts';
 import type { Run } from '../policy/evaluator.ts';
-import { ApiError, forbidden, insufficientRole, RawHttpError, errorResponse } from './errors.ts';
+import { ApiError, forbidden, RawHttpError, errorResponse } from './errors.ts';
 import { defineRoute, type AppDeps } from './route.ts';
 import { IdParam, isoText as TS, Timestamp } from './schemas.ts';
-import { type Auth, ROLE_RANK, type ServiceAuth } from './auth.ts';
+import { type Auth, type ServiceAuth } from './auth.ts';
 
 // Approvals (spec Part 2 Approval, 4.10): a call held by an approval-required
 // policy. A person decides through the human-session rules (Part 5 item 8);
@@ -64,10 +64,7 @@ export async function approvalRoutes(app: FastifyInstance, deps: AppDeps): Promi
     return a;
   };
   /** Deciding a held call needs admin in the call's project: a project-level override raises or narrows the organization role, except for owners. */
-  const mustAdminIn = async (auth: ServiceAuth, projectId: string | null) => {
-    const role = projectId ? await deps.auth.projectRole(auth, projectId) : auth.role;
-    if (ROLE_RANK[role] < ROLE_RANK.admin) throw insufficientRole('admin');
-  };
+  const mustAdminIn = (auth: ServiceAuth, projectId: string | null) => deps.auth.requireRoleIn(auth, projectId, 'admin');
   const orgPath = (auth: Auth, orgId: string) => {
     if (!('orgId' in auth) || auth.orgId !== orgId) throw forbidden('orgId is not the authenticated organization');
     return orgId;

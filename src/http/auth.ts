@@ -257,6 +257,12 @@ export class Authenticator {
     return { kind: 'api_key', orgId: row.org_id, projectId, projectBound: row.project_id !== null, environment: row.environment, keyId: row.key_id, scopes, ...(grant ? { grantId: grant.grantId } : {}) };
   }
 
+  /** Refuses (403 insufficient_role) a person below `min` in a project (their organization role where there is none). */
+  async requireRoleIn(auth: ServiceAuth, projectId: string | null, min: Role): Promise<void> {
+    const role = projectId ? await this.projectRole(auth, projectId) : auth.role;
+    if (ROLE_RANK[role] < ROLE_RANK[min]) throw insufficientRole(min);
+  }
+
   /** A user's effective role in a project: the override unless they own the organization. */
   async projectRole(auth: ServiceAuth, projectId: string): Promise<Role> {
     if (auth.role === 'owner') return 'owner';

@@ -3,12 +3,12 @@ import { z } from 'zod';
 import { type ActiveOrg, orgDecider, orgStream } from '../../commands/org.ts';
 import { cascadeProjectDeletion, ProjectCascadeReactor } from '../reactors/project-cascade.ts';
 import { PROJECTS_LIST_DEFAULT, PROJECTS_LIST_MAX } from '../limits.ts';
-import { ApiError, forbidden, insufficientRole } from './errors.ts';
+import { ApiError, forbidden } from './errors.ts';
 import { newId } from './ids.ts';
 import { projectView } from './orgs.ts';
 import { defineRoute, READ_SIDE_HEADER, type AppDeps } from './route.ts';
 import { IdParam, Project, QueryBool, Timestamp } from './schemas.ts';
-import { ROLE_RANK, type Role } from './auth.ts';
+import { ROLE_RANK, type Role, type ServiceAuth } from './auth.ts';
 
 // The projects family (spec 4.2), members included. Reads come from the
 // projects read model; writes are decided in the organization's stream.
@@ -235,10 +235,7 @@ export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promis
     },
   });
 
-  async function requireAdmin(auth: { orgId: string; userId: string; role: Role; kind: 'service' }, projectId: string) {
-    const role = await deps.auth.projectRole(auth, projectId);
-    if (ROLE_RANK[role] < ROLE_RANK.admin) throw insufficientRole('admin');
-  }
+  const requireAdmin = (auth: ServiceAuth, projectId: string) => deps.auth.requireRoleIn(auth, projectId, 'admin');
 
   defineRoute(app, deps, {
     method: 'POST',
