@@ -155,7 +155,8 @@ export function errorResponse(err: unknown, requestId: string): ErrorResponse {
 /** JSON of shared read-cache values (deeply frozen: src/projector/readcache.ts), encoded once. */
 const encodedBodies = new WeakMap<object, string>();
 
-function isPlainJson(v: unknown): v is object {
+/** An array or a plain object: what JSON.stringify would write for fastify. */
+function isJsonContainer(v: unknown): v is object {
   if (typeof v !== 'object' || v === null) return false;
   if (Array.isArray(v)) return true;
   const proto = Object.getPrototypeOf(v);
@@ -175,7 +176,7 @@ export function sendResponse(reply: FastifyReply, r: { status: number; body?: un
       return reply.send(json);
     }
     // What fastify would do (JSON.stringify: no response schemas, no serialization hooks), and a bigint as a bare integer.
-    if (isPlainJson(body)) return reply.send(jsonText(body));
+    if (isJsonContainer(body)) return reply.send(jsonText(body));
   }
   return reply.send(r.body);
 }
