@@ -2,10 +2,14 @@ import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
+import { addressKind } from './address-kind.ts';
+
+export { addressKind };
 
 // The one guarded outbound HTTP client (webhooks, upstream probes). It refuses
-// private, loopback, link-local and metadata addresses — as literals in any
-// form the URL parser accepts (decimal, hex, IPv4-mapped IPv6) and as what a
+// private, loopback, link-local, metadata and reserved addresses (classified
+// in ./address-kind.ts from the IANA special-purpose registries) — as literals
+// in any form the URL parser accepts (decimal, hex, IPv4 carried in IPv6) and as what a
 // name resolves to, checked again at connect time — unless the environment
 // allows them (SVC_ALLOW_PRIVATE_TARGETS=loopback,private). It caps time and
 // response size and never follows redirects.
@@ -20,43 +24,6 @@ export class UnsafeTarget extends Error {
   constructor(readonly reason: string) {
     super(`refused target: ${reason}`);
   }
-}
-
-type Kind = 'loopback' | 'private' | 'link_local' | 'reserved' | 'public';
-
-function v4Kind(ip: string): Kind {
-  const [a, b] = ip.split('.').map(Number) as [number, number, number, number];
-  if (a === 127) return 'loopback';
-  if (a === 10 || (a === 172 && b >= 16 && b <= 31) || (a === 192 && b === 168) || (a === 100 && b >= 64 && b <= 127)) return 'private';
-  if (a === 169 && b === 254) return 'link_local'; // includes the 169.254.169.254 metadata service
-  if (a === 0 || a >= 224) return 'reserved';
-  return 'public';
-}
-
-function v6Kind(ip: string): Kind {
-  const lower = ip.toLowerCase().replace(/^\[|\]$/g, '');
-  if (lower === '::1') return 'loopback';
-  if (lower === '::') return 'reserved';
-  // IPv4-mapped / -compatible forms carry an IPv4 address: judge that.
-  const mapped = /^(?:0{0,4}:){0,5}(?:ffff:)?(\d+\.\d+\.\d+\.\d+)$/.exec(lower);
-  if (mapped) return v4Kind(mapped[1]!);
-  const hexMapped = /^(?:0{0,4}:){0,5}ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(lower);
-  if (hexMapped) {
-    const hi = parseInt(hexMapped[1]!, 16);
-    const lo = parseInt(hexMapped[2]!, 16);
-    return v4Kind(`${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`);
-  }
-  if (/^f[cd]/.test(lower)) return 'private';
-  if (/^fe[89ab]/.test(lower)) return 'link_local';
-  if (/^ff/.test(lower)) return 'reserved';
-  return 'public';
-}
-
-export function addressKind(ip: string): Kind {
-  const bare = ip.replace(/^\[|\]$/g, '');
-  if (net.isIPv4(bare)) return v4Kind(bare);
-  if (net.isIPv6(bare)) return v6Kind(bare);
-  return 'reserved';
 }
 
 function check(ip: string, allow: AllowedTargets): void {
