@@ -6,8 +6,15 @@ export const STREAM_NAME_MAX_CHARS = 200;
 export const EVENT_TYPE_MAX_CHARS = 100;
 /** Event store: the most events one append may carry. */
 export const APPEND_MAX_EVENTS = 10_000;
-/** Event store: the largest serialized event (data + metadata). */
-export const EVENT_MAX_BYTES = 1_048_576;
+/**
+ * Event store: the largest append either store accepts, counted as EventStoreDB
+ * counts it (UTF-8 bytes of data and metadata plus twice the event type's
+ * length, summed over the events of the append): EventStoreDB's default
+ * MaxAppendSize. EVENTSTORE_MAX_APPEND_BYTES sets another value (to match a
+ * server configured otherwise), up to APPEND_MAX_BYTES_CEILING.
+ */
+export const APPEND_MAX_BYTES = 1_048_576;
+export const APPEND_MAX_BYTES_CEILING = 16_777_216;
 
 /** Group commit: the most appends coalesced into one transaction. */
 export const GROUP_COMMIT_MAX_APPENDS = 512;
@@ -78,3 +85,5 @@ export const HOSTED_CONNECT_IDLE_MS = 10 * 60 * 1000;
 export const HOSTED_CONNECT_MAX_MS = 30 * 60 * 1000;
 /** Hosted-browser connect: the largest text one live-view input carries (a pasted password fits). */
 export const HOSTED_INPUT_TEXT_MAX_CHARS = 512;
+/** Tool input validation: compiled JSON Schemas kept (least recently used dropped first). */
+export const JSON_SCHEMA_CACHE_MAX = 1_000;

@@ -8,6 +8,7 @@ import {
   EventStoreDBClient,
   FORWARDS,
   jsonEvent,
+  MaxAppendSizeExceededError,
   NotLeaderError,
   START as ESDB_START,
   streamNameFilter,
@@ -20,10 +21,11 @@ import {
   type ResolvedEvent,
   type StreamingRead,
 } from '@eventstore/db-client';
-import { ESDB_RETRY_ATTEMPTS, ESDB_RETRY_BASE_MS, ESDB_RETRY_MAX_MS, READ_PAGE_DEFAULT, READ_PAGE_MAX } from '../limits.ts';
+import { APPEND_MAX_BYTES, ESDB_RETRY_ATTEMPTS, ESDB_RETRY_BASE_MS, ESDB_RETRY_MAX_MS, READ_PAGE_DEFAULT, READ_PAGE_MAX } from '../limits.ts';
 import {
   type AppendOptions,
   type AppendResult,
+  AppendTooLarge,
   GuardFailed,
   OutcomeUnknown,
   checkAppend,
@@ -243,6 +245,7 @@ export class EventStoreDbStore implements EventStore {
     private readonly client: EventStoreDBClient,
     /** host:port list of the connection string, for error messages (never credentials). */
     readonly address: string,
+    readonly maxAppendBytes: number,
   ) {}
 
   /** The connection string this store was opened with (credentials included: never log it). */
@@ -250,7 +253,13 @@ export class EventStoreDbStore implements EventStore {
     return this.#connectionString;
   }
 
-  static async open(connectionString: string): Promise<EventStoreDbStore> {
+  /**
+   * `maxAppendBytes`: the largest append accepted (default APPEND_MAX_BYTES,
+   * the server's default MaxAppendSize); set it to a server's own MaxAppendSize
+   * when that is lower. A server that refuses an append anyway
+   * (MaximumAppendSizeExceeded) is answered as AppendTooLarge, never retried.
+   */
+  static async open(connectionString: string, opts: { maxAppendBytes?: number } = {}): Promise<EventStoreDbStore> {
     const address = describeAddress(connectionString);
     let client: EventStoreDBClient;
     try {
@@ -258,7 +267,7 @@ export class EventStoreDbStore implements EventStore {
     } catch (err) {
       throw new EventStoreError('store_unavailable', `EventStoreDB connection string for ${address} is invalid: ${(err as Error).message}`);
     }
-    const store = new EventStoreDbStore(client, address);
+    const store = new EventStoreDbStore(client, address, opts.maxAppendBytes ?? APPEND_MAX_BYTES);
     store.#connectionString = connectionString;
     try {
       await store.headPosition(); // fail fast when the server is unreachable or $all is not readable
@@ -301,7 +310,7 @@ export class EventStoreDbStore implements EventStore {
 
   async appendToStream(stream: string, events: readonly NewEvent[], opts: AppendOptions = {}): Promise<AppendResult> {
     const expected = opts.expectedRevision ?? 'any';
-    const checked = checkAppend(stream, events, expected, randomUUID);
+    const checked = checkAppend(stream, events, expected, randomUUID, this.maxAppendBytes);
     if (opts.guard) {
       // No multi-stream condition here: the guard stream is read just before the append.
       // As on Postgres, the append's own expectation is reported first.
@@ -326,6 +335,8 @@ export class EventStoreDbStore implements EventStore {
           const actual = err.actualVersion;
           throw new WrongExpectedRevision(stream, expected, typeof actual === 'bigint' ? actual : 'no_stream');
         }
+        // The server counts as appendSize does: it refuses only when its MaxAppendSize is below ours.
+        if (err instanceof MaxAppendSizeExceededError) throw new AppendTooLarge(err.maxAppendSize, undefined, 'server');
         throw err;
       }
     });

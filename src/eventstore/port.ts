@@ -1,4 +1,4 @@
-import { APPEND_MAX_EVENTS, EVENT_MAX_BYTES, EVENT_TYPE_MAX_CHARS, STREAM_NAME_MAX_CHARS } from '../limits.ts';
+import { APPEND_MAX_BYTES, APPEND_MAX_EVENTS, EVENT_TYPE_MAX_CHARS, STREAM_NAME_MAX_CHARS } from '../limits.ts';
 
 // The event store port. Semantics follow EventStoreDB so that every adapter
 // behaves the same; one conformance suite (test/eventstore/) holds them to it.
@@ -96,6 +96,13 @@ export type AppendOptions = { expectedRevision?: ExpectedRevision; guard?: Appen
 export interface EventStore {
   readonly kind: 'postgres' | 'eventstoredb';
   /**
+   * The largest append this store accepts, in bytes as EventStoreDB counts
+   * them (appendSize). A larger one is refused with AppendTooLarge before
+   * anything is written. The same on every store (APPEND_MAX_BYTES, or the
+   * configured EVENTSTORE_MAX_APPEND_BYTES).
+   */
+  readonly maxAppendBytes: number;
+  /**
    * A guard is checked in the append's own transaction on Postgres; EventStoreDB
    * has no multi-stream condition, so its adapter reads the guard stream just
    * before appending (a change acknowledged before the append started is seen).
@@ -182,6 +189,29 @@ export class InvalidEvent extends EventStoreError {
   }
 }
 
+/**
+ * An append larger than the store accepts (`limit`, in bytes as appendSize
+ * counts them): refused by the port's own check before anything is written
+ * (`size`: the bytes counted up to and including event `atEvent`, where it
+ * passed the limit), or by an EventStoreDB server whose MaxAppendSize is
+ * lower than ours (MaximumAppendSizeExceeded; nothing written there either).
+ */
+export class AppendTooLarge extends InvalidEvent {
+  override name = 'AppendTooLarge';
+  constructor(
+    readonly limit: number,
+    readonly size: number | undefined,
+    readonly refusedBy: 'port' | 'server',
+    readonly atEvent?: number,
+  ) {
+    super(
+      refusedBy === 'port'
+        ? `the append passes ${limit} bytes, the most the store accepts in one append (data, metadata and twice the event type of each event): ${size} bytes by event ${atEvent}`
+        : `the EventStoreDB server refused the append: more than its MaxAppendSize of ${limit} bytes`,
+    );
+  }
+}
+
 export class DuplicateEventId extends EventStoreError {
   override name = 'DuplicateEventId';
   constructor(readonly eventId: string) {
@@ -258,7 +288,18 @@ function unholdable(json: string): boolean {
 
 export type CheckedEvent = { id: string; type: string; data: string; metadata: string; dataValue: JsonObject; metadataValue: EventMetadata };
 
-export function checkAppend(stream: string, events: readonly NewEvent[], expected: ExpectedRevision, newId: () => string): CheckedEvent[] {
+/**
+ * The size of an append as EventStoreDB counts it against MaxAppendSize
+ * (Event.SizeOnDisk summed over the append): UTF-8 bytes of data and metadata,
+ * plus twice the event type's length.
+ */
+export function appendSize(events: readonly Pick<CheckedEvent, 'type' | 'data' | 'metadata'>[]): number {
+  let size = 0;
+  for (const e of events) size += Buffer.byteLength(e.data, 'utf8') + Buffer.byteLength(e.metadata, 'utf8') + 2 * e.type.length;
+  return size;
+}
+
+export function checkAppend(stream: string, events: readonly NewEvent[], expected: ExpectedRevision, newId: () => string, maxAppendBytes: number = APPEND_MAX_BYTES): CheckedEvent[] {
   checkStreamName(stream);
   if (!(typeof expected === 'bigint' ? expected >= 0n : ['no_stream', 'stream_exists', 'any'].includes(expected))) {
     throw new InvalidEvent(`invalid expected revision ${String(expected)}`);
@@ -266,7 +307,13 @@ export function checkAppend(stream: string, events: readonly NewEvent[], expecte
   if (!Array.isArray(events) || events.length === 0) throw new InvalidEvent('an append carries at least one event');
   if (events.length > APPEND_MAX_EVENTS) throw new InvalidEvent(`an append carries at most ${APPEND_MAX_EVENTS} events`);
   const ids = new Set<string>();
-  return events.map((e, i) => {
+  // appendSize is counted exactly only once an upper bound of it (a UTF-16
+  // code unit is at most 3 UTF-8 bytes) passes the limit; an append over the
+  // limit is refused at the event that takes it over, before the rest is read.
+  let bound = 0;
+  let exact: number | undefined;
+  const checked: CheckedEvent[] = [];
+  events.forEach((e, i) => {
     if (typeof e !== 'object' || e === null) throw new InvalidEvent(`event ${i}: not an object`);
     if (typeof e.type !== 'string' || !EVENT_TYPE.test(e.type) || e.type.length > EVENT_TYPE_MAX_CHARS) {
       throw new InvalidEvent(`event ${i}: type must be a dotted lowercase name`);
@@ -284,10 +331,15 @@ export function checkAppend(stream: string, events: readonly NewEvent[], expecte
     if (typeof org !== 'string' || org.length === 0) throw new InvalidEvent(`event ${i}: metadata.org_id is required`);
     const data = JSON.stringify(e.data);
     const metadata = JSON.stringify(m);
-    if (data.length + metadata.length > EVENT_MAX_BYTES) throw new InvalidEvent(`event ${i}: larger than ${EVENT_MAX_BYTES} bytes`);
     if (unholdable(data) || unholdable(metadata)) throw new InvalidEvent(`event ${i}: a string holds U+0000 or a lone surrogate, which the read side and the audit chain cannot hold`);
-    return { id, type: e.type, data, metadata, dataValue: e.data, metadataValue: m as EventMetadata };
+    const c: CheckedEvent = { id, type: e.type, data, metadata, dataValue: e.data, metadataValue: m as EventMetadata };
+    checked.push(c);
+    bound += 3 * (data.length + metadata.length) + 2 * e.type.length;
+    if (exact === undefined && bound > maxAppendBytes) exact = appendSize(checked);
+    else if (exact !== undefined) exact += appendSize([c]);
+    if (exact !== undefined && exact > maxAppendBytes) throw new AppendTooLarge(maxAppendBytes, exact, 'port', i);
   });
+  return checked;
 }
 
 /** Decides an expected-revision check against the stream's current state. */

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { type Db, isServerError, type Queryable, type Transaction } from '../postgres/db.ts';
-import { GROUP_COMMIT_MAX_APPENDS, GROUP_COMMIT_MAX_EVENTS, READ_PAGE_DEFAULT, READ_PAGE_MAX, SUBSCRIPTION_POLL_MS, SUBSCRIPTION_RETRY_MS } from '../limits.ts';
+import { APPEND_MAX_BYTES, GROUP_COMMIT_MAX_APPENDS, GROUP_COMMIT_MAX_EVENTS, READ_PAGE_DEFAULT, READ_PAGE_MAX, SUBSCRIPTION_POLL_MS, SUBSCRIPTION_RETRY_MS } from '../limits.ts';
 import {
   type AppendGuard,
   type AppendOptions,
@@ -430,16 +430,20 @@ export class PostgresEventStore implements EventStore {
    */
   readonly predictions = { landed: 0, missed: 0, refused: 0, unknown: 0 };
 
-  private constructor(private readonly db: Db) {}
+  private constructor(
+    private readonly db: Db,
+    readonly maxAppendBytes: number,
+  ) {}
 
   /**
    * `listen: false`: no LISTEN connection (a reader that polls on its own
    * schedule and never waits for new events, like the audit verifier's thread,
-   * need not be woken by every commit).
+   * need not be woken by every commit). `maxAppendBytes`: the largest append
+   * accepted (default APPEND_MAX_BYTES, EventStoreDB's default MaxAppendSize).
    */
-  static async open(db: Db, opts: { listen?: boolean } = {}): Promise<PostgresEventStore> {
+  static async open(db: Db, opts: { listen?: boolean; maxAppendBytes?: number } = {}): Promise<PostgresEventStore> {
     await migrateEventStore(db);
-    const store = new PostgresEventStore(db);
+    const store = new PostgresEventStore(db, opts.maxAppendBytes ?? APPEND_MAX_BYTES);
     if (opts.listen === false) return store;
     store.stopListening = await db.listen(NOTIFY_CHANNEL, (payload) => {
       // Our own commits were announced locally already; an older head says nothing new.
@@ -467,7 +471,7 @@ export class PostgresEventStore implements EventStore {
     let checked: CheckedEvent[];
     const guard = opts.guard;
     try {
-      checked = checkAppend(stream, events, expected, randomUUID);
+      checked = checkAppend(stream, events, expected, randomUUID, this.maxAppendBytes);
       if (guard) checkStreamName(guard.stream);
     } catch (err) {
       return Promise.reject(err);
@@ -974,7 +978,7 @@ export class PostgresEventStore implements EventStore {
       },
       query: (text, params, opts) => tx.query(text, params, opts),
       append: async (appends) => {
-        const items = appends.map((a) => ({ stream: a.stream, expected: a.expectedRevision, events: checkAppend(a.stream, a.events, a.expectedRevision, randomUUID) }));
+        const items = appends.map((a) => ({ stream: a.stream, expected: a.expectedRevision, events: checkAppend(a.stream, a.events, a.expectedRevision, randomUUID, this.maxAppendBytes) }));
         const { rows } = await tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, PostgresEventStore.encode(items, recordedAt), { name: 'es_append_v6' });
         return items.map((p, i) => {
           const r = rows[i]!;

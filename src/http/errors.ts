@@ -1,6 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Rejection } from '../eventstore/handler.ts';
-import { OutcomeUnknown } from '../eventstore/port.ts';
+import { AppendTooLarge, OutcomeUnknown } from '../eventstore/port.ts';
 import { isShared } from '../projector/readcache.ts';
 import { jsonText } from './exact-json.ts';
 
@@ -137,6 +137,11 @@ export function errorResponse(err: unknown, requestId: string): ErrorResponse {
   if (err instanceof Rejection) return env(REJECTION_STATUS[err.code] ?? 409, err.code, err.message, err.details);
   if (err instanceof OutcomeUnknown) {
     return env(503, 'write_outcome_unknown', 'the store could not confirm whether this request was recorded: read the resource before repeating it; the same Idempotency-Key answers this again', { retry_safe: false });
+  }
+  // The request would record more than the event store takes in one append
+  // (refused before anything was written): its content is too large.
+  if (err instanceof AppendTooLarge) {
+    return env(413, 'payload_too_large', `the request would record more than the event store accepts in one append (${err.limit} bytes)`, { max_append_bytes: err.limit });
   }
   const fe = err as FastifyError;
   switch (fe?.code) {
