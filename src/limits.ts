@@ -85,3 +85,5 @@ export const HOSTED_CONNECT_IDLE_MS = 10 * 60 * 1000;
 export const HOSTED_CONNECT_MAX_MS = 30 * 60 * 1000;
 /** Hosted-browser connect: the largest text one live-view input carries (a pasted password fits). */
 export const HOSTED_INPUT_TEXT_MAX_CHARS = 512;
+/** Tool input validation: compiled JSON Schemas kept (least recently used dropped first). */
+export const JSON_SCHEMA_CACHE_MAX = 1_000;

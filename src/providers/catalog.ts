@@ -31,7 +31,7 @@ const Tool = z.object({
   name: z.string().regex(/^[a-z][a-z0-9_]*$/).max(64),
   description: z.string().min(1).max(1000),
   request: z.object({ method: z.enum(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']), path: z.string().startsWith('/').max(500) }),
-  input_schema: z.custom<JsonSchema>((s) => schemaProblems(s).length === 0 && (s as JsonSchema).type === 'object', 'an object schema within the supported JSON Schema subset'),
+  input_schema: z.custom<JsonSchema>((s) => schemaProblems(s).length === 0 && (s as JsonSchema).type === 'object', 'a valid JSON Schema (draft-07 or 2020-12) of type object'),
 });
 
 export const ProviderDef = z

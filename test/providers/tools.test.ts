@@ -97,3 +97,50 @@ t.test('no secret in any result', async (t) => {
   t.ok(results.length > 15 && secrets.length > 8);
   t.same(secrets.filter((s) => s.split('\n').some((line) => line.length >= 16 && !line.startsWith('-----') && text.includes(line))), []);
 });
+
+t.test('tool inputs are checked against the whole JSON Schema (Ajv), not a subset', async (t) => {
+  // A catalog whose list_charges carries schema features the old subset refused or ignored.
+  const raw = JSON.parse(JSON.stringify({ version: 1, recipes: [...Catalog.load().recipes], providers: Catalog.load().providers }));
+  const acmeDef = raw.providers.find((p: { id: string }) => p.id === 'acme-payments');
+  acmeDef.tools.find((tl: { name: string }) => tl.name === 'list_charges').input_schema = {
+    $schema: 'https://json-schema.org/draft/2020-12/schema',
+    type: 'object',
+    $defs: { cursor: { type: 'string', pattern: '^ch_[0-9a-z]+$' } },
+    properties: {
+      limit: { type: 'integer', minimum: 1, maximum: 100 },
+      after: { $ref: '#/$defs/cursor' },
+      since: { type: 'string', format: 'date-time' },
+      status: { oneOf: [{ const: 'succeeded' }, { const: 'refunded' }] },
+      order: { enum: ['asc', 'desc'] },
+      order_by: { type: 'string' },
+    },
+    if: { required: ['order'] },
+    then: { required: ['order_by'] },
+    additionalProperties: false,
+  };
+  const draft07 = {
+    $schema: 'http://json-schema.org/draft-07/schema#',
+    type: 'object',
+    definitions: { id: { type: 'string', pattern: '^ch_' } },
+    properties: { charge_id: { $ref: '#/definitions/id' } },
+    required: ['charge_id'],
+  };
+  acmeDef.tools.find((tl: { name: string }) => tl.name === 'get_charge').input_schema = draft07;
+  const catalog = Catalog.parse(raw); // the old loader refused every keyword outside its subset
+  const rich = new ProviderTools(ledger.db, vault, { ...tools.runtime, catalog });
+  const run = (toolName: string, input: unknown) => rich.execute({ tenant, environment: 'test', serverId: 'acme-payments', toolName, input });
+  const refused = async (input: unknown, path: (string | number)[], why: string) => {
+    const r = await run('list_charges', input);
+    t.match(r, { ok: false, error: { code: 'invalid_input' } }, why);
+    t.ok(!r.ok && r.error.issues?.some((i) => JSON.stringify(i.path) === JSON.stringify(path)), `${why}: the issue names ${path.join('.') || 'the root'}`);
+  };
+  await refused({ after: 'nope' }, ['after'], 'pattern through $ref/$defs');
+  await refused({ since: 'yesterday' }, ['since'], 'format date-time');
+  await refused({ status: 'pending' }, ['status'], 'oneOf');
+  await refused({ order: 'asc' }, ['order_by'], 'if/then');
+  await refused({ limit: 5, nope: 1 }, ['nope'], 'additionalProperties still');
+  t.match(await run('list_charges', { limit: 5, after: 'ch_1', since: '2025-01-02T03:04:05Z', status: 'succeeded', order: 'asc', order_by: 'created' }), { ok: true, status: 200 }, 'a conforming input reaches the provider');
+  t.match(await run('get_charge', { charge_id: 'x_1' }), { ok: false, error: { code: 'invalid_input', issues: [{ path: ['charge_id'], message: /pattern/ }] } }, 'a draft-07 schema (definitions, $ref) is read as draft-07');
+  t.throws(() => Catalog.parse({ ...raw, providers: [{ ...acmeDef, tools: [{ ...acmeDef.tools[0], input_schema: { type: 'object', properties: { a: { $ref: '#/$defs/missing' } } } }] }] }), 'a schema with an unresolvable $ref is refused by the loader');
+  t.throws(() => Catalog.parse({ ...raw, providers: [{ ...acmeDef, tools: [{ ...acmeDef.tools[0], input_schema: { type: 'object', properties: { a: { type: 'strin' } } } }] }] }), 'an invalid schema is refused by the loader');
+});
