@@ -101,3 +101,38 @@ export const incidentDecider: Decider<IncidentState, IncidentCommand> = {
     return [{ type: 'audit.incident_acknowledged', data: { incident_id: state.id, ...command.ack, acknowledged_by: command.by, acknowledged_at: now } }];
   },
 };
+
+/** One witness's cosignatures of an organization's checkpoints: `audit_cosignature-<org>-<hash of the witness name>`. */
+export const cosignatureStream = (orgId: string, witnessTag: string) => `audit_cosignature-${orgId}-${witnessTag}`;
+
+export type CosignatureState = { size: number };
+export type CosignatureCommand = {
+  type: 'record';
+  orgId: string;
+  origin: string;
+  size: number;
+  rootHash: string;
+  witness: string;
+  witnessKey: string;
+  cosignature: string;
+  timestamp: number;
+};
+
+/**
+ * Records a witness's cosignature once per size, and only of a size larger than
+ * the last one recorded (a witness cosigns an ever-growing tree): with several
+ * instances submitting, the stream's revision decides which record stands.
+ */
+export const cosignatureDecider: Decider<CosignatureState, CosignatureCommand> = {
+  initialState: () => ({ size: -1 }),
+  evolve: (state, event) => (event.type === 'audit.checkpoint_cosigned' ? { size: Math.max(state.size, event.data.size) } : state),
+  decide(c, state, { now }): DomainEvent[] {
+    if (c.size <= state.size) return [];
+    return [
+      {
+        type: 'audit.checkpoint_cosigned',
+        data: { org_id: c.orgId, origin: c.origin, size: c.size, root_hash: c.rootHash, witness: c.witness, witness_key: c.witnessKey, cosignature: c.cosignature, timestamp: c.timestamp, cosigned_at: now },
+      },
+    ];
+  },
+};

@@ -61,6 +61,24 @@ export const AuditIncidentAcknowledged = z.object({
   acknowledged_at: IsoTime,
 });
 
+/**
+ * A witness's cosignature (C2SP tlog-cosignature, Ed25519) of a signed
+ * checkpoint, in the stream `audit_cosignature-<org>-<witness hash>`; sealed
+ * into the chain like every fact.
+ */
+export const AuditCheckpointCosigned = z.object({
+  org_id: z.string(),
+  origin: z.string(),
+  size: z.number().int().nonnegative(),
+  root_hash: z.string(),
+  witness: z.string(),
+  witness_key: z.string(),
+  /** The signature line, "— <witness> base64(key id || timestamp || signature)". */
+  cosignature: z.string(),
+  timestamp: z.number().int().positive(),
+  cosigned_at: IsoTime,
+});
+
 export const auditEvents = {
   'audit.entry_sealed': AuditEntrySealed,
   'audit.checkpoint_signed': AuditCheckpointSigned,
@@ -68,6 +86,7 @@ export const auditEvents = {
   'audit.initial_walk_completed': AuditInitialWalkCompleted,
   'audit.incident_opened': AuditIncidentOpened,
   'audit.incident_acknowledged': AuditIncidentAcknowledged,
+  'audit.checkpoint_cosigned': AuditCheckpointCosigned,
 } as const;
 
 /** What the sealer writes: never subscribable as business events, never sealed again. */

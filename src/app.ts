@@ -49,6 +49,7 @@ import { registerMetrics } from './http/metrics.ts';
 import { docsRoutes } from './http/docs.ts';
 import { projectRoutes } from './http/projects.ts';
 import { defaultRateLimit, RateLimiter, type RateLimitConfig } from './http/ratelimit.ts';
+import type { WitnessEndpoint } from './audit/witness-client.ts';
 import type { AppDeps, RouteSpec } from './http/route.ts';
 import { HTTP_BODY_MAX_BYTES } from './limits.ts';
 import { ReadCache } from './projector/readcache.ts';
@@ -68,6 +69,8 @@ declare module 'fastify' {
 }
 
 export type BuildOptions = {
+  /** The witnesses of AUDIT_WITNESSES, for the audit health view. */
+  auditWitnesses?: readonly WitnessEndpoint[];
   db: Db;
   store: EventStore;
   readSide: Pick<ReadSide, 'waitFor' | 'progress'>;
@@ -204,6 +207,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     mcp: { ...defaultMcpConfig(opts.baseUrl), ...opts.mcp },
     merchants: opts.merchants ?? {},
     ...(opts.browserWorker !== undefined ? { browserWorker: opts.browserWorker } : {}),
+    ...(opts.auditWitnesses ? { auditWitnesses: opts.auditWitnesses } : {}),
     providers: new ProviderTools(opts.db, opts.vault, opts.providers ?? { catalog: Catalog.load(), client: new HttpProvider({ allow: opts.webhookTargets ?? { loopback: false, private: false } }), sandbox: undefined }, { store: opts.store, now: opts.now ?? (() => new Date()), waitFor: (p, ms) => opts.readSide.waitFor(p, ms) }),
   };
 

@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
+import { parseWitnessList, type WitnessEndpoint } from './audit/witness-client.ts';
 import { APPEND_MAX_BYTES, APPEND_MAX_BYTES_CEILING } from './limits.ts';
 
 // The environment, parsed once. Nothing else in the service reads process.env.
@@ -11,6 +12,7 @@ const schema = z.object({
   ESDB_URL: z.string().min(1).optional(),
   EVENTSTORE_MAX_APPEND_BYTES: z.coerce.number().int().min(1).max(APPEND_MAX_BYTES_CEILING).default(APPEND_MAX_BYTES),
   AUDIT_SIGNING_KEY: z.string().min(1).optional(),
+  AUDIT_WITNESSES: z.string().optional(),
   SVC_SERVICE_SECRET: z.string().min(32).optional(),
   METRICS_TOKEN: z.string().min(16).optional(),
   VAULT_MASTER_KEY: z.string().min(1).optional(),
@@ -35,6 +37,7 @@ const schema = z.object({
   RECEIPT_SIGNING_KEY: z.string().min(1).optional(),
   DID_DOMAIN: z.string().regex(/^[A-Za-z0-9.-]+(%3A\d+)?$/).optional(),
   PUBLIC_BASE_URL: z.string().url().optional(),
+  MCP_ALLOWED_ORIGINS: z.string().optional(),
   READ_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(5_000),
   SESSION_QUOTA_PER_ORG: z.coerce.number().int().positive().default(100),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -51,6 +54,8 @@ export type Config = {
   logLevel: z.infer<typeof schema>['LOG_LEVEL'];
   /** base64 Ed25519 seed for audit checkpoints; generated into dataDir when unset. */
   auditSigningKey: string | undefined;
+  /** AUDIT_WITNESSES: C2SP tlog-witness witnesses that cosign each checkpoint, a comma list of "<base URL> <witness verifier key>". */
+  auditWitnesses: WitnessEndpoint[];
   /** The platform secret of the service-auth subtree; generated into dataDir when unset. */
   serviceSecret: string | undefined;
   /** Bearer token for GET /metrics from other than loopback; unset: loopback only. */
@@ -91,6 +96,8 @@ export type Config = {
   didDomain: string | undefined;
   /** Public base URL (links, OpenAPI servers); http://HOST:PORT when unset. */
   publicBaseUrl: string;
+  /** Browser origins, besides the service's own, allowed on the MCP endpoints (MCP_ALLOWED_ORIGINS, comma list). */
+  mcpAllowedOrigins: string[];
   /** How long a command waits for the read side before answering with the read-side-behind header. */
   readWaitMs: number;
   /** Open sessions an organization may hold (403 quota_exceeded beyond). */
@@ -120,6 +127,30 @@ function parseJsonSetting<S extends z.ZodType>(name: string, raw: string | undef
 }
 
 const parseOAuthClients = (raw: string | undefined): Config['providerOAuthClients'] => parseJsonSetting('PROVIDER_OAUTH_CLIENTS', raw, OAuthClientsSchema);
+/** MCP_ALLOWED_ORIGINS: a comma list of origins (scheme://host[:port], nothing after it); a bad entry names itself. */
+function parseOrigins(raw: string | undefined): string[] {
+  if (!raw || raw.trim() === '') return [];
+  return raw.split(',').map((entry) => {
+    const v = entry.trim();
+    let u: URL;
+    try {
+      u = new URL(v);
+    } catch {
+      throw new ConfigError(`MCP_ALLOWED_ORIGINS: '${v}' is not an origin (scheme://host[:port])`);
+    }
+    if ((u.protocol !== 'http:' && u.protocol !== 'https:') || v.replace(/\/$/, '') !== u.origin) throw new ConfigError(`MCP_ALLOWED_ORIGINS: '${v}' is not an origin (scheme://host[:port])`);
+    return u.origin;
+  });
+}
+
+function parseWitnesses(raw: string | undefined): WitnessEndpoint[] {
+  try {
+    return parseWitnessList(raw);
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
+  }
+}
+
 const parseBanks = (raw: string | undefined): Config['banks'] => parseJsonSetting('BANKS', raw, BanksSchema);
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -140,6 +171,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     maxAppendBytes: e.EVENTSTORE_MAX_APPEND_BYTES,
     logLevel: e.LOG_LEVEL,
     auditSigningKey: e.AUDIT_SIGNING_KEY,
+    auditWitnesses: parseWitnesses(e.AUDIT_WITNESSES),
     serviceSecret: e.SVC_SERVICE_SECRET,
     metricsToken: e.METRICS_TOKEN,
     vaultMasterKey: e.VAULT_MASTER_KEY,
@@ -164,6 +196,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     banks: parseBanks(e.BANKS),
     providerOAuthClients: parseOAuthClients(e.PROVIDER_OAUTH_CLIENTS),
     browserWorker: e.BROWSER_WORKER_URL ? { kind: 'remote', url: e.BROWSER_WORKER_URL } : { kind: e.BROWSER_WORKER },
+    mcpAllowedOrigins: parseOrigins(e.MCP_ALLOWED_ORIGINS),
     publicBaseUrl: e.PUBLIC_BASE_URL ?? `http://${e.HOST.includes(':') ? `[${e.HOST}]` : e.HOST}:${e.PORT}`,
     readWaitMs: e.READ_WAIT_MS,
     sessionQuota: e.SESSION_QUOTA_PER_ORG,

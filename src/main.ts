@@ -35,8 +35,10 @@ const app = await buildApp({
   browserWorker: workerOfConfig(config.browserWorker),
   ...(config.didDomain ? { didDomain: config.didDomain } : {}),
   baseUrl: config.publicBaseUrl,
+  mcp: { allowedOrigins: config.mcpAllowedOrigins },
   readWaitMs: config.readWaitMs,
   sessionQuota: config.sessionQuota,
+  auditWitnesses: config.auditWitnesses,
   logLevel: config.logLevel,
   ...(config.metricsToken ? { metricsToken: config.metricsToken } : {}),
 }).catch(async (err: unknown) => {

@@ -6,6 +6,7 @@ import { type EventStore, openEventStore } from './eventstore/index.ts';
 import { openDb, type Db } from './postgres/db.ts';
 import { ensureDatabase, startEmbeddedPostgres, type EmbeddedServer } from './postgres/embedded.ts';
 import { loadAuditSigningKey } from './audit/keys.ts';
+import { WitnessSubmitter } from './audit/witness-client.ts';
 import { loadVaultMasterKey, Vault } from './adapters/vault.ts';
 import type { SigningKey } from './audit/note.ts';
 import { startReadSide, type ReadSide } from './readside.ts';
@@ -154,6 +155,9 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
     settlementReactor?.start();
     const approvalExpiry = readSide ? new ApprovalExpiryReactor(db, store, () => new Date()) : undefined;
     await approvalExpiry?.start();
+    // Cosignatures of each new checkpoint by AUDIT_WITNESSES, off the command path.
+    const witnessSubmitter = readSide && config.auditWitnesses.length > 0 ? new WitnessSubmitter(db, store, config.auditWitnesses) : undefined;
+    witnessSubmitter?.start();
     const pix = opts.followers === false ? undefined : await openPix(process.env, config.publicBaseUrl);
     return {
       config,
@@ -172,6 +176,7 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
       serviceSecretFile: secret.file,
       readSide,
       async close() {
+        await witnessSubmitter?.stop().catch(() => {});
         await approvalExpiry?.stop().catch(() => {});
         await settlementReactor?.stop().catch(() => {});
         await x.stop().catch(() => {});

@@ -44,6 +44,21 @@ export class CompactRange {
     this.stack.push(node);
     this.size++;
   }
+  /** The perfect subtrees, left to right: what a monitor stores to resume. */
+  toJSON(): { size: number; hash: string }[] {
+    return this.stack.map((n) => ({ size: n.size, hash: n.hash.toString('hex') }));
+  }
+  static fromJSON(nodes: readonly { size: number; hash: string }[]): CompactRange {
+    const r = new CompactRange();
+    for (const n of nodes) {
+      if (!Number.isSafeInteger(n.size) || n.size < 1 || !Number.isInteger(Math.log2(n.size)) || !/^[0-9a-f]{64}$/.test(n.hash)) throw new Error('not a compact range');
+      const top = r.stack[r.stack.length - 1];
+      if (top && top.size <= n.size) throw new Error('compact range sizes must decrease');
+      r.stack.push({ size: n.size, hash: Buffer.from(n.hash, 'hex') });
+      r.size += n.size;
+    }
+    return r;
+  }
   root(): Buffer {
     if (this.stack.length === 0) return EMPTY_ROOT;
     let acc = this.stack[this.stack.length - 1]!.hash;

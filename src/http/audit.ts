@@ -7,6 +7,8 @@ import { bundleLines } from '../audit/export.ts';
 import type { VerificationRow } from '../audit/health.ts';
 import { leafHash, verifyConsistency, verifyInclusion } from '../audit/merkle.ts';
 import { consistencyProofFromStore, inclusionProofFromStore, readTile, TILE_WIDTH } from '../audit/tree.ts';
+import { auditStream } from '../audit/chain.ts';
+import { UNWITNESSED_TYPES } from '../audit/witness-client.ts';
 import { loadState } from '../eventstore/handler.ts';
 import { ApiError, forbidden } from './errors.ts';
 import { defineRoute, type AppDeps, type Ctx } from './route.ts';
@@ -31,6 +33,9 @@ const AuditConfig = AuditThresholds.extend({
 const Incident = z
   .object({ id: z.string(), org_id: z.string(), kind: z.string(), detail: z.string(), detected_at: Timestamp, detected_at_sequence: z.number().int(), status: z.enum(['open', 'acknowledged']), anpd_notification_status: z.enum(['not_required', 'notified', 'pending_assessment']), created_at: Timestamp })
   .meta({ id: 'AuditIncident' });
+const WitnessLag = z
+  .object({ name: z.string(), verifier_key: z.string(), cosigned_size: z.number().int(), cosigned_at: Timestamp.nullable(), lag_entries: z.number().int() })
+  .meta({ id: 'AuditWitnessLag' });
 const Health = z
   .object({
     status: z.enum(['healthy', 'degraded']),
@@ -52,10 +57,47 @@ const Health = z
     }),
     incidents: z.object({ open_count: z.number().int(), acknowledged_count_30d: z.number().int(), open_truncated: z.boolean(), open: z.array(z.object({ id: z.string(), detected_at: Timestamp, detected_at_sequence: z.number().int() })) }),
     initial_walk: z.object({ in_progress: z.boolean(), events_processed: z.number().int() }),
+    witnesses: z.array(WitnessLag),
   })
   .meta({ id: 'AuditHealth' });
 
 const OPEN_LIST_MAX = 20;
+const ENTRY_PAGE_MAX = 1000;
+
+const Cosigned = z
+  .object({ size: z.number().int(), root_hash: z.string(), note: z.string(), witnesses: z.array(z.object({ name: z.string(), timestamp: z.number().int() })) })
+  .meta({ id: 'AuditCosignedCheckpoint' });
+
+/** The newest checkpoint any witness cosigned, with every cosignature recorded for it appended to the log's note. */
+async function cosignedCheckpoint(deps: AppDeps, orgId: string): Promise<z.infer<typeof Cosigned> | null> {
+  const { rows } = await deps.db.query<{ size: number; root_hash: string; note: string; cosignature: string; witness: string; ts: number }>(
+    `WITH c AS (SELECT (payload->>'size')::bigint AS size, payload->>'cosignature' AS cosignature, payload->>'witness' AS witness, (payload->>'timestamp')::bigint AS ts
+                FROM audit_events WHERE org_id = $1 AND event_type = 'audit.checkpoint_cosigned' AND payload IS NOT NULL)
+     SELECT k.size::int, k.root_hash, k.note, c.cosignature, c.witness, c.ts::float8 AS ts FROM c JOIN audit_checkpoints k ON k.org_id = $1 AND k.size = c.size
+     WHERE c.size = (SELECT max(size) FROM c) ORDER BY c.witness`,
+    [orgId],
+  );
+  if (rows.length === 0) return null;
+  const first = rows[0]!;
+  const lines = [...new Set(rows.map((r) => r.cosignature.replace(/\n?$/, '\n')))];
+  return { size: first.size, root_hash: first.root_hash, note: first.note + lines.join(''), witnesses: rows.map((r) => ({ name: r.witness, timestamp: Number(r.ts) })) };
+}
+
+/** Each configured witness: the largest size it cosigned and how many entries (other than cosignatures and incidents) it has yet to witness. */
+async function witnessLag(deps: AppDeps, orgId: string): Promise<z.infer<typeof WitnessLag>[]> {
+  const configured = deps.auditWitnesses ?? [];
+  if (configured.length === 0) return [];
+  const { rows } = await deps.db.query<{ witness: string; size: number; at: string }>(
+    `SELECT DISTINCT ON (payload->>'witness') payload->>'witness' AS witness, (payload->>'size')::int AS size, ${TS('happened_at')} AS at
+     FROM audit_events WHERE org_id = $1 AND event_type = 'audit.checkpoint_cosigned' AND payload IS NOT NULL ORDER BY payload->>'witness', (payload->>'size')::bigint DESC`,
+    [orgId],
+  );
+  const last = Number((await deps.db.query<{ s: string | null }>('SELECT max(sequence_number)::text AS s FROM audit_events WHERE org_id = $1 AND event_type <> ALL($2)', [orgId, [...UNWITNESSED_TYPES]])).rows[0]?.s ?? 0);
+  return configured.map((w) => {
+    const r = rows.find((x) => x.witness === w.key.name);
+    return { name: w.key.name, verifier_key: w.vkey, cosigned_size: r?.size ?? 0, cosigned_at: r?.at ?? null, lag_entries: Math.max(0, last - (r?.size ?? 0)) };
+  });
+}
 
 async function readConfig(deps: AppDeps, orgId: string): Promise<z.infer<typeof AuditConfig>> {
   const { state } = await loadState(deps.store, auditConfigStream(orgId), auditConfigDecider);
@@ -131,6 +173,7 @@ async function health(deps: AppDeps, orgId: string): Promise<z.infer<typeof Heal
     },
     incidents: { open_count: open.length, acknowledged_count_30d: acked, open_truncated: open.length > OPEN_LIST_MAX, open: open.slice(0, OPEN_LIST_MAX) },
     initial_walk: { in_progress: v?.in_progress ?? false, events_processed: v?.events_processed ?? 0 },
+    witnesses: await witnessLag(deps, orgId),
   };
 }
 
@@ -459,18 +502,38 @@ export async function auditRoutes(app: FastifyInstance, deps: AppDeps): Promise<
 
   defineRoute(app, deps, {
     method: 'GET',
+    url: '/v1/audit-events/entries',
+    operationId: 'listAuditEntries',
+    summary: 'The sealed entries in sequence order after `after_sequence` (envelope, hashes, source): what a monitor re-hashes without our database',
+    tags: ['audit'],
+    auth: 'api_key',
+    scope: 'audit:read',
+    query: z.object({ after_sequence: z.coerce.number().int().min(0).max(2 ** 53 - 1).optional(), limit: z.coerce.number().int().min(1).max(ENTRY_PAGE_MAX).optional() }).strict(),
+    responses: { 200: z.object({ entries: z.array(z.record(z.string(), z.unknown())), next_after_sequence: z.number().int().nullable() }) },
+    errors: [[400, 'invalid_query'], [401, 'unauthorized'], [403, 'forbidden']],
+    async handler({ auth, query, deps }) {
+      const after = query.after_sequence ?? 0;
+      const limit = query.limit ?? ENTRY_PAGE_MAX;
+      const page = await deps.store.readStream(auditStream(auth.orgId), { fromRevision: BigInt(after), maxCount: limit });
+      const entries = page.map((e) => e.data as Record<string, unknown>);
+      return { status: 200, body: { entries, next_after_sequence: page.length === limit ? after + page.length : null } };
+    },
+  });
+
+  defineRoute(app, deps, {
+    method: 'GET',
     url: '/v1/audit-events/checkpoint',
     operationId: 'getLatestAuditCheckpoint',
     summary: 'The latest signed checkpoint and where its tiles are: what a monitor needs to follow the log without our database',
     tags: ['audit'],
     auth: 'api_key',
     scope: 'audit:read',
-    responses: { 200: z.object({ origin: z.string(), size: z.number().int(), root_hash: z.string(), note: z.string(), tile_height: z.number().int(), tiles: z.string() }) },
+    responses: { 200: z.object({ origin: z.string(), size: z.number().int(), root_hash: z.string(), note: z.string(), tile_height: z.number().int(), tiles: z.string(), cosigned: Cosigned.nullable() }) },
     errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
     async handler({ auth, deps }) {
       const cp = (await deps.db.query<{ size: number; root_hash: string; note: string }>('SELECT size::int, root_hash, note FROM audit_checkpoints WHERE org_id = $1 ORDER BY size DESC LIMIT 1', [auth.orgId])).rows[0];
       if (!cp) throw new ApiError(404, 'not_found', 'no checkpoint signed yet');
-      return { status: 200, body: { origin: `agent-ledger/audit/${auth.orgId}`, size: cp.size, root_hash: cp.root_hash, note: cp.note, tile_height: 8, tiles: '/v1/audit-events/tile/{level}/{index}' } };
+      return { status: 200, body: { origin: `agent-ledger/audit/${auth.orgId}`, size: cp.size, root_hash: cp.root_hash, note: cp.note, tile_height: 8, tiles: '/v1/audit-events/tile/{level}/{index}', cosigned: await cosignedCheckpoint(deps, auth.orgId) } };
     },
   });
 

@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
 import { z } from 'zod';
 import { type EventStore, OutcomeUnknown } from '../eventstore/port.ts';
 import { type CommandContext, type CommandResult, type Decider, handleCommand, type HandleOptions } from '../eventstore/handler.ts';
@@ -25,6 +25,8 @@ import type { RateLimiter } from './ratelimit.ts';
 // its credential, scope and role, whether it takes an Idempotency-Key, and its
 // documented error codes. The same declaration drives validation, the handler's
 // types, and the OpenAPI document.
+
+import type { WitnessEndpoint } from '../audit/witness-client.ts';
 
 export type AppDeps = {
   db: Db;
@@ -63,6 +65,8 @@ export type AppDeps = {
   merchants: MerchantSites;
   /** The browser worker when the builder chose one (null: none, answers 503); absent: from the environment (workerOf). */
   browserWorker?: BrowserWorker | null;
+  /** The witnesses of AUDIT_WITNESSES (the audit health view shows each one's lag). */
+  auditWitnesses?: readonly WitnessEndpoint[];
 };
 
 /** How a command runs: a request's `ctx.run` (waits for the read side) or a reactor's own handleCommand. */
@@ -93,14 +97,25 @@ type AuthFor<M extends AuthMode> = M extends 'org_admin' | 'key_or_service'
       : Extract<Auth, { kind: 'open' }>;
 
 export type RouteSpec<P = unknown, Q = unknown, B = unknown, M extends AuthMode = AuthMode> = {
-  method: 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE';
+  method: 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE' | 'OPTIONS';
   url: string;
   operationId: string;
   summary: string;
+  /** Longer prose for the OpenAPI operation (a flow the schemas cannot say). */
+  description?: string;
   tags: string[];
   auth: M;
   scope?: string;
   minRole?: Role;
+  /** The route also needs a person named in `x-svc-user` beside the API key (the OpenAPI security says so). */
+  actingUser?: boolean;
+  /**
+   * The caller's right to this operation beyond its credential, scope and role
+   * (an admin named beside a key, a role in the addressed project, a key bound
+   * to one project): run right after authentication, before the body is read.
+   * `params` are the raw path segments (not yet checked by their schema).
+   */
+  authorize?: (a: { auth: AuthFor<M>; params: Readonly<Record<string, string>>; req: FastifyRequest }) => Promise<void> | void;
   params?: z.ZodType<P>;
   query?: z.ZodType<Q>;
   body?: z.ZodType<B>;
@@ -109,6 +124,10 @@ export type RouteSpec<P = unknown, Q = unknown, B = unknown, M extends AuthMode 
   /** How the route treats some top-level body members' text the ledger cannot hold (src/http/input-text.ts); else invalid_body. */
   bodyText?: BodyText;
   responses: Record<number, z.ZodType | null>;
+  /** Response headers worth documenting, by status: name → description. */
+  responseHeaders?: Record<number, Record<string, string>>;
+  /** The 200 answer's server-sent events, when the route also streams (documented as text/event-stream; a streamed body is not checked against `responses`). */
+  sse?: z.ZodType;
   errors?: ReadonlyArray<readonly [number, string]>;
   idempotent?: boolean;
   deprecated?: boolean;
@@ -146,7 +165,7 @@ const checkedBodies = new WeakMap<object, z.ZodType>();
 /** Asserts a response on the way out: one that breaks its own schema is our bug. A shared read-cache body is checked once. */
 function checkResponse(spec: RouteSpec, r: Reply, req: FastifyRequest): Reply {
   const schema = spec.responses[r.status];
-  if (!schema) return r;
+  if (!schema || (spec.sse && r.headers?.['content-type']?.startsWith('text/event-stream'))) return r;
   const shared = isShared(r.body);
   if (shared && checkedBodies.get(r.body as object) === schema) return r;
   const result = schema.safeParse(r.body);
@@ -158,14 +177,54 @@ function checkResponse(spec: RouteSpec, r: Reply, req: FastifyRequest): Reply {
   return r;
 }
 
+/** Each request's credential, established by its route's onRequest hook. */
+const admitted = new WeakMap<FastifyRequest, Auth>();
+
+/**
+ * The credential, the rate limit and the route's own authorization, in that
+ * order, as an onRequest hook: before fastify reads the body (its media type,
+ * its size, its JSON) and before anything is validated, so a caller without
+ * the right gets its 401/403 whatever it sent and never learns a schema
+ * (issue 40). A callback hook: a key already authenticated on this connection
+ * costs no promise.
+ */
+function gate<M extends AuthMode>(deps: AppDeps, spec: RouteSpec<unknown, unknown, unknown, M>): onRequestHookHandler {
+  const OPEN: Auth = { kind: 'open' };
+  const admit = (req: FastifyRequest, auth: Auth) => {
+    if (auth.kind === 'api_key') deps.rateLimiter.take(auth.keyId);
+    admitted.set(req, auth);
+  };
+  const slow = async (req: FastifyRequest, known: Auth | undefined) => {
+    const auth = known ?? (await deps.auth.authenticate(req, spec.auth, spec.scope, spec.minRole));
+    if (!known) admit(req, auth);
+    await spec.authorize?.({ auth: auth as AuthFor<M>, params: req.params as Record<string, string>, req });
+  };
+  return (req, _reply, done) => {
+    let known: Auth | undefined;
+    try {
+      known = spec.auth === 'open' ? OPEN : deps.auth.cached(req, spec.auth, spec.scope);
+      if (known) admit(req, known);
+    } catch (err) {
+      done(err as Error);
+      return;
+    }
+    if (known && !spec.authorize) {
+      done();
+      return;
+    }
+    slow(req, known).then(() => done(), done);
+  };
+}
+
 export function defineRoute<P, Q, B, M extends AuthMode>(app: FastifyInstance, deps: AppDeps, spec: RouteSpec<P, Q, B, M>): void {
   deps.routes.push(spec as unknown as RouteSpec);
   app.route({
     method: spec.method,
     url: spec.url,
+    onRequest: gate(deps, spec as unknown as RouteSpec<unknown, unknown, unknown, M>),
     handler: async (req, reply) => {
-      const auth = (deps.auth.cached(req, spec.auth, spec.scope) ?? (await deps.auth.authenticate(req, spec.auth, spec.scope, spec.minRole))) as AuthFor<M>;
-      if (auth.kind === 'api_key') deps.rateLimiter.take(auth.keyId);
+      const auth = admitted.get(req) as AuthFor<M> | undefined;
+      if (!auth) throw new Error(`${spec.operationId}: no credential was established before its handler`);
       const params = parseOr400(spec.params, req.params, 'invalid_params', 'path');
       const query = parseOr400(spec.query, req.query, 'invalid_query', 'query');
       let rawBody = req.body;
