@@ -74,6 +74,10 @@ export const PixChargeCreated = z.object({
   client_request_id: z.string().nullable(),
   expires_at: IsoTime,
   created_at: IsoTime,
+  /** The BR Code ("Pix Copia e Cola") a payer pays: the PSP's for a dynamic charge, ours for a static one; absent on charges recorded before it was kept. */
+  br_code: z.string().nullable().optional(),
+  /** A dynamic charge's payload location at the PSP (URL without scheme); null for a static one. */
+  location: z.string().nullable().optional(),
 });
 export const PixChargeSettled = z.object({ charge_id: z.string(), end_to_end_id: z.string(), received_minor: IntString, settled_at: IsoTime });
 

@@ -8,7 +8,7 @@ import type { Projection } from '../src/projector/projection.ts';
 
 export const pixProjection: Projection = {
   name: 'pix',
-  version: 1,
+  version: 2,
   tables: {
     pix_accounts: (t) => `CREATE TABLE ${t} (
       consumer_id text PRIMARY KEY, org_id text NOT NULL, project_id text NOT NULL, account_id text NOT NULL, psp text NOT NULL,
@@ -25,7 +25,7 @@ export const pixProjection: Projection = {
       id text PRIMARY KEY, org_id text NOT NULL, project_id text NOT NULL, consumer_id text NOT NULL, account_id text NOT NULL, psp text NOT NULL,
       wallet_id text NOT NULL, amount_minor numeric NOT NULL, currency text NOT NULL, txid text NOT NULL, kind text NOT NULL,
       transaction_id text, client_request_id text, status text NOT NULL, end_to_end_id text, expires_at timestamptz NOT NULL,
-      created_at timestamptz NOT NULL, settled_at timestamptz);
+      created_at timestamptz NOT NULL, settled_at timestamptz, br_code text, location text);
     CREATE INDEX ON ${t} (consumer_id); CREATE INDEX ON ${t} (account_id, txid)`,
     pix_receivements: (t) => `CREATE TABLE ${t} (
       psp text NOT NULL, end_to_end_id text NOT NULL, org_id text NOT NULL, project_id text NOT NULL, consumer_id text NOT NULL, account_id text NOT NULL,
@@ -78,9 +78,9 @@ export const pixProjection: Projection = {
       case 'pix.charge_created': {
         const d = e.data;
         await tx.query(
-          `INSERT INTO ${t.pix_charges} (id, org_id, project_id, consumer_id, account_id, psp, wallet_id, amount_minor, currency, txid, kind, transaction_id, client_request_id, status, expires_at, created_at)
-           VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,'pending',$14,$15) ON CONFLICT DO NOTHING`,
-          [d.charge_id, d.org_id, d.project_id, d.consumer_id, d.account_id, d.psp, d.wallet_id, d.amount_minor, d.currency, d.txid, d.kind, d.transaction_id, d.client_request_id, d.expires_at, d.created_at],
+          `INSERT INTO ${t.pix_charges} (id, org_id, project_id, consumer_id, account_id, psp, wallet_id, amount_minor, currency, txid, kind, transaction_id, client_request_id, status, expires_at, created_at, br_code, location)
+           VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,'pending',$14,$15,$16,$17) ON CONFLICT DO NOTHING`,
+          [d.charge_id, d.org_id, d.project_id, d.consumer_id, d.account_id, d.psp, d.wallet_id, d.amount_minor, d.currency, d.txid, d.kind, d.transaction_id, d.client_request_id, d.expires_at, d.created_at, d.br_code ?? null, d.location ?? null],
         );
         return;
       }

@@ -1,4 +1,10 @@
 import t from 'tap';
+import * as jsqr from 'jsqr';
+import { parsePix } from 'pix-utils';
+import { computeCRC } from 'pix-utils/dist/main/crc.js';
+import { parseEmv } from 'pix-utils/dist/main/emvHandler.js';
+import { PNG } from 'pngjs';
+import { crc16 } from '../../commands/pix-brcode.ts';
 import { CNPJ, CPF, pixApp } from '../helpers/pix.ts';
 
 const { sandbox, call, consumer, head, org, other, pay, ledger, clock } = await pixApp(t);
@@ -12,6 +18,16 @@ const creditedEvents = async () => (await ledger.store.readAll({ maxCount: 100_0
 
 let charge: { charge_id: string; txid: string };
 let e2e: string;
+
+// Independent checkers from the registry: pix-utils parses a BR Code (and
+// checks its CRC), jsQR reads a QR image decoded from PNG by pngjs.
+const decodeQr = (png: Buffer): string | null => {
+  const img = PNG.sync.read(png);
+  return jsqr.default(new Uint8ClampedArray(img.data), img.width, img.height)?.data ?? null;
+};
+const pngOfDataUri = (uri: string) => Buffer.from(uri.replace(/^data:image\/png;base64,/, ''), 'base64');
+type Tag = { value: string; subTags?: { rawTags: Record<number, Tag> } };
+const tagsOf = (brCode: string) => (parseEmv({ emvCode: brCode }) as unknown as { isValid: boolean; rawTags: Record<number, Tag> });
 
 t.test('a charge created, paid by a simulated payer, notified three times, settled and credited once', async (t) => {
   const created = await call('POST', charges, { amount_minor: 1234, transaction_id: 'mint-tx-1', client_request_id: 'req_1' });
@@ -61,12 +77,18 @@ t.test('each correlation outcome', async (t) => {
   const unknownTxid = await pay({ chave: key, valor: '6.00', txid: 'Z'.repeat(30) });
   t.match((await call('GET', receivement(unknownTxid.endToEndId))).json(), { correlation: 'no_charge_matched', charge_id: null, wallet_credited: false, transaction_id_brcode: 'Z'.repeat(30) });
   // Two static charges sharing a txid (a static BR Code printed twice): ambiguous.
-  const shared = 'S'.repeat(28);
+  const shared = 'S'.repeat(25);
   const s1 = await call('POST', charges, { amount_minor: 700, static: true, txid: shared });
   t.equal(s1.statusCode, 201, s1.body);
   t.match(s1.json(), { kind: 'static', client_request_id: null, txid: shared });
   await call('POST', charges, { amount_minor: 700, static: true, txid: shared });
   t.equal((await call('POST', charges, { amount_minor: 700, static: true, client_request_id: 'x' })).statusCode, 400, 'a static charge takes no client request id');
+  // The shared txid, as a reference, names both: 409 charge_reference_ambiguous.
+  for (const url of [`${charges}/${shared}`, `${charges}/${shared}/qr-code`]) {
+    const amb = await call('GET', url);
+    t.equal(amb.statusCode, 409, url);
+    t.match(amb.json().error, { code: 'charge_reference_ambiguous', details: { matches: 2 } });
+  }
   const ambiguous = await pay({ chave: key, valor: '7.00', txid: shared });
   t.match((await call('GET', receivement(ambiguous.endToEndId))).json(), { correlation: 'charge_ambiguous', charge_id: null, wallet_credited: false });
   // One static charge: matched, settled, credited.
@@ -113,6 +135,12 @@ t.test('charge lookups: several matches, the PSP silent or answering for another
   const dup = await call('GET', `${charges}/dup`);
   t.equal(dup.statusCode, 409);
   t.equal(dup.json().error.code, 'charge_reference_ambiguous');
+  // One charge's txid given as another's client request id: the reference names both.
+  const first = (await call('POST', charges, { amount_minor: 100 })).json();
+  const second = (await call('POST', charges, { amount_minor: 100, client_request_id: first.txid })).json();
+  const crossed = await call('GET', `${charges}/${first.txid}`);
+  t.equal(crossed.statusCode, 409);
+  t.match(crossed.json().error, { code: 'charge_reference_ambiguous', details: { charge_ids: [first.charge_id, second.charge_id] } });
   t.equal((await call('GET', `${charges}/${'x'.repeat(128)}`)).statusCode, 404, 'a 128-character reference is read');
   t.equal((await call('GET', `${charges}/${'x'.repeat(129)}`)).statusCode, 400);
   t.equal((await call('GET', `${charges}/bad.ref`)).statusCode, 400);
@@ -138,6 +166,78 @@ t.test('charge lookups: several matches, the PSP silent or answering for another
   const soon = (await call('POST', charges, { amount_minor: 50, expires_in_seconds: 60 })).json();
   clock.advance(61_000);
   t.match((await call('GET', `${charges}/${soon.charge_id}`)).json(), { status: 'expired', provider: null });
+});
+
+t.test("the BR Code's CRC16-CCITT-FALSE on the Banco Central's published dynamic example", async (t) => {
+  const example = '00020101021226770014BR.GOV.BCB.PIX2555pix.example.com/qr/93598be0-1bd0-4997-8318-81776a1d8a995204000053039865802BR5907EMPRESA6009SAO PAULO62070503***6304';
+  t.equal(crc16(example), 'EEAB');
+  t.equal(computeCRC(example), 'EEAB', 'pix-utils agrees');
+});
+
+t.test('a dynamic charge answers the PSP\'s BR Code and its QR image, on creation and on read; a payer pays it', async (t) => {
+  const created = await call('POST', charges, { amount_minor: 4321 });
+  t.equal(created.statusCode, 201, created.body);
+  const c = created.json();
+  t.match(c, { kind: 'dynamic', br_code: /^000201/, location: /^127\.0\.0\.1:\d+\/qr\/v2\/[a-f0-9]{32}$/, qr_code_data_uri: /^data:image\/png;base64,/, qr_code_url: /\/pix\/charges\/pxc_[^/]+\/qr-code$/ });
+  const brCode = c.br_code as string;
+  t.equal(brCode.slice(-4), computeCRC(brCode), 'the CRC verifies (pix-utils)');
+  t.equal(brCode.slice(-4), crc16(brCode.slice(0, -4)));
+  const parsed = parsePix(brCode) as unknown as Record<string, unknown>;
+  t.notOk(parsed.error, String(parsed.error ?? ''));
+  t.match(parsed, { type: 'DYNAMIC', url: c.location, merchantName: 'Ana', merchantCity: 'SAO PAULO', merchantCategoryCode: '0000', transactionCurrency: '986', countryCode: 'BR' });
+  const tags = tagsOf(brCode);
+  t.ok(tags.isValid);
+  t.equal(tags.rawTags[0]!.value, '01', 'payload format indicator');
+  t.equal(tags.rawTags[1]!.value, '12', 'one-time code');
+  t.equal(tags.rawTags[26]!.subTags!.rawTags[0]!.value, 'br.gov.bcb.pix');
+  t.equal(tags.rawTags[26]!.subTags!.rawTags[25]!.value, c.location);
+  t.equal(tags.rawTags[54]!.value, '43.21', 'amount');
+  t.equal(tags.rawTags[62]!.subTags!.rawTags[5]!.value, '***', 'the txid is in the location payload');
+  // The payer's PSP fetches the location: it names this charge's txid and amount.
+  const payload = (await (await fetch(`http://${c.location}`)).json()) as { txid: string; valor: { original: string }; status: string };
+  t.match(payload, { txid: c.txid, valor: { original: '43.21' }, status: 'ATIVA' });
+  t.equal(sandbox.cobs.get(c.txid)?.valor, '43.21');
+  // The QR image, inline and served, decodes back to the BR Code.
+  t.equal(decodeQr(pngOfDataUri(c.qr_code_data_uri)), brCode, 'the inline PNG decodes to the BR Code');
+  const served = await call('GET', new URL(c.qr_code_url).pathname);
+  t.equal(served.statusCode, 200);
+  t.equal(served.headers['content-type'], 'image/png');
+  t.equal(decodeQr(served.rawPayload), brCode, 'the served PNG decodes to the BR Code');
+  const svg = await call('GET', `${new URL(c.qr_code_url).pathname}?format=svg`);
+  t.equal(svg.headers['content-type'], 'image/svg+xml');
+  t.match(svg.body, /^<svg [^>]*xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
+  t.equal((await call('GET', `${new URL(c.qr_code_url).pathname}?format=gif`)).statusCode, 400);
+  // Read by its txid (the mint transaction id): the same charge, the same BR Code.
+  const byTxid = await call('GET', `${charges}/${c.txid}`);
+  t.equal(byTxid.statusCode, 200, byTxid.body);
+  t.match(byTxid.json(), { charge_id: c.charge_id, br_code: brCode, location: c.location, qr_code_url: c.qr_code_url, provider: { result: 'ATIVA' } });
+  // The fact is in the charge's event.
+  const ev = (await ledger.store.readAll({ maxCount: 100_000 })).find((e) => e.type === 'pix.charge_created' && (e.data as { charge_id: string }).charge_id === c.charge_id);
+  t.match(ev?.data, { br_code: brCode, location: c.location, txid: c.txid });
+  // (Notifications are off since the lookup test: reading the charge finds the Pix at the PSP.)
+  const paid = await pay({ txid: c.txid });
+  t.match((await call('GET', `${charges}/${c.txid}`)).json(), { status: 'settled', end_to_end_id: paid.endToEndId, br_code: brCode });
+});
+
+t.test('a static charge answers our BR Code: the key, the amount, its txid, the city given', async (t) => {
+  const created = await call('POST', charges, { amount_minor: 750, static: true, txid: 'LOJA42PEDIDO7', merchant_city: 'Curitiba' });
+  t.equal(created.statusCode, 201, created.body);
+  const c = created.json();
+  t.match(c, { kind: 'static', txid: 'LOJA42PEDIDO7', location: null, qr_code_data_uri: /^data:image\/png;base64,/ });
+  const parsed = parsePix(c.br_code) as unknown as Record<string, unknown>;
+  t.notOk(parsed.error, String(parsed.error ?? ''));
+  t.match(parsed, { type: 'STATIC', pixKey: key, transactionAmount: 7.5, txid: 'LOJA42PEDIDO7', merchantName: 'Ana', merchantCity: 'Curitiba', transactionCurrency: '986', countryCode: 'BR' });
+  t.equal(c.br_code.slice(-4), computeCRC(c.br_code), 'the CRC verifies');
+  t.equal(decodeQr(pngOfDataUri(c.qr_code_data_uri)), c.br_code);
+  t.equal(decodeQr((await call('GET', new URL(c.qr_code_url).pathname)).rawPayload), c.br_code);
+  t.equal((await call('GET', `${charges}/LOJA42PEDIDO7`)).json().br_code, c.br_code, 'read by its txid');
+  const before = await head();
+  for (const bad of [{ amount_minor: 750, static: true, txid: 'T'.repeat(26) }, { amount_minor: 750, static: true, merchant_city: 'C'.repeat(16) }, { amount_minor: 750, merchant_city: 'Curitiba' }]) {
+    const r = await call('POST', charges, bad);
+    t.equal(r.statusCode, 400, JSON.stringify(bad));
+    t.equal(r.json().error.code, 'invalid_body');
+  }
+  t.equal(await head(), before, 'nothing written');
 });
 
 t.test('receivement lookup without an active funding source: 409 before asking the PSP', async (t) => {

@@ -76,8 +76,9 @@ export class HttpPsp implements Psp {
   }
 
   private cob(json: unknown): PspCob {
-    const c = this.shape<{ txid: string; status: string; valor: { original: string }; chave: string; pix?: PspPix[] }>(json, (j) => typeof j.txid === 'string' && typeof j.status === 'string' && typeof j.valor?.original === 'string', 'a cob');
-    return { txid: c.txid, status: c.status, valor: c.valor.original, chave: c.chave, pix: c.pix ?? [] };
+    const c = this.shape<{ txid: string; status: string; valor: { original: string }; chave: string; location?: unknown; pixCopiaECola?: unknown; pix?: PspPix[] }>(json, (j) => typeof j.txid === 'string' && typeof j.status === 'string' && typeof j.valor?.original === 'string', 'a cob');
+    const text = (v: unknown) => (typeof v === 'string' && v.length > 0 ? v : null);
+    return { txid: c.txid, status: c.status, valor: c.valor.original, chave: c.chave, location: text(c.location), pixCopiaECola: text(c.pixCopiaECola), pix: c.pix ?? [] };
   }
 
   async createCob(input: { txid: string; valor: string; chave: string; expiracao: number }): Promise<PspCob> {

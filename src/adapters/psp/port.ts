@@ -5,7 +5,8 @@
 
 export type PspAccount = { account: string; branch: string; ispb: string };
 export type PspKey = { key: string; keyType: string };
-export type PspCob = { txid: string; status: string; valor: string; chave: string; pix: PspPix[] };
+/** A `cob`; `location` (the payload URL, no scheme) and `pixCopiaECola` (the BR Code) as the PSP answered them, null when it gave none. */
+export type PspCob = { txid: string; status: string; valor: string; chave: string; location: string | null; pixCopiaECola: string | null; pix: PspPix[] };
 export type PspDevolution = { id: string; rtrId: string; valor: string; status: string };
 export type PspPix = {
   endToEndId: string;

@@ -3,6 +3,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import { canonicalKey, documentType, KEY_TYPES, type KeyType, minorToValor, TXID, valorToMinor } from '../../../commands/pix-format.ts';
+import { dynamicBrCode } from '../../../commands/pix-brcode.ts';
 
 // The sandbox PSP: a small HTTP server on loopback speaking the protocol
 // HttpPsp expects. Accounts with a DICT-like key directory, `cob` charges,
@@ -16,14 +17,22 @@ import { canonicalKey, documentType, KEY_TYPES, type KeyType, minorToValor, TXID
 // `timeout_before` (never answer, without acting), `garbage`
 // (act, then answer 200 with a body that is not JSON), `other_cob` (answer
 // for a different cob). A fault applies `times` times (default 1).
+//
+// A cob is answered as a PSP answers it: with its `location` (a payload URL on
+// this server, without scheme, `GET /qr/v2/{id}` needing no credential, as a
+// payer's PSP fetches it) and `pixCopiaECola`, the dynamic BR Code naming that
+// location, the account holder and the sandbox's city. The payload is served
+// as plain JSON (a live PSP signs it as a JWS).
 
 export const SANDBOX_ISPB = '99999008';
+/** The city the sandbox gives every account holder in its BR Codes. */
+export const SANDBOX_CITY = 'SAO PAULO';
 
 export type PspOp = 'open' | 'list' | 'register' | 'delete' | 'cob' | 'get_cob' | 'pix' | 'devolve';
 export type Fault = { kind: 'slow' | '5xx' | 'refuse' | 'timeout_before' | 'timeout_after' | 'garbage' | 'other_cob'; status?: number; code?: string; ms?: number; times?: number };
 
 type Account = { conta: string; documento: string; nome: string | null; keys: Map<string, KeyType> };
-type Cob = { txid: string; conta: string; chave: string; valor: string; status: string; criacao: string; expiracao: number; pix: string[] };
+type Cob = { txid: string; conta: string; chave: string; valor: string; status: string; criacao: string; expiracao: number; pix: string[]; locId: string };
 type Devolution = { id: string; rtrId: string; valor: string; status: string; horario: { solicitacao: string; liquidacao: string } };
 type Pix = { endToEndId: string; txid: string | null; valor: string; horario: string; chave: string | null; tipo: string; conta: string; infoPagador: string | null; devolucoes: Devolution[]; tipoIniciacao: string; idTransacao: string };
 
@@ -34,6 +43,8 @@ export class SandboxPsp {
   readonly accounts = new Map<string, Account>();
   readonly dict = new Map<string, string>(); // key -> conta
   readonly cobs = new Map<string, Cob>();
+  /** Payload locations: id → txid. */
+  private readonly locations = new Map<string, string>();
   readonly pix = new Map<string, Pix>();
   readonly faults = new Map<PspOp, Fault>();
   /** Documents the sandbox's KYC refuses (a person the PSP will not onboard). */
@@ -97,8 +108,15 @@ export class SandboxPsp {
     return { endToEndId: p.endToEndId, txid: p.txid, valor: p.valor, horario: p.horario, chave: p.chave, tipo: p.tipo, account: p.conta, infoPagador: p.infoPagador, devolucoes: p.devolucoes, tipoIniciacao: p.tipoIniciacao, idTransacao: p.idTransacao };
   }
 
+  private location(c: Cob): string {
+    return `${this.url.replace(/^https?:\/\//, '')}/qr/v2/${c.locId}`;
+  }
+
   private cobView(c: Cob) {
-    return { calendario: { criacao: c.criacao, expiracao: c.expiracao }, txid: c.txid, revisao: 0, status: c.status, valor: { original: c.valor }, chave: c.chave, pixCopiaECola: `00020126sandbox${c.txid}`, pix: c.pix.map((e) => this.pixView(this.pix.get(e)!)) };
+    const location = this.location(c);
+    const holder = this.accounts.get(c.conta)?.nome ?? `Conta ${c.conta}`;
+    const pixCopiaECola = dynamicBrCode({ location, merchantName: holder, merchantCity: SANDBOX_CITY, amount: c.valor });
+    return { calendario: { criacao: c.criacao, expiracao: c.expiracao }, txid: c.txid, revisao: 0, location, status: c.status, valor: { original: c.valor }, chave: c.chave, pixCopiaECola, pix: c.pix.map((e) => this.pixView(this.pix.get(e)!)) };
   }
 
   private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
@@ -109,6 +127,13 @@ export class SandboxPsp {
     const m = req.method ?? 'GET';
     const p = url.pathname;
 
+    // A payload location, fetched by the payer's PSP: no client credentials.
+    let loc: RegExpExecArray | null;
+    if (m === 'GET' && (loc = /^\/qr\/v2\/([a-f0-9]{32})$/.exec(p))) {
+      const cob = this.cobs.get(this.locations.get(loc[1]!) ?? '');
+      if (!cob) return this.send(res, 404, { codigo: 'LOCATION_INEXISTENTE' });
+      return this.send(res, 200, { revisao: 0, calendario: { criacao: cob.criacao, apresentacao: new Date().toISOString(), expiracao: cob.expiracao }, txid: cob.txid, valor: { original: cob.valor }, chave: cob.chave, status: cob.status });
+    }
     // The simulated world (a payer, an outbound Pix): no client credentials.
     if (m === 'POST' && p === '/sandbox/pagamentos') {
       const r = await this.simulatePayment(body);
@@ -241,8 +266,9 @@ export class SandboxPsp {
     const chave = String(b.chave ?? '');
     const conta = this.dict.get(chave);
     if (!conta) return [400, { codigo: 'CHAVE_INEXISTENTE' }];
-    const cob: Cob = { txid, conta, chave, valor, status: 'ATIVA', criacao: new Date().toISOString(), expiracao: Number((b.calendario as { expiracao?: number } | undefined)?.expiracao ?? 3600), pix: [] };
+    const cob: Cob = { txid, conta, chave, valor, status: 'ATIVA', criacao: new Date().toISOString(), expiracao: Number((b.calendario as { expiracao?: number } | undefined)?.expiracao ?? 3600), pix: [], locId: randomBytes(16).toString('hex') };
     this.cobs.set(txid, cob);
+    this.locations.set(cob.locId, txid);
     return [201, this.cobView(cob)];
   }
 
