@@ -71,6 +71,8 @@ export function buildOpenApi(routes: readonly RouteSpec[], serverUrl: string): J
     const responses: Record<string, Json> = {};
     for (const [status, schema] of Object.entries(r.responses)) {
       responses[status] = schema ? { description: 'Success', content: { 'application/json': { schema: strip(jsonSchema(schema, 'output')) } } } : { description: 'Success, no body' };
+      const headers = r.responseHeaders?.[Number(status)];
+      if (headers) responses[status]!.headers = Object.fromEntries(Object.entries(headers).map(([name, description]) => [name, { description, schema: { type: 'string' } }]));
     }
     const byStatus = new Map<number, string[]>();
     for (const [status, code] of r.errors ?? []) byStatus.set(status, [...(byStatus.get(status) ?? []), code]);
@@ -83,8 +85,10 @@ export function buildOpenApi(routes: readonly RouteSpec[], serverUrl: string): J
     const op: Json = {
       operationId: r.operationId,
       summary: r.summary,
+      ...(r.description ? { description: r.description } : {}),
       tags: r.tags,
-      security: SECURITY[r.auth],
+      // An API key route that also needs a person (an admin in x-svc-user): both, together.
+      security: r.actingUser && r.auth === 'api_key' ? [{ apiKey: [], actingUser: [] }] : SECURITY[r.auth],
       parameters,
       responses,
       ...(r.deprecated ? { deprecated: true } : {}),

@@ -6,6 +6,7 @@ import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprot
 import { ApiError, envelope } from './errors.ts';
 import { defineRoute, type AppDeps, type Ctx } from './route.ts';
 import { IdParam } from './schemas.ts';
+import { MCP_ORIGIN_ERRORS, mcpBrowserRules } from './mcp-browser.ts';
 import { readSession, tenantOf } from './sessions.ts';
 import { executeTool, type Run, type SessionRow } from './tool-exec.ts';
 
@@ -41,6 +42,11 @@ function mcpServer(deps: AppDeps, run: Run, s: SessionRow): Server {
 }
 
 export async function sessionMcpRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
+  // Origin and Host checked before anything runs (DNS rebinding), CORS for the allowed origins: src/http/mcp-browser.ts.
+  mcpBrowserRules(app, deps, {
+    urls: [{ url: '/v1/sessions/:id/mcp', params: z.object({ id: IdParam }), operationId: 'sessionMcpPreflight', tag: 'sessions' }],
+    allowHeaders: ['authorization', 'content-type', 'accept', 'mcp-session-id', 'mcp-protocol-version', 'last-event-id', 'x-svc-project', 'x-request-id'],
+  });
   // Stateless Streamable HTTP offers no standalone SSE stream: a GET answers 405
   // (as the transport's specification allows), never a stream left open for ever.
   defineRoute(app, deps, {
@@ -53,7 +59,7 @@ export async function sessionMcpRoutes(app: FastifyInstance, deps: AppDeps): Pro
     scope: 'sessions:write',
     params: z.object({ id: IdParam }),
     responses: { 405: null },
-    errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found'], [405, 'method_not_allowed']],
+    errors: [[401, 'unauthorized'], [403, 'forbidden'], ...MCP_ORIGIN_ERRORS, [404, 'not_found'], [405, 'method_not_allowed']],
     async handler(ctx) {
       // Another tenant's session answers as an absent one, as on POST.
       if (!(await readSession(ctx.deps, await tenantOf(ctx as never), ctx.params.id))) throw new ApiError(404, 'not_found', 'session not found');
@@ -71,7 +77,7 @@ export async function sessionMcpRoutes(app: FastifyInstance, deps: AppDeps): Pro
     params: z.object({ id: IdParam }),
     body: z.unknown(),
     responses: { 200: null, 202: null, 400: null, 405: null, 406: null, 415: null },
-    errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found'], [409, 'session_closed']],
+    errors: [[401, 'unauthorized'], [403, 'forbidden'], ...MCP_ORIGIN_ERRORS, [404, 'not_found'], [409, 'session_closed']],
     async handler(ctx: Ctx<{ id: string }, unknown, unknown, never>) {
       const tenant = await tenantOf(ctx as never);
       const s = await readSession(ctx.deps, tenant, ctx.params.id);

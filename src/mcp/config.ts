@@ -10,6 +10,8 @@ export type McpConfig = {
   timeouts: UpstreamTimeouts;
   /** How long a sweep holds its lock before another request may take it over (a crashed holder). */
   sweepLeaseMs: number;
+  /** Browser origins besides the service's own that may call the MCP endpoints (MCP_ALLOWED_ORIGINS; src/http/mcp-browser.ts). */
+  allowedOrigins: string[];
   faults?: {
     /** After the lock is taken, before any transfer. */
     afterAcquire?: () => Promise<void>;
@@ -18,7 +20,7 @@ export type McpConfig = {
   };
 };
 
-export const defaultMcpConfig = (baseUrl: string): McpConfig => ({ gatewayUrl: baseUrl, timeouts: defaultUpstreamTimeouts, sweepLeaseMs: 120_000 });
+export const defaultMcpConfig = (baseUrl: string): McpConfig => ({ gatewayUrl: baseUrl, timeouts: defaultUpstreamTimeouts, sweepLeaseMs: 120_000, allowedOrigins: [] });
 
 /** Thrown by a test's fault hook to stand for a process dying at that point: nothing after it runs. */
 export class SimulatedCrash extends Error {}

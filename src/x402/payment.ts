@@ -42,27 +42,36 @@ export const b64json = (o: unknown) => Buffer.from(JSON.stringify(o), 'utf8').to
 
 export type Payment = { version: 1 | 2; scheme: string; network: string; accepted: Record<string, unknown> | null; authorization: Record<string, unknown>; signature: string };
 
-/** The payment a request carries, or null; an undecodable header is refused. */
+/** The payment a request carries in its HTTP headers (`PAYMENT-SIGNATURE`, else `X-PAYMENT`), or null; an undecodable header is refused. */
 export function readPayment(headers: Record<string, string | string[] | undefined>): Payment | null {
   const v2 = headers['payment-signature'];
   const v1 = headers['x-payment'];
   const raw = typeof v2 === 'string' ? v2 : typeof v1 === 'string' ? v1 : undefined;
   if (raw === undefined) return null;
-  let obj: Record<string, unknown>;
+  let obj: unknown;
   try {
     if (raw.length > 16_384 || !/^[A-Za-z0-9+/=_-]+$/.test(raw.trim())) throw new Error('not base64');
-    obj = JSON.parse(Buffer.from(raw.trim(), 'base64').toString('utf8')) as Record<string, unknown>;
-    if (!obj || typeof obj !== 'object') throw new Error('not an object');
+    obj = JSON.parse(Buffer.from(raw.trim(), 'base64').toString('utf8'));
   } catch {
     throw new X402Refusal(400, 'invalid_payment', 'the payment header is not base64 JSON');
   }
-  const payload = obj.payload as { authorization?: Record<string, unknown>; signature?: unknown } | undefined;
-  if (!payload || typeof payload !== 'object' || !payload.authorization || typeof payload.signature !== 'string') throw new X402Refusal(400, 'invalid_payment', 'the payment has no payload.authorization and payload.signature');
-  if (obj.x402Version === 2) {
-    const accepted = (obj.accepted ?? null) as Record<string, unknown> | null;
+  return paymentOf(obj);
+}
+
+/**
+ * A PaymentPayload object (the decoded header, or MCP's `_meta["x402/payment"]`,
+ * which carries the same object unencoded) read into a Payment; anything else is refused.
+ */
+export function paymentOf(obj: unknown): Payment {
+  if (!obj || typeof obj !== 'object' || Array.isArray(obj)) throw new X402Refusal(400, 'invalid_payment', 'the payment is not a PaymentPayload object');
+  const o = obj as Record<string, unknown>;
+  const payload = o.payload as { authorization?: Record<string, unknown>; signature?: unknown } | undefined;
+  if (!payload || typeof payload !== 'object' || !payload.authorization || typeof payload.authorization !== 'object' || typeof payload.signature !== 'string') throw new X402Refusal(400, 'invalid_payment', 'the payment has no payload.authorization and payload.signature');
+  if (o.x402Version === 2) {
+    const accepted = (o.accepted && typeof o.accepted === 'object' ? o.accepted : null) as Record<string, unknown> | null;
     return { version: 2, scheme: String(accepted?.scheme ?? ''), network: String(accepted?.network ?? ''), accepted, authorization: payload.authorization, signature: payload.signature };
   }
-  if (obj.x402Version === 1) return { version: 1, scheme: String(obj.scheme ?? ''), network: String(obj.network ?? ''), accepted: null, authorization: payload.authorization, signature: payload.signature };
+  if (o.x402Version === 1) return { version: 1, scheme: String(o.scheme ?? ''), network: String(o.network ?? ''), accepted: null, authorization: payload.authorization, signature: payload.signature };
   throw new X402Refusal(400, 'invalid_payment', 'unsupported x402Version');
 }
 

@@ -46,7 +46,7 @@ async function fundedPayer(o: typeof org) {
   return payer;
 }
 
-/** A fetch that pays a 402 with the x402 reference client, remembering what it saw. */
+/** A fetch that pays over x402's HTTP transport (asking for the 402 with `Prefer: x402=http`) with the x402 reference client, remembering what it saw. */
 function payingFetch(payer: ReturnType<typeof privateKeyToAccount>) {
   const http = new x402HTTPClient(registerExactEvmScheme(new x402Client(), { signer: payer as never }));
   const seen: { required: Record<string, unknown>[]; signatures: Record<string, string>[]; responses: Record<string, unknown>[] } = { required: [], signatures: [], responses: [] };
@@ -54,7 +54,9 @@ function payingFetch(payer: ReturnType<typeof privateKeyToAccount>) {
     if (res.headers.get('payment-response')) seen.responses.push(http.getPaymentSettleResponse((n) => res.headers.get(n)) as unknown as Record<string, unknown>);
     return res;
   };
-  const f = async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
+  const f = async (input: string | URL | Request, given?: RequestInit): Promise<Response> => {
+    const init = { ...given, headers: new Headers(given?.headers) };
+    init.headers.set('prefer', 'x402=http');
     const res = await fetch(input, init);
     if (res.status !== 402) return settled(res);
     const body = await res.json().catch(() => undefined);
@@ -120,7 +122,7 @@ t.test('a real MCP client pays for a priced tool through the gateway', async (t)
   t.notOk(upstream.calls.includes('echo:again'), 'the upstream was not called');
 
   // The v1 body names the network base-sepolia, for X-PAYMENT clients.
-  const bare = await fetch(server.gateway_url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: { text: 'x' } } }) });
+  const bare = await fetch(server.gateway_url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', prefer: 'x402=http' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: { text: 'x' } } }) });
   t.equal(bare.status, 402);
   t.match(await bare.json(), { x402Version: 1, error: 'payment_required', accepts: [{ scheme: 'exact', network: 'base-sepolia', maxAmountRequired: '12345', payTo: server.payto_address, asset: BASE_SEPOLIA_USDC }] });
 });
@@ -130,7 +132,7 @@ t.test('a payment that does not match the requirements is refused before any mon
   const payer = await fundedPayer(org);
   const http = new x402HTTPClient(registerExactEvmScheme(new x402Client(), { signer: payer as never }));
   const rpc = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: { text: 'strict' } } });
-  const hdrs = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+  const hdrs = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', prefer: 'x402=http' };
   const first = await fetch(server.gateway_url, { method: 'POST', headers: hdrs, body: rpc });
   const required = http.getPaymentRequiredResponse((n) => first.headers.get(n), await first.json()) as unknown as { accepts: Record<string, unknown>[] };
   const before = await balance(payer.address);
@@ -156,7 +158,7 @@ t.test('a v1 X-PAYMENT is accepted too', async (t) => {
   const server = await createServer(org, 'paid-v1', '0.2', 100);
   const payer = await fundedPayer(org);
   const { ExactEvmSchemeV1 } = (await import('@x402/evm/exact/v1/client')) as unknown as { ExactEvmSchemeV1: new (s: unknown) => { createPaymentPayload(v: number, r: unknown): Promise<Record<string, unknown>> } };
-  const bare = await fetch(server.gateway_url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: { text: 'v1' } } }) });
+  const bare = await fetch(server.gateway_url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', prefer: 'x402=http' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: { text: 'v1' } } }) });
   const reqs = ((await bare.json()) as { accepts: unknown[] }).accepts[0];
   const created = await new ExactEvmSchemeV1(payer).createPaymentPayload(1, reqs);
   const header = Buffer.from(JSON.stringify({ x402Version: 1, scheme: 'exact', network: 'base-sepolia', ...created })).toString('base64');

@@ -1,0 +1,121 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import { ApiError } from './errors.ts';
+import { defineRoute, type AppDeps } from './route.ts';
+
+// Who may reach an MCP endpoint from a browser (the session MCP endpoint and
+// the paying gateway), one rule for both, checked before anything else of the
+// request runs (credentials, body, tools, payments):
+// - `Origin`: none (a non-browser client), the service's own origin
+//   (PUBLIC_BASE_URL, and the gateway's public base), or one of
+//   MCP_ALLOWED_ORIGINS; anything else answers 403 `origin_not_allowed`.
+//   MCP's Streamable HTTP transport requires servers to validate Origin
+//   (DNS rebinding).
+// - `Host`, on a connection that reached us on a loopback address: a loopback
+//   name or the host of the service's own URLs; anything else (a rebound DNS
+//   name pointing at 127.0.0.1) answers 403 `host_not_allowed`.
+// The same allowed origins get CORS: preflights (OPTIONS) answer 204 with the
+// methods and headers an MCP client sends, and responses expose the headers
+// it reads (session and protocol version, x402's payment headers).
+
+export const MCP_ORIGIN_ERRORS = [
+  [403, 'origin_not_allowed'],
+  [403, 'host_not_allowed'],
+] as const;
+
+const EXPOSED = ['mcp-session-id', 'mcp-protocol-version', 'payment-required', 'payment-response', 'x-payment-response', 'www-authenticate', 'x-request-id'];
+const METHODS = ['GET', 'POST', 'OPTIONS'];
+const LOOPBACK_NAMES = new Set(['localhost', '127.0.0.1', '[::1]']);
+
+/** An origin in its serialized form (scheme://host[:port], default port dropped), or null for anything else ("null" included). */
+export function originOf(raw: string): string | null {
+  try {
+    const u = new URL(raw);
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') return null;
+    return u.origin;
+  } catch {
+    return null;
+  }
+}
+
+const hostnameOf = (hostHeader: string): string | null => {
+  try {
+    return new URL(`http://${hostHeader}`).hostname.toLowerCase();
+  } catch {
+    return null;
+  }
+};
+
+const isLoopbackAddress = (a: string | undefined) => a !== undefined && (/^127\./.test(a) || a === '::1' || /^::ffff:127\./i.test(a));
+
+export type McpOriginRule = { origins: ReadonlySet<string>; hosts: ReadonlySet<string> };
+
+/** The allowed origins and (loopback) hosts, from the service's URLs and MCP_ALLOWED_ORIGINS. */
+export function mcpOriginRule(deps: AppDeps): McpOriginRule {
+  const own = [deps.baseUrl, deps.mcp?.gatewayUrl].filter((u): u is string => typeof u === 'string');
+  const origins = new Set<string>();
+  const hosts = new Set(LOOPBACK_NAMES);
+  for (const u of own) {
+    const o = originOf(u);
+    if (o) origins.add(o);
+    hosts.add(new URL(u).hostname.toLowerCase());
+  }
+  for (const o of deps.mcp?.allowedOrigins ?? []) {
+    const n = originOf(o);
+    if (n) origins.add(n);
+  }
+  return { origins, hosts };
+}
+
+/** The rule applied to one request: throws the 403; returns the allowed browser origin, if any. */
+export function checkMcpOrigin(rule: McpOriginRule, req: FastifyRequest): string | undefined {
+  const host = req.headers.host;
+  if (typeof host === 'string' && isLoopbackAddress(req.socket?.localAddress)) {
+    const name = hostnameOf(host);
+    if (name === null || !rule.hosts.has(name)) throw new ApiError(403, 'host_not_allowed', 'this MCP endpoint is not served under that host name');
+  }
+  const raw = req.headers.origin;
+  if (raw === undefined) return undefined;
+  const origin = typeof raw === 'string' ? originOf(raw) : null;
+  if (origin === null || !rule.origins.has(origin)) throw new ApiError(403, 'origin_not_allowed', 'requests from this origin are not allowed (MCP_ALLOWED_ORIGINS)');
+  return origin;
+}
+
+/**
+ * Installs the rule on a plugin scope (every route of the scope, so call it from
+ * the scope that holds the MCP routes alone) and a CORS preflight route for each URL.
+ */
+export function mcpBrowserRules(app: FastifyInstance, deps: AppDeps, spec: { urls: { url: string; params: z.ZodObject; operationId: string; tag: string }[]; allowHeaders: string[] }): void {
+  const rule = mcpOriginRule(deps);
+  app.addHook('onRequest', async (req, reply) => {
+    const origin = checkMcpOrigin(rule, req);
+    reply.header('vary', 'Origin');
+    if (origin === undefined) return;
+    reply.header('access-control-allow-origin', origin);
+    reply.header('access-control-expose-headers', EXPOSED.join(', '));
+  });
+  for (const u of spec.urls) {
+    defineRoute(app, deps, {
+      method: 'OPTIONS',
+      url: u.url,
+      operationId: u.operationId,
+      summary: 'CORS preflight: 204 for an allowed origin (the service’s own, MCP_ALLOWED_ORIGINS), 403 for any other',
+      tags: [u.tag],
+      auth: 'open',
+      params: u.params,
+      responses: { 204: null },
+      errors: [...MCP_ORIGIN_ERRORS],
+      async handler() {
+        return {
+          status: 204,
+          headers: {
+            allow: METHODS.join(', '),
+            'access-control-allow-methods': METHODS.join(', '),
+            'access-control-allow-headers': spec.allowHeaders.join(', '),
+            'access-control-max-age': '600',
+          },
+        };
+      },
+    });
+  }
+}
