@@ -1,8 +1,14 @@
+import fs from 'node:fs/promises';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { orgStream } from '../commands/org.ts';
 import { buildApp } from './app.ts';
 import { verifyExport, exportChain } from './audit/export.ts';
 import { verifyOrgChain } from './audit/verifier.ts';
+import { loadAuditSigningKey } from './audit/keys.ts';
+import { type Evidence, monitorFollow, monitorOnce, type MonitorResult, verifyEvidence } from './audit/monitor.ts';
+import { parseVerifierKey } from './audit/note.ts';
+import { Witness } from './audit/witness.ts';
 import { loadConfig } from './config.ts';
 import { listCheckpoints } from './projector/checkpoints.ts';
 import { rebuildProjection } from './projector/runner.ts';
@@ -17,7 +23,11 @@ const USAGE = `usage:
   projections rebuild [name]
   audit verify --org <org_id>
   audit export --org <org_id> --out <dir>
-  audit verify-export <dir> [--key <verifier key>]
+  audit verify-export <dir> [--key <verifier key>] [--witness <witness key> ... --quorum <k>]
+  audit monitor --url <base URL> --org <org_id> --state <file> [--api-key <key> | LEDGER_API_KEY] [--key <log verifier key>]
+                [--entries] [--witness <witness key> ... --quorum <k>] [--follow [--interval <seconds>]] [--evidence <file>]
+  audit verify-evidence <file> [--key <log verifier key>]
+  witness serve --key <seed file> [--name <witness name>] [--port <n>] [--host <addr>] [--state <file>] --log-key <log verifier key> ... [--origin-prefix <p>]
   log read [--stream <name>] [--after <position>] [--limit <n>]`;
 
 const out = (v: unknown) => process.stdout.write(JSON.stringify(v, (_, x) => (typeof x === 'bigint' ? x.toString() : x)) + '\n');
@@ -76,6 +86,72 @@ async function bootstrap(orgName: string, email: string): Promise<number> {
   }
 }
 
+type MonitorFlags = { url: string; org: string; state: string; 'api-key'?: string; key?: string; entries?: boolean; witness?: string[]; quorum?: string; follow?: boolean; interval?: string; evidence?: string };
+
+/** `audit monitor`: one pass, or --follow until a failure; exit 1 with an evidence file on a fork, rollback, bad signature or gap. */
+async function monitorCommand(v: MonitorFlags): Promise<number> {
+  const apiKey = v['api-key'] ?? process.env.LEDGER_API_KEY;
+  if (!apiKey) {
+    process.stderr.write('audit monitor needs --api-key or LEDGER_API_KEY (a key with audit:read)\n');
+    return 2;
+  }
+  const started = Date.now();
+  const opts = {
+    baseUrl: v.url,
+    apiKey,
+    orgId: v.org,
+    stateFile: v.state,
+    ...(v.key ? { logKey: v.key } : {}),
+    ...(v.witness?.length ? { witnesses: v.witness, quorum: Number(v.quorum ?? v.witness.length) } : {}),
+    ...(v.entries ? { entries: true } : {}),
+    ...(v.evidence ? { evidenceFile: v.evidence } : {}),
+    onProgress: (done: number, total: number) => {
+      if (process.stderr.isTTY) process.stderr.write(`\r${bar(done, total, done / ((Date.now() - started) / 1000 || 1e-3))}`);
+    },
+  };
+  const report = (r: MonitorResult) => {
+    if (process.stderr.isTTY) process.stderr.write('\n');
+    out(r);
+    if (!r.ok) process.stderr.write(`monitor: ${r.problem.kind}: ${r.problem.detail}${r.evidence_file ? ` (evidence: ${r.evidence_file})` : ''}\n`);
+  };
+  if (v.follow) {
+    const ac = new AbortController();
+    const stop = () => ac.abort();
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+    const last = await monitorFollow({ ...opts, intervalMs: Number(v.interval ?? 10) * 1000, signal: ac.signal, onResult: report });
+    return last.ok ? 0 : 1;
+  }
+  const r = await monitorOnce(opts);
+  report(r);
+  if (r.ok && r.quorum_met === false) {
+    process.stderr.write(`monitor: the newest cosigned checkpoint lacks the quorum (${r.cosigners.length} valid cosignatures)\n`);
+    return 1;
+  }
+  return r.ok ? 0 : 1;
+}
+
+type WitnessFlags = { key: string; name?: string; port?: string; host?: string; state?: string; 'log-key': string[]; 'origin-prefix'?: string };
+
+/** `witness serve`: a C2SP tlog-witness on its own port until SIGINT/SIGTERM; the key's seed is generated into --key when absent. */
+async function witnessServe(v: WitnessFlags): Promise<number> {
+  const file = path.resolve(v.key);
+  const key = await loadAuditSigningKey({ seedBase64: undefined, dataDir: path.dirname(file), fileName: path.basename(file), name: v.name ?? 'agent-ledger-witness' });
+  const witness = new Witness({
+    key,
+    logs: v['log-key'].map((k) => ({ originPrefix: v['origin-prefix'] ?? `${AUDIT_ORIGIN}/`, key: parseVerifierKey(k) })),
+    stateFile: v.state ?? `${file}.state.json`,
+  });
+  const url = await witness.listen(Number(v.port ?? 0), v.host ?? '127.0.0.1');
+  out({ url, verifier_key: witness.verifierKey });
+  await new Promise<void>((resolve) => {
+    process.once('SIGINT', () => resolve());
+    process.once('SIGTERM', () => resolve());
+  });
+  await witness.close();
+  return 0;
+}
+
 export async function main(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args: argv,
@@ -89,6 +165,20 @@ export async function main(argv: string[]): Promise<number> {
       limit: { type: 'string' },
       'org-name': { type: 'string' },
       email: { type: 'string' },
+      url: { type: 'string' },
+      state: { type: 'string' },
+      'api-key': { type: 'string' },
+      entries: { type: 'boolean' },
+      witness: { type: 'string', multiple: true },
+      quorum: { type: 'string' },
+      follow: { type: 'boolean' },
+      interval: { type: 'string' },
+      evidence: { type: 'string' },
+      name: { type: 'string' },
+      port: { type: 'string' },
+      host: { type: 'string' },
+      'log-key': { type: 'string', multiple: true },
+      'origin-prefix': { type: 'string' },
     },
   });
   const [group, cmd, arg] = positionals;
@@ -151,11 +241,24 @@ export async function main(argv: string[]): Promise<number> {
       });
     case 'audit verify-export': {
       if (!arg) break;
-      const report = await verifyExport(arg, values.key);
+      const policy = values.witness?.length ? { witnesses: values.witness, quorum: Number(values.quorum ?? values.witness.length) } : undefined;
+      const report = await verifyExport(arg, values.key, policy);
       out(report);
       if (!report.ok) process.stderr.write(`chain broken: first bad sequence ${report.first_bad_sequence} (${report.first_problem?.kind}: ${report.first_problem?.detail})\n`);
       return report.ok ? 0 : 1;
     }
+    case 'audit monitor':
+      if (!values.url || !values.org || !values.state) break;
+      return monitorCommand(values as MonitorFlags);
+    case 'audit verify-evidence': {
+      if (!arg) break;
+      const r = verifyEvidence(JSON.parse(await fs.readFile(arg, 'utf8')) as Evidence, values.key);
+      out(r);
+      return r.proven ? 0 : 1;
+    }
+    case 'witness serve':
+      if (!values.key || !values['log-key']?.length) break;
+      return witnessServe(values as WitnessFlags);
     case 'log read':
       return withRuntime(async (rt) => {
         const limit = values.limit ? Number(values.limit) : Infinity;

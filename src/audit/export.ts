@@ -4,6 +4,7 @@ import path from 'node:path';
 import readline from 'node:readline';
 import type { EventStore } from '../eventstore/port.ts';
 import type { AuditEntry } from './chain.ts';
+import { parseCosignerKey, splitNote, verifyCosignature } from './cosignature.ts';
 import { parseVerifierKey } from './note.ts';
 import { type Problem, type StoredEntry, storedCheckpoints, storedEntries, verifyChain, type VerifyReport } from './verifier.ts';
 
@@ -105,13 +106,52 @@ async function* readEntries(file: string): AsyncGenerator<StoredEntry> {
  * verifier key the auditor pinned; without it the bundle's own key is used,
  * which proves internal consistency only.
  */
-export async function verifyExport(dir: string, trustedKey?: string): Promise<VerifyReport & { key_source: 'pinned' | 'bundle' }> {
+export type WitnessPolicy = { witnesses: readonly string[]; quorum: number };
+export type WitnessReport = { quorum: number; witnesses: string[]; witnessed_size: number | null; cosigners: string[] };
+
+/**
+ * The k-of-n witness policy over a bundle: the cosignatures sealed in its
+ * entries (`audit.checkpoint_cosigned`) by the policy's witnesses must each be
+ * of a checkpoint the bundle holds (same size, same root: else a witness saw
+ * another history, `witness_split`), and some checkpoint must carry k valid
+ * ones (`quorum_not_met`). Entries up to `witnessed_size` are witnessed.
+ */
+async function checkWitnesses(entriesFile: string, checkpoints: readonly { note: string }[], policy: WitnessPolicy): Promise<{ report: WitnessReport; problems: Problem[] }> {
+  const keys = policy.witnesses.map(parseCosignerKey);
+  if (!Number.isInteger(policy.quorum) || policy.quorum < 1 || policy.quorum > keys.length) throw new Error(`a quorum must be between 1 and the ${keys.length} witness keys given`);
+  const bySize = new Map<number, { root: string; body: string }>();
+  for (const c of checkpoints) {
+    const { body } = splitNote(c.note);
+    const [, size, root] = body.split('\n');
+    bySize.set(Number(size), { root: Buffer.from(root ?? '', 'base64').toString('hex'), body });
+  }
+  const problems: Problem[] = [];
+  const cosigners = new Map<number, Set<string>>();
+  for await (const { entry } of readEntries(entriesFile)) {
+    if (entry.event_type !== 'audit.checkpoint_cosigned' || entry.payload === null) continue;
+    const d = entry.payload as { size: number; root_hash: string; cosignature: string };
+    const cp = bySize.get(d.size);
+    for (const k of keys) {
+      const r = cp ? verifyCosignature(cp.body, [d.cosignature], k) : null;
+      if (!cp || cp.root !== d.root_hash) {
+        if (d.cosignature.startsWith(`\u2014 ${k.name} `)) problems.push({ kind: 'witness_split', sequence_number: entry.sequence_number, detail: `witness ${k.name} cosigned size ${d.size} with root ${d.root_hash}, which no checkpoint of the bundle has` });
+        continue;
+      }
+      if (r?.valid) (cosigners.get(d.size) ?? cosigners.set(d.size, new Set()).get(d.size)!).add(k.name);
+    }
+  }
+  const met = [...cosigners].filter(([, s]) => s.size >= policy.quorum).sort((a, b) => b[0] - a[0])[0];
+  if (!met) problems.push({ kind: 'quorum_not_met', sequence_number: 1, detail: `no checkpoint carries ${policy.quorum} valid cosignatures of the ${keys.length} witnesses` });
+  return { report: { quorum: policy.quorum, witnesses: keys.map((k) => k.name), witnessed_size: met?.[0] ?? null, cosigners: met ? [...met[1]] : [] }, problems };
+}
+
+export async function verifyExport(dir: string, trustedKey?: string, policy?: WitnessPolicy): Promise<VerifyReport & { key_source: 'pinned' | 'bundle'; witness_policy?: WitnessReport }> {
   if ((await fs.stat(dir)).isFile()) {
     // An NDJSON stream from GET /v1/audit-events/export: unpack it beside itself first.
     const unpacked = await fs.mkdtemp(path.join(path.dirname(path.resolve(dir)), '.audit-bundle-'));
     try {
       await bundleFromNdjson(dir, unpacked);
-      return await verifyExport(unpacked, trustedKey);
+      return await verifyExport(unpacked, trustedKey, policy);
     } finally {
       await fs.rm(unpacked, { recursive: true, force: true });
     }
@@ -134,6 +174,17 @@ export async function verifyExport(dir: string, trustedKey?: string): Promise<Ve
     origin: manifest.origin,
   });
   const key_source = trustedKey ? ('pinned' as const) : ('bundle' as const);
+  if (policy) {
+    const w = await checkWitnesses(path.join(dir, 'entries.jsonl'), checkpoints, policy);
+    const chain = await verifyBundleChain(manifest, report, key_source);
+    const problems = [...chain.problems, ...w.problems];
+    return { ...chain, ok: chain.ok && w.problems.length === 0, problems, first_problem: chain.first_problem ?? w.problems[0] ?? null, first_bad_sequence: chain.first_bad_sequence ?? w.problems[0]?.sequence_number ?? null, witness_policy: w.report };
+  }
+  return verifyBundleChain(manifest, report, key_source);
+}
+
+/** The chain's own report, failed with 'truncated' when the bundle holds less than its manifest lists. */
+function verifyBundleChain(manifest: Manifest, report: VerifyReport, key_source: 'pinned' | 'bundle'): VerifyReport & { key_source: 'pinned' | 'bundle' } {
   // The bundle must hold the chain its manifest lists: a chain cut short verifies by itself.
   if (report.entries !== manifest.entries || (manifest.entries > 0 && report.tip_hash !== manifest.tip_hash)) {
     const p: Problem = {

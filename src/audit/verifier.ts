@@ -22,7 +22,9 @@ export type ProblemKind =
   | 'source_mismatch'
   | 'signature_invalid'
   | 'root_mismatch'
-  | 'truncated';
+  | 'truncated'
+  | 'witness_split'
+  | 'quorum_not_met';
 
 /** For root_mismatch, sequence_number is the first entry the checkpoint can no longer vouch for and checkpoint_size the size signed. */
 export type Problem = { kind: ProblemKind; sequence_number: number; detail: string; checkpoint_size?: number; to_sequence?: number };
