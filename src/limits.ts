@@ -66,9 +66,9 @@ export const OAUTH_STATE_MAX_CHARS = 1_000;
 /** OAuth: requests per client address on register, authorize and token (each its own bucket). */
 export const OAUTH_RATE_BURST = 60;
 export const OAUTH_RATE_PER_SECOND = 1;
-/** OAuth: API key pastes on the consent page per client address (brute-force limit). */
-export const OAUTH_KEY_PASTE_BURST = 10;
-export const OAUTH_KEY_PASTE_PER_SECOND = 1 / 60;
+/** OAuth: failed API key pastes on the consent page per client address in a window (brute-force guard, counted in PostgreSQL). */
+export const OAUTH_KEY_PASTE_MAX_FAILURES = 10;
+export const OAUTH_KEY_PASTE_WINDOW_MS = 15 * 60 * 1000;
 /** Connections (spec Part 8): display_name, and connection_metadata on create and metadata update. */
 export const DISPLAY_NAME_MAX_CHARS = 128;
 export const CONNECTION_METADATA_MAX_KEYS = 64;

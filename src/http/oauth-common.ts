@@ -1,13 +1,15 @@
 import type { FastifyRequest } from 'fastify';
-import { OAUTH_KEY_PASTE_BURST, OAUTH_KEY_PASTE_PER_SECOND, OAUTH_RATE_BURST, OAUTH_RATE_PER_SECOND } from '../limits.ts';
+import { OAUTH_RATE_BURST, OAUTH_RATE_PER_SECOND } from '../limits.ts';
 import { RawHttpError } from './errors.ts';
+import type { PasteGuardConfig } from './oauth-paste-guard.ts';
 import { RateLimiter, type RateLimitConfig } from './ratelimit.ts';
 import type { RouteSpec } from './route.ts';
 
 // What the OAuth endpoints share: the issuer and endpoint URLs, the scope
 // vocabulary, redirect URI rules, and per-address rate limits.
 
-export type OAuthOptions = { rateLimit?: { perAddress?: RateLimitConfig; keyPaste?: RateLimitConfig } };
+/** perAddress: token buckets per endpoint; keyPaste: failed API key pastes per address in a window (oauth-paste-guard.ts). */
+export type OAuthOptions = { rateLimit?: { perAddress?: RateLimitConfig; keyPaste?: PasteGuardConfig } };
 
 /** The issuer is the public base URL exactly (RFC 8414 §2); endpoints hang off it without a doubled slash. */
 export function oauthUrls(baseUrl: string) {
@@ -58,35 +60,27 @@ export function redirectUriMatches(registered: readonly string[], requested: str
   return registered.some((x) => URL.canParse(x) && new URL(x).protocol === 'http:' && portless(new URL(x)) === portless(r));
 }
 
-/** Token buckets per client address, one family per endpoint. */
+/** Token buckets per client address, one family per endpoint (key pastes have their own guard: oauth-paste-guard.ts). */
 export class AddressLimits {
   private readonly perEndpoint = new Map<string, RateLimiter>();
-  private readonly paste: RateLimiter;
   constructor(
     private readonly cfg: RateLimitConfig,
-    pasteCfg: RateLimitConfig,
     private readonly now: () => number,
-  ) {
-    this.paste = new RateLimiter(pasteCfg, now);
-  }
+  ) {}
 
   static from(opts: OAuthOptions, now: () => Date): AddressLimits {
-    return new AddressLimits(
-      opts.rateLimit?.perAddress ?? { burst: OAUTH_RATE_BURST, perSecond: OAUTH_RATE_PER_SECOND },
-      opts.rateLimit?.keyPaste ?? { burst: OAUTH_KEY_PASTE_BURST, perSecond: OAUTH_KEY_PASTE_PER_SECOND },
-      () => now().getTime(),
-    );
+    return new AddressLimits(opts.rateLimit?.perAddress ?? { burst: OAUTH_RATE_BURST, perSecond: OAUTH_RATE_PER_SECOND }, () => now().getTime());
   }
 
   /** Throws the spec's 429 `rate_limited` body when the address is over its limit on this endpoint. */
-  take(endpoint: 'register' | 'authorize' | 'token' | 'key_paste', req: FastifyRequest): void {
-    let limiter = endpoint === 'key_paste' ? this.paste : this.perEndpoint.get(endpoint);
+  take(endpoint: 'register' | 'authorize' | 'token', req: FastifyRequest): void {
+    let limiter = this.perEndpoint.get(endpoint);
     if (!limiter) this.perEndpoint.set(endpoint, (limiter = new RateLimiter(this.cfg, this.now)));
     try {
       limiter.take(`${endpoint}:${req.ip}`);
     } catch (err) {
       if (err instanceof RawHttpError && typeof err.body === 'object' && err.body) {
-        throw new RawHttpError(err.status, { ...err.body, message: endpoint === 'key_paste' ? 'too many API key attempts from this address' : 'too many requests from this address' }, err.headers);
+        throw new RawHttpError(err.status, { ...err.body, message: 'too many requests from this address' }, err.headers);
       }
       throw err;
     }

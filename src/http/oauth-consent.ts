@@ -9,6 +9,7 @@ import { API_KEY_PATTERN, hashKey, hasScope } from './auth.ts';
 import { RawHttpError } from './errors.ts';
 import { type AddressLimits, type oauthUrls, param, redirectUriMatches } from './oauth-common.ts';
 import { mintSecret, newGrantId } from './oauth-tokens.ts';
+import { migratePasteGuard, PasteGuard, type PasteAttempt, type PasteGuardConfig } from './oauth-paste-guard.ts';
 import type { AppDeps } from './route.ts';
 import { escapeHtml, securityHeaders } from './html.ts';
 
@@ -93,8 +94,10 @@ function sameHex(a: string, b: string): boolean {
 
 type ConsentRow = { cookie_hash: string; client_id: string; redirect_uri: string; code_challenge: string; scopes: string[] | null; state: string | null; used_at: Date | null };
 
-export async function consentRoutes(app: FastifyInstance, deps: AppDeps, limits: AddressLimits, urls: ReturnType<typeof oauthUrls>, vocabulary: () => string[]): Promise<void> {
+export async function consentRoutes(app: FastifyInstance, deps: AppDeps, limits: AddressLimits, pasteGuard: PasteGuardConfig, urls: ReturnType<typeof oauthUrls>, vocabulary: () => string[]): Promise<void> {
   await migrateConsent(deps.db);
+  await migratePasteGuard(deps.db);
+  const guard = new PasteGuard(deps.db, pasteGuard);
   const cookie = cookieName(deps.baseUrl);
 
   async function client(clientId: string) {
@@ -141,6 +144,7 @@ export async function consentRoutes(app: FastifyInstance, deps: AppDeps, limits:
         const cookieValue = existing && HANDLE.test(existing) ? existing : randomString(43);
         const handle = randomString(43);
         await deps.db.query('DELETE FROM oauth_consent_requests WHERE expires_at < $1', [new Date(now.getTime() - OAUTH_CONSENT_TTL_MS).toISOString()]);
+        await guard.sweep(now);
         await deps.db.query(
           `INSERT INTO oauth_consent_requests (handle_hash, cookie_hash, client_id, redirect_uri, code_challenge, scopes, state, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
           [sha256Hex(handle), sha256Hex(cookieValue), clientId, redirectUri, challenge, scopes ? JSON.stringify(scopes) : null, state ?? null, new Date(now.getTime() + OAUTH_CONSENT_TTL_MS).toISOString()],
@@ -189,7 +193,8 @@ export async function consentRoutes(app: FastifyInstance, deps: AppDeps, limits:
         const cookieValue = readCookie(req, cookie.name);
         if (!cookieValue || !sameHex(sha256Hex(cookieValue), pending.cookie_hash)) throw refuse('The consent cookie is missing or does not match this form. Open the consent page again from the application.');
         if (pending.used_at !== null) throw refuse('This consent form was already used.');
-        if (decision === 'allow') limits.take('key_paste', req);
+        // A paste reserves an attempt against the address's failures (all instances share the count); a valid key gives it back.
+        const attempt: PasteAttempt | undefined = decision === 'allow' ? await guard.reserve(req.ip, now) : undefined;
         // One use: whoever flips used_at first owns the handle.
         const consumed = await deps.db.query('UPDATE oauth_consent_requests SET used_at = $2 WHERE handle_hash = $1 AND used_at IS NULL', [sha256Hex(handle), now.toISOString()]);
         if (consumed.rowCount !== 1) throw refuse('This consent form was already used.');
@@ -213,6 +218,7 @@ export async function consentRoutes(app: FastifyInstance, deps: AppDeps, limits:
         );
         const k = keys.rows[0];
         if (!k || k.revoked_at !== null || !sameHex(k.key_hash, hash)) throw refuse('The API key is not valid.');
+        await guard.giveBack(attempt!);
         const scopes = pending.scopes ?? k.scopes;
         const wider = scopes.filter((s) => !hasScope(k.scopes, s));
         if (wider.length > 0) throw refuse(`The application asks for more than this API key holds: ${wider.join(' ')}.`);

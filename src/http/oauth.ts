@@ -8,6 +8,7 @@ import { OAuthKeyRevocationReactor } from '../reactors/oauth-key-revocation.ts';
 import { RawHttpError } from './errors.ts';
 import { AddressLimits, type OAuthOptions, oauthUrls, param, redirectUriProblem, scopeVocabulary } from './oauth-common.ts';
 import { consentRoutes } from './oauth-consent.ts';
+import { defaultPasteGuard } from './oauth-paste-guard.ts';
 import { grantOf, mintSecret } from './oauth-tokens.ts';
 import { defineRoute, type AppDeps, READ_SIDE_HEADER } from './route.ts';
 
@@ -254,5 +255,5 @@ export async function oauthRoutes(app: FastifyInstance, deps: AppDeps, opts: OAu
     },
   });
 
-  await consentRoutes(app, deps, limits, urls, scopes);
+  await consentRoutes(app, deps, limits, opts.rateLimit?.keyPaste ?? defaultPasteGuard, urls, scopes);
 }

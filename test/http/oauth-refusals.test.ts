@@ -8,7 +8,7 @@ import { consent, pkce, readConsentPage } from '../helpers/oauth.ts';
 // answer RFC 7591 / RFC 6749 JSON errors.
 
 // Generous limits here: this file makes many requests from one address; the limits have their own test below.
-const { app, ledger } = await testApp(t, { oauth: { rateLimit: { perAddress: { burst: 10_000, perSecond: 1_000 }, keyPaste: { burst: 10_000, perSecond: 1_000 } } } });
+const { app, ledger } = await testApp(t, { oauth: { rateLimit: { perAddress: { burst: 10_000, perSecond: 1_000 }, keyPaste: { maxFailures: 10_000, windowMs: 1_000 } } } });
 const org = await bootstrapOrg(app, 'Refuse');
 const form = { 'content-type': 'application/x-www-form-urlencoded' };
 
@@ -205,7 +205,7 @@ t.test('a bad bearer on /v1 keeps the bare 401 and names the resource metadata',
 });
 
 t.test('rate limits per client address, and on key paste', async (t) => {
-  const { app: limited } = await testApp(t, { oauth: { rateLimit: { perAddress: { burst: 3, perSecond: 0.001 }, keyPaste: { burst: 2, perSecond: 0.001 } } } });
+  const { app: limited } = await testApp(t, { oauth: { rateLimit: { perAddress: { burst: 3, perSecond: 0.001 }, keyPaste: { maxFailures: 2, windowMs: 3_600_000 } } } });
   const statuses = [];
   for (let i = 0; i < 4; i++) statuses.push((await limited.inject({ method: 'POST', url: '/oauth/register', payload: { redirect_uris: ['https://a.example/cb'] } })).statusCode);
   t.same(statuses, [201, 201, 201, 429]);
@@ -219,7 +219,7 @@ t.test('rate limits per client address, and on key paste', async (t) => {
   t.same(tokenStatuses, [400, 400, 400, 429]);
 
   // Key paste: a burst of wrong keys, then 429 (a page), even with a fresh form.
-  const { app: paste } = await testApp(t, { oauth: { rateLimit: { perAddress: { burst: 1000, perSecond: 1000 }, keyPaste: { burst: 2, perSecond: 0.001 } } } });
+  const { app: paste } = await testApp(t, { oauth: { rateLimit: { perAddress: { burst: 1000, perSecond: 1000 }, keyPaste: { maxFailures: 2, windowMs: 3_600_000 } } } });
   const c = (await paste.inject({ method: 'POST', url: '/oauth/register', payload: { redirect_uris: ['https://a.example/cb'] } })).json();
   const url = `/oauth/authorize?${new URLSearchParams({ client_id: c.client_id, redirect_uri: 'https://a.example/cb', response_type: 'code', code_challenge: p.challenge, code_challenge_method: 'S256' })}`;
   const got: number[] = [];

@@ -6,7 +6,7 @@ import { consent, pkce } from '../helpers/oauth.ts';
 // binding and environment. Another organization's resources answer exactly
 // as absent ones.
 
-const { app } = await testApp(t, { oauth: { rateLimit: { perAddress: { burst: 10_000, perSecond: 1_000 }, keyPaste: { burst: 10_000, perSecond: 1_000 } } } });
+const { app } = await testApp(t, { oauth: { rateLimit: { perAddress: { burst: 10_000, perSecond: 1_000 }, keyPaste: { maxFailures: 10_000, windowMs: 1_000 } } } });
 const a = await bootstrapOrg(app, 'Alpha');
 const b = await bootstrapOrg(app, 'Beta');
 const client = (await app.inject({ method: 'POST', url: '/oauth/register', payload: { redirect_uris: ['http://127.0.0.1/cb'] } })).json();
