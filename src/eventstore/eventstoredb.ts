@@ -279,14 +279,14 @@ export class EventStoreDbStore implements EventStore {
   }
 
   private unavailable(what: string, err: unknown): EventStoreError {
-    const e = new EventStoreError('store_unavailable', `EventStoreDB at ${this.address}: ${what} failed: ${(err as Error)?.message ?? String(err)}`);
+    const e = new EventStoreError('store_unavailable', `EventStoreDB at ${this.address}: ${what} failed: ${describeError(err)}`);
     (e as { cause?: unknown }).cause = err;
     return e;
   }
 
   private noteError(err: unknown) {
     this.health.transportErrors++;
-    this.health.lastError = `${new Date().toISOString()} ${(err as Error)?.message ?? String(err)}`;
+    this.health.lastError = `${new Date().toISOString()} ${describeError(err)}`;
   }
 
   /** Runs `op`, retrying transport failures with exponential back-off; other errors pass through. */
@@ -300,7 +300,7 @@ export class EventStoreDbStore implements EventStore {
         if (attempt + 1 >= ESDB_RETRY_ATTEMPTS) {
           // An append's earlier attempts may have reached the server (the same
           // event ids make them one write): whether it stands is unknown.
-          if (what === 'append') throw new OutcomeUnknown(`EventStoreDB at ${this.address}: append outcome unknown after ${attempt + 1} attempts: ${(err as Error)?.message ?? String(err)}`, err);
+          if (what === 'append') throw new OutcomeUnknown(`EventStoreDB at ${this.address}: append outcome unknown after ${attempt + 1} attempts: ${describeError(err)}`, err);
           throw this.unavailable(what, err);
         }
         await sleep(backoffMs(attempt));
@@ -459,6 +459,13 @@ export class EventStoreDbStore implements EventStore {
   async close(): Promise<void> {
     await this.client.dispose();
   }
+}
+
+/** An error for a message: its message, else the client's error type (its DeadlineExceededError has no message: 'deadline-exceeded'). */
+function describeError(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  const type = (err as { type?: unknown }).type;
+  return err.message || (typeof type === 'string' ? type : err.name);
 }
 
 /** host:port list of an esdb:// connection string, without user info or parameters. */

@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Test } from 'tap';
 import {
+  AppendTooLarge,
+  appendSize,
   type EventStore,
   EventStoreError,
   GuardFailed,
@@ -240,6 +242,42 @@ export function conformance(t: Test, factory: StoreFactory): void {
     const read = await store.readAll({ filter: { streamPrefixes: [s] }, maxCount: 5000 });
     t.equal(read.length, 2001);
     t.equal(read[read.length - 1]!.position, many.lastPosition);
+  });
+
+  t.test("the largest append: exactly the store's limit is accepted, one byte more is refused whole, nothing written", async (t) => {
+    // Sized as EventStoreDB counts an append against MaxAppendSize: UTF-8 bytes
+    // of data and metadata plus twice the type, summed over the append. A
+    // 2-byte character in the data shows bytes are counted, not characters.
+    const limit = store.maxAppendBytes;
+    t.ok(limit > 0 && limit <= 1_048_576, `within the server's default MaxAppendSize (${limit})`);
+    const sized = (type: string, bytes: number): NewEvent => {
+      const base = ev(type, { blob: 'é' });
+      const over = appendSize([{ type, data: JSON.stringify(base.data), metadata: JSON.stringify(base.metadata) }]);
+      return ev(type, { blob: 'é' + 'x'.repeat(bytes - over) });
+    };
+    const size = (events: NewEvent[]) => appendSize(events.map((e) => ({ type: e.type, data: JSON.stringify(e.data), metadata: JSON.stringify(e.metadata) })));
+    const half = Math.floor(limit / 2);
+    const atLimit = [sized('test.limit', half), sized('test.limit_two', limit - half)];
+    t.equal(size(atLimit), limit, 'two events summing to the limit');
+    const s = uniq('limit');
+    const head = await store.headPosition();
+    const ok = await store.appendToStream(s, atLimit, { expectedRevision: 'no_stream' });
+    t.equal(ok.nextExpectedRevision, 1n, 'an append of exactly the limit is accepted');
+    t.same((await store.readStream(s)).map((e) => e.data), atLimit.map((e) => e.data), 'and reads back intact');
+
+    const after = await store.headPosition();
+    t.ok(after > head);
+    const over = [sized('test.limit', half), sized('test.limit_two', limit - half + 1)];
+    t.equal(size(over), limit + 1, 'one byte more, spread over two events each far below the limit');
+    const big = uniq('limit-over');
+    const refused = await rejects(store.appendToStream(big, over, { expectedRevision: 'no_stream' }), AppendTooLarge);
+    t.equal(refused.code, 'invalid_event');
+    t.equal(refused.limit, limit);
+    t.equal(refused.size, limit + 1, 'the size counted as the server counts it');
+    const alone = await rejects(store.appendToStream(big, [sized('test.limit', limit + 1)]), AppendTooLarge);
+    t.equal(alone.size, limit + 1, 'one event over the limit alone');
+    t.same(await store.readStream(big), [], 'nothing written');
+    t.equal(await store.headPosition(), after, 'the log did not move');
   });
 
   t.test('a 500-event append is never seen half done', async (t) => {

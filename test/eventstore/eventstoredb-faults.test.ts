@@ -1,7 +1,7 @@
 import net from 'node:net';
 import t, { type Test } from 'tap';
 import { EventStoreDbStore } from '../../src/eventstore/eventstoredb.ts';
-import { EventStoreError, type RecordedEvent } from '../../src/eventstore/port.ts';
+import { AppendTooLarge, EventStoreError, type RecordedEvent } from '../../src/eventstore/port.ts';
 import { EsdbDouble } from '../../tools/esdb-double/server.ts';
 import { EsdbLog } from '../../tools/esdb-double/log.ts';
 
@@ -87,4 +87,82 @@ t.test('the server restarts under a live subscription and a writer: appends retr
   exactlyOnceInOrder(t, seen, 40);
   t.ok(store.health.transportErrors > 0, 'the outage was seen and counted');
   t.equal((await store.readStream('restart-a')).length, 40, 'each append written once');
+});
+
+// The per-call deadline and MaxAppendSize, as the server enforces them.
+
+const countOf = async (store: EventStoreDbStore, stream: string) => (await store.readStream(stream)).length;
+
+t.test('a batch reaches the server after its deadline: DeadlineExceeded, nothing written; the retry lands the append once', async (t) => {
+  const double = await EsdbDouble.start();
+  t.teardown(() => double.stop());
+  const store = await EventStoreDbStore.open(double.url);
+  t.teardown(() => store.close());
+  const batch = [ev(0), ev(1), ev(2)];
+  double.expireDeadlines = 1;
+  const r = await store.appendToStream('deadline-a', batch, { expectedRevision: 'no_stream' });
+  t.equal(double.calls.deadlineExceeded, 1, 'the double answered DeadlineExceeded to one batch');
+  t.equal(double.expireDeadlines, 0);
+  t.equal(store.health.transportErrors, 1, 'the adapter saw it as a transport error and retried');
+  t.match(store.health.lastError, /deadline/i);
+  t.equal(r.nextExpectedRevision, 2n);
+  const read = await store.readStream('deadline-a');
+  t.same(read.map((e) => e.data.i), [0, 1, 2], 'the stream holds the events once');
+  t.equal(read[2]!.position, r.lastPosition);
+});
+
+t.test('the server writes a batch and answers DeadlineExceeded (a commit timeout): the retry is the same write, the events stand once', async (t) => {
+  const double = await EsdbDouble.start();
+  t.teardown(() => double.stop());
+  const store = await EventStoreDbStore.open(double.url);
+  t.teardown(() => store.close());
+  await store.appendToStream('deadline-b', [ev(0)], { expectedRevision: 'no_stream' });
+  double.timeoutAfterWrite = 1;
+  const r = await store.appendToStream('deadline-b', [ev(1), ev(2)], { expectedRevision: 0n });
+  t.equal(double.calls.deadlineExceeded, 1, 'one answer was DeadlineExceeded');
+  t.equal(store.health.transportErrors, 1, 'retried once');
+  t.equal(double.log.stream('deadline-b')?.length, 3, "the server's stream: the first attempt's write, not a second");
+  t.equal(r.nextExpectedRevision, 2n, "the original write's result");
+  const read = await store.readStream('deadline-b');
+  t.same(read.map((e) => e.data.i), [0, 1, 2], 'the stream holds the events once');
+  t.equal(read[2]!.position, r.lastPosition);
+});
+
+t.test("a server whose MaxAppendSize is below the adapter's limit refuses an append: AppendTooLarge, not retried, nothing written", async (t) => {
+  const double = await EsdbDouble.start({ maxAppendSize: 4096 });
+  t.teardown(() => double.stop());
+  const store = await EventStoreDbStore.open(double.url);
+  t.teardown(() => store.close());
+  t.equal(store.maxAppendBytes, 1_048_576, 'the adapter allows the default');
+  const big = { type: 'test.fault', data: { blob: 'x'.repeat(4096) }, metadata: { org_id: 'org_faults' } };
+  const err = await store.appendToStream('small-server', [big]).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  t.ok(err instanceof AppendTooLarge, 'a typed port error, not the client error raw');
+  t.equal((err as AppendTooLarge).code, 'invalid_event');
+  t.equal((err as AppendTooLarge).limit, 4096, "the server's MaxAppendSize");
+  t.equal((err as AppendTooLarge).refusedBy, 'server');
+  t.equal(double.calls.maxAppendSizeExceeded, 1, 'refused once: not retried');
+  t.equal(store.health.transportErrors, 0);
+  t.equal(await countOf(store, 'small-server'), 0, 'nothing written');
+  t.equal((await store.appendToStream('small-server', [ev(0)])).nextExpectedRevision, 0n, 'a small append still lands');
+});
+
+t.test('the adapter set to a server\'s lower MaxAppendSize refuses a larger append itself, before the server sees it', async (t) => {
+  const double = await EsdbDouble.start({ maxAppendSize: 4096 });
+  t.teardown(() => double.stop());
+  const store = await EventStoreDbStore.open(double.url, { maxAppendBytes: 4096 });
+  t.teardown(() => store.close());
+  const big = { type: 'test.fault', data: { blob: 'x'.repeat(4096) }, metadata: { org_id: 'org_faults' } };
+  const batches = double.calls.batchAppend + double.calls.append;
+  const err = await store.appendToStream('small-port', [big]).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  t.ok(err instanceof AppendTooLarge);
+  t.equal((err as AppendTooLarge).refusedBy, 'port');
+  t.equal(double.calls.maxAppendSizeExceeded, 0, 'the server never saw it');
+  t.equal(double.calls.batchAppend + double.calls.append, batches);
+  t.equal(await countOf(store, 'small-port'), 0);
 });

@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import * as grpc from '@grpc/grpc-js';
-import { EsdbLog, type LogRecord, type Expected, type Matcher, AppendRefused } from './log.ts';
+import { EsdbLog, type LogRecord, type Expected, type Matcher, type Proposed, AppendRefused } from './log.ts';
 
 // A protocol-level EventStoreDB double: a gRPC server on loopback built from
 // the generated code that ships inside @eventstore/db-client, answering the
@@ -26,6 +26,8 @@ const { ReadReq, ReadResp, AppendResp, BatchAppendResp } = streamsPb;
 export const SERVER_VERSION = '24.10.0-double';
 /** The server's default search window for filtered reads and subscriptions ("count" window). */
 export const DEFAULT_SEARCH_WINDOW = 32;
+/** The server's default MaxAppendSize (bytes, counted as Event.SizeOnDisk: data + metadata + twice the type, summed over the append). */
+export const DEFAULT_MAX_APPEND_SIZE = 1_048_576;
 
 export type DoubleOptions = {
   host?: string;
@@ -33,7 +35,14 @@ export type DoubleOptions = {
   /** Write a `$statsCollected` system event after every N client appends (0: never). Default 5. */
   systemEventEvery?: number;
   log?: EsdbLog;
+  /** The server's MaxAppendSize: a larger append is refused with MaximumAppendSizeExceeded, nothing written. Default 1 048 576, as the server. */
+  maxAppendSize?: number;
+  /** The clock deadlines are judged by (ms since the epoch). Default Date.now. */
+  now?: () => number;
 };
+
+/** Event.SizeOnDisk of the server: what an event counts against MaxAppendSize (the type in .NET characters, UTF-16 units). */
+const sizeOnDisk = (p: Proposed) => p.data.length + p.customMetadata.length + 2 * p.type.length;
 
 type LiveSub = { call: grpc.ServerWritableStream<any, any>; wake: () => void; sent: number; dropAfter?: number };
 
@@ -46,8 +55,22 @@ export class EsdbDouble {
   dropSubscriptionsAfter: number | undefined;
   /** Fault injection: runs before an append is decided, so a test can write a competing event first. */
   beforeAppend: ((stream: string) => void | Promise<void>) | undefined;
+  /**
+   * Fault injection: the next N appends (either call) are judged after their
+   * deadline, as when they reach the server late: refused with the server's
+   * deadline answer, nothing written.
+   */
+  expireDeadlines = 0;
+  /**
+   * Fault injection: the next N batch appends are written, then answered with
+   * the server's Timeout status (its answer to a commit that timed out), so the
+   * client sees DeadlineExceeded for an append that stands.
+   */
+  timeoutAfterWrite = 0;
+  readonly maxAppendSize: number;
+  private readonly now: () => number;
   /** Counts of the calls served, by kind. */
-  readonly calls = { read: 0, subscribe: 0, append: 0, batchAppend: 0, features: 0, appended: 0, wrongExpectedVersion: 0 };
+  readonly calls = { read: 0, subscribe: 0, append: 0, batchAppend: 0, features: 0, appended: 0, wrongExpectedVersion: 0, maxAppendSizeExceeded: 0, deadlineExceeded: 0 };
   private constructor(
     readonly host: string,
     public port: number,
@@ -55,6 +78,8 @@ export class EsdbDouble {
     log: EsdbLog,
   ) {
     this.log = log;
+    this.maxAppendSize = opts.maxAppendSize ?? DEFAULT_MAX_APPEND_SIZE;
+    this.now = opts.now ?? Date.now;
     this.log.onAppend = () => {
       for (const s of this.subs) s.wake();
     };
@@ -283,6 +308,41 @@ export class EsdbDouble {
     }
   }
 
+  /**
+   * Whether an append arrives after its deadline (the client's per-call
+   * deadline: the batch's `deadline` option, the Append call's own gRPC
+   * deadline). The server answers such an append with its deadline answer and
+   * writes nothing.
+   */
+  private pastDeadline(deadline: Date | number | undefined): boolean {
+    if (this.expireDeadlines > 0) {
+      this.expireDeadlines--;
+      return true;
+    }
+    if (deadline === undefined) return false;
+    const at = deadline instanceof Date ? deadline.getTime() : deadline;
+    return Number.isFinite(at) && at - this.now() <= 0;
+  }
+
+  /** The server's google.rpc.Status answers of a batch append (Status.Timeout, Status.MaximumAppendSizeExceeded). */
+  private static status(kind: 'timeout' | 'max_append_size', maxAppendSize = 0): any {
+    const st = new statusPb.Status();
+    const any = new Any();
+    if (kind === 'timeout') {
+      any.pack(new sharedPb.Timeout().serializeBinary(), 'event_store.client.Timeout');
+      st.setCode(grpc.status.DEADLINE_EXCEEDED);
+      st.setMessage('Timeout');
+    } else {
+      const m = new sharedPb.MaximumAppendSizeExceeded();
+      m.setMaxappendsize(maxAppendSize);
+      any.pack(m.serializeBinary(), 'event_store.client.MaximumAppendSizeExceeded');
+      st.setCode(grpc.status.INVALID_ARGUMENT);
+      st.setMessage('MaximumAppendSizeExceeded');
+    }
+    st.setDetails(any);
+    return st;
+  }
+
   private appended() {
     this.appends++;
     this.calls.appended++;
@@ -297,7 +357,7 @@ export class EsdbDouble {
     return 'any';
   }
 
-  private static proposed(m: any) {
+  private static proposed(m: any): Proposed {
     const md = m.getMetadataMap();
     return {
       id: m.getId().getString(),
@@ -312,15 +372,37 @@ export class EsdbDouble {
     this.calls.append++;
     let stream = '';
     let expected: Expected = 'any';
-    const proposed: ReturnType<typeof EsdbDouble.proposed>[] = [];
+    const proposed: Proposed[] = [];
+    let size = 0;
+    let refused = false;
     call.on('data', (req: any) => {
+      if (refused) return;
       if (req.hasOptions()) {
         const o = req.getOptions();
         stream = Buffer.from(o.getStreamIdentifier().getStreamName_asU8()).toString('utf8');
         expected = EsdbDouble.expected(o, 'append');
-      } else proposed.push(EsdbDouble.proposed(req.getProposedMessage()));
+        return;
+      }
+      const p = EsdbDouble.proposed(req.getProposedMessage());
+      proposed.push(p);
+      size += sizeOnDisk(p);
+      if (size > this.maxAppendSize) {
+        // The server stops reading and fails the call: InvalidArgument with the
+        // exception named in the trailers (RpcExceptions.MaxAppendSizeExceeded).
+        refused = true;
+        this.calls.maxAppendSizeExceeded++;
+        const md = new grpc.Metadata();
+        md.set('exception', 'maximum-append-size-exceeded');
+        md.set('maximum-append-size', String(this.maxAppendSize));
+        cb({ code: grpc.status.INVALID_ARGUMENT, details: `Maximum Append Size of ${this.maxAppendSize} Exceeded.`, metadata: md });
+      }
     });
     call.on('end', async () => {
+      if (refused) return;
+      if (this.pastDeadline(call.getDeadline())) {
+        this.calls.deadlineExceeded++;
+        return cb({ code: grpc.status.DEADLINE_EXCEEDED, details: 'Deadline Exceeded' });
+      }
       await this.beforeAppend?.(stream);
       const res = new AppendResp();
       try {
@@ -351,16 +433,40 @@ export class EsdbDouble {
 
   private batchAppend(call: grpc.ServerDuplexStream<any, any>): void {
     this.calls.batchAppend++;
-    const pending = new Map<string, { stream: string; sid: any; expected: Expected; options: any; proposed: ReturnType<typeof EsdbDouble.proposed>[] }>();
+    const pending = new Map<string, { stream: string; sid: any; expected: Expected; options: any; proposed: Proposed[]; size: number }>();
+    const refuse = (req: any, sid: any, error: any) => {
+      const res = new BatchAppendResp();
+      res.setCorrelationId(req.getCorrelationId());
+      res.setStreamIdentifier(sid);
+      res.setError(error);
+      call.write(res);
+    };
     call.on('data', async (req: any) => {
       const cid = req.getCorrelationId().getString();
-      let p = pending.get(cid);
-      if (!p) {
+      // As the server: a request opens with its options; later chunks of one
+      // already answered (refused) find no pending write and are dropped.
+      if (req.hasOptions()) {
         const o = req.getOptions();
-        p = { stream: Buffer.from(o.getStreamIdentifier().getStreamName_asU8()).toString('utf8'), sid: o.getStreamIdentifier(), expected: EsdbDouble.expected(o, 'batch'), options: o, proposed: [] };
-        pending.set(cid, p);
+        if (this.pastDeadline(o.hasDeadline() ? o.getDeadline().toDate() : undefined)) {
+          this.calls.deadlineExceeded++;
+          return refuse(req, o.getStreamIdentifier(), EsdbDouble.status('timeout'));
+        }
+        if (!pending.has(cid)) {
+          pending.set(cid, { stream: Buffer.from(o.getStreamIdentifier().getStreamName_asU8()).toString('utf8'), sid: o.getStreamIdentifier(), expected: EsdbDouble.expected(o, 'batch'), options: o, proposed: [], size: 0 });
+        }
       }
-      for (const m of req.getProposedMessagesList()) p.proposed.push(EsdbDouble.proposed(m));
+      const p = pending.get(cid);
+      if (!p) return;
+      for (const m of req.getProposedMessagesList()) {
+        const e = EsdbDouble.proposed(m);
+        p.proposed.push(e);
+        p.size += sizeOnDisk(e);
+      }
+      if (p.size > this.maxAppendSize) {
+        pending.delete(cid);
+        this.calls.maxAppendSizeExceeded++;
+        return refuse(req, p.sid, EsdbDouble.status('max_append_size', this.maxAppendSize));
+      }
       if (!req.getIsFinal()) return;
       pending.delete(cid);
       await this.beforeAppend?.(p.stream);
@@ -370,6 +476,14 @@ export class EsdbDouble {
       try {
         const r = this.log.append(p.stream, p.expected, p.proposed);
         this.appended();
+        if (this.timeoutAfterWrite > 0) {
+          // Written, but answered as the server answers a commit that timed out.
+          this.timeoutAfterWrite--;
+          this.calls.deadlineExceeded++;
+          res.setError(EsdbDouble.status('timeout'));
+          call.write(res);
+          return;
+        }
         const s = new BatchAppendResp.Success();
         s.setCurrentRevision(r.revision.toString());
         const pos = new sharedPb.AllStreamPosition();
@@ -390,7 +504,7 @@ export class EsdbDouble {
           else w.setExpectedAny(new GoogleEmpty());
           const any = new Any();
           any.pack(w.serializeBinary(), 'event_store.client.WrongExpectedVersion');
-          st.setCode(9); // FAILED_PRECONDITION, as the server answers a version conflict
+          st.setCode(grpc.status.ALREADY_EXISTS); // as the server's Status.WrongExpectedVersion
           st.setMessage('WrongExpectedVersion');
           st.setDetails(any);
         } else {
