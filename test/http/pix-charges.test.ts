@@ -1,5 +1,5 @@
 import t from 'tap';
-import * as jsqr from 'jsqr';
+import jsqrModule from 'jsqr';
 import { parsePix } from 'pix-utils';
 import { computeCRC } from 'pix-utils/dist/main/crc.js';
 import { parseEmv } from 'pix-utils/dist/main/emvHandler.js';
@@ -19,11 +19,13 @@ const creditedEvents = async () => (await ledger.store.readAll({ maxCount: 100_0
 let charge: { charge_id: string; txid: string };
 let e2e: string;
 
+// jsqr is CommonJS whose module.exports is the function (TypeScript's NodeNext view puts it under default).
+const jsQR = jsqrModule as unknown as typeof jsqrModule.default;
 // Independent checkers from the registry: pix-utils parses a BR Code (and
 // checks its CRC), jsQR reads a QR image decoded from PNG by pngjs.
 const decodeQr = (png: Buffer): string | null => {
   const img = PNG.sync.read(png);
-  return jsqr.default(new Uint8ClampedArray(img.data), img.width, img.height)?.data ?? null;
+  return jsQR(new Uint8ClampedArray(img.data), img.width, img.height)?.data ?? null;
 };
 const pngOfDataUri = (uri: string) => Buffer.from(uri.replace(/^data:image\/png;base64,/, ''), 'base64');
 type Tag = { value: string; subTags?: { rawTags: Record<number, Tag> } };
