@@ -136,8 +136,9 @@ export async function agentRoutes(app: FastifyInstance, deps: AppDeps): Promise<
     const base = scoped ? '/v1/orgs/:orgId/agents' : '/v1/agents';
     const Params = scoped ? z.object({ orgId: z.string().min(1).max(200) }) : z.object({});
     const op = (name: string) => (scoped ? `${name}OrgScoped` : name);
-    const guard = (ctx: AnyCtx) => {
-      if (scoped) checkOrgPath((ctx.params as { orgId: string }).orgId, ctx.auth);
+    // The path's organization is checked with the credential, before the body is read.
+    const authorize = ({ auth, params }: { auth: ApiKeyAuth; params: Readonly<Record<string, string>> }) => {
+      if (scoped) checkOrgPath(params.orgId ?? '', auth);
     };
 
     defineRoute(app, deps, {
@@ -154,8 +155,8 @@ export async function agentRoutes(app: FastifyInstance, deps: AppDeps): Promise<
       responses: { 201: Registered },
       errors: [...rejectionsOf, [409, 'agent_exists']],
       idempotent: true,
+      authorize,
       async handler(ctx) {
-        guard(ctx as AnyCtx);
         return register(ctx as AnyCtx, ctx.body);
       },
     });
@@ -173,8 +174,8 @@ export async function agentRoutes(app: FastifyInstance, deps: AppDeps): Promise<
       responses: { 201: Rotated },
       errors: [...rejectionsOf, [404, 'agent_not_found'], [409, 'no_active_key']],
       idempotent: true,
+      authorize,
       async handler(ctx) {
-        guard(ctx as AnyCtx);
         return rotate(ctx as AnyCtx, (ctx.params as { agentId: string }).agentId);
       },
     });
@@ -192,8 +193,8 @@ export async function agentRoutes(app: FastifyInstance, deps: AppDeps): Promise<
       responses: { 200: KeyRevoked },
       errors: [...rejectionsOf, [404, 'agent_not_found'], [404, 'key_not_found'], [409, 'key_already_revoked']],
       idempotent: true,
+      authorize,
       async handler(ctx) {
-        guard(ctx as AnyCtx);
         const p = ctx.params as { agentId: string; kid: string };
         return revokeKey(ctx as AnyCtx, p.agentId, p.kid);
       },

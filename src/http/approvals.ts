@@ -65,6 +65,9 @@ export async function approvalRoutes(app: FastifyInstance, deps: AppDeps): Promi
   };
   /** Deciding a held call needs admin in the call's project: a project-level override raises or narrows the organization role, except for owners. */
   const mustAdminIn = (auth: ServiceAuth, projectId: string | null) => deps.auth.requireRoleIn(auth, projectId, 'admin');
+  /** Before the body is read: admin in the held call's project (in the organization when there is no such approval: a member gets 403, an admin 404). */
+  const adminInItsProject = async ({ auth, params }: { auth: ServiceAuth; params: Readonly<Record<string, string>> }) =>
+    mustAdminIn(auth, (await one(auth.orgId, params.id ?? '', null))?.project_id ?? null);
   const orgPath = (auth: Auth, orgId: string) => {
     if (!('orgId' in auth) || auth.orgId !== orgId) throw forbidden('orgId is not the authenticated organization');
     return orgId;
@@ -117,9 +120,9 @@ export async function approvalRoutes(app: FastifyInstance, deps: AppDeps): Promi
     body: z.object({ decision: z.enum(['approve', 'deny']), reason: z.string().trim().max(1000).nullable().optional() }).strict(),
     responses: { 200: Approval },
     errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'human_session_required'], [403, 'insufficient_role'], [404, 'not_found'], [409, 'approval_not_pending'], [409, 'approval_expired']],
+    authorize: adminInItsProject,
     async handler({ auth, params, body, run }) {
       const current = await mustOne(auth.orgId, params.id);
-      await mustAdminIn(auth, current.project_id);
       // Only the append that moves pending → approved at the stream's revision
       // wins; a concurrent second approve is refused, so the call runs once.
       const r = await run(approvalDecider, approvalStream(params.id), { type: 'decide', orgId: auth.orgId, decision: body.decision, by: auth.userId, reason: body.reason ?? null }, { projectId: current.project_id, conflictCode: 'approval_not_pending' });
@@ -155,9 +158,9 @@ export async function approvalRoutes(app: FastifyInstance, deps: AppDeps): Promi
     params: z.object({ id: IdParam }),
     responses: { 200: null },
     errors: [[401, 'unauthorized'], [403, 'human_session_required'], [403, 'insufficient_role'], [404, 'not_found']],
+    authorize: adminInItsProject,
     async handler({ auth, params }) {
       const a = await mustOne(auth.orgId, params.id);
-      await mustAdminIn(auth, a.project_id);
       const esc = (s: string) => s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
       const form =
         a.status === 'pending'

@@ -329,8 +329,8 @@ export async function auditRoutes(app: FastifyInstance, deps: AppDeps): Promise<
       responses: { 200: AuditConfig },
       errors: [[400, 'invalid_body'], [400, 'regulatory_minimum_violation'], [400, 'window_ordering_invalid'], [401, 'unauthorized'], [403, 'human_session_required'], [403, 'insufficient_role'], [403, 'forbidden']],
       idempotent: true,
+      authorize: (a) => void orgOf(a),
       async handler(ctx) {
-        orgOf(ctx);
         return patchConfig(ctx);
       },
     });

@@ -156,8 +156,8 @@ export async function mcpServerRoutes(app: FastifyInstance, deps: AppDeps): Prom
     body: z.object({ upstream_url: z.string().url().max(2048), auth: z.record(z.string(), z.unknown()).optional() }),
     responses: { 200: z.object({ valid: z.boolean(), count: z.number().int(), tools: z.array(z.object({ name: z.string(), description: z.string() })), error: z.string().optional() }) },
     errors: [[400, 'invalid_body'], [400, 'invalid_upstream_url'], ...FORBIDDEN_FAMILY],
-    async handler({ auth, body, req }) {
-      await guard(req, auth, 'mcp:write');
+    authorize: ({ auth, req }) => guard(req, auth, 'mcp:write'),
+    async handler({ auth, body }) {
       const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(body.upstream_url)?.[1]?.toLowerCase();
       if (scheme !== 'http' && scheme !== 'https') return { status: 200, body: { valid: false, count: 0, tools: [], error: 'invalid_url' } };
       await guardUpstream(deps, body.upstream_url, true);
@@ -186,8 +186,8 @@ export async function mcpServerRoutes(app: FastifyInstance, deps: AppDeps): Prom
     body: CreateBody,
     responses: { 201: ServerView },
     errors: [[400, 'invalid_body'], [400, 'invalid_upstream_url'], [400, 'slug_conflict'], ...FORBIDDEN_FAMILY, [503, 'payto_provisioning_failed'], [503, 'vault_unavailable']],
+    authorize: ({ auth, req }) => guard(req, auth, 'mcp:write'),
     async handler({ auth, body, req, run }) {
-      await guard(req, auth, 'mcp:write');
       const tools = body.tools.map((t, i) => {
         const atomic = priceToAtomic(t.price);
         if (atomic === null) throw new ApiError(400, 'invalid_body', 'a tool price must be a positive USDC amount with at most six decimals', { issues: [{ path: ['tools', i, 'price'], code: 'invalid_price', message: 'positive, six decimal places' }] });
@@ -260,8 +260,8 @@ export async function mcpServerRoutes(app: FastifyInstance, deps: AppDeps): Prom
     actingUser: true,
     responses: { 200: z.object({ mcp_servers: z.array(ServerListItem) }) },
     errors: [...FORBIDDEN_FAMILY],
+    authorize: ({ auth, req }) => guard(req, auth, 'mcp:read'),
     async handler({ auth, req }) {
-      await guard(req, auth, 'mcp:read');
       const { rows } = await deps.db.query<Omit<Row, 'gateway_url'>>(`SELECT ${COLS} FROM mcp_servers WHERE org_id = $1 AND project_id = $2 ORDER BY created_at DESC, id LIMIT 500`, [auth.orgId, auth.projectId]);
       return { status: 200, body: { mcp_servers: await Promise.all(rows.map((r) => view(r, false))) } };
     },
@@ -279,8 +279,8 @@ export async function mcpServerRoutes(app: FastifyInstance, deps: AppDeps): Prom
     params: z.object({ id: IdParam }),
     responses: { 200: ServerView },
     errors: [...FORBIDDEN_FAMILY, [404, 'not_found']],
-    async handler({ auth, params, req }) {
-      await guard(req, auth, 'mcp:read');
+    authorize: ({ auth, req }) => guard(req, auth, 'mcp:read'),
+    async handler({ auth, params }) {
       const row = await readServer(deps.db, auth, params.id);
       if (!row) throw new ApiError(404, 'not_found', 'no such MCP server');
       return { status: 200, body: await view(row, true) };
@@ -300,8 +300,8 @@ export async function mcpServerRoutes(app: FastifyInstance, deps: AppDeps): Prom
     body: z.object({ active: z.boolean().optional(), name: z.string().min(1).max(200).optional(), description: z.string().max(4000).optional(), overview_md: z.string().max(65_536).optional(), category: z.string().max(100).nullable().optional() }).strict(),
     responses: { 200: ServerView },
     errors: [[400, 'invalid_body'], ...FORBIDDEN_FAMILY, [404, 'not_found']],
-    async handler({ auth, params, body, req, run }) {
-      await guard(req, auth, 'mcp:write');
+    authorize: ({ auth, req }) => guard(req, auth, 'mcp:write'),
+    async handler({ auth, params, body, run }) {
       if (!(await readServer(deps.db, auth, params.id))) throw new ApiError(404, 'not_found', 'no such MCP server');
       await run(mcpServerDecider, mcpServerStream(params.id), { type: 'update', changes: body });
       return { status: 200, body: await view((await readServer(deps.db, auth, params.id))!, true) };
@@ -321,8 +321,8 @@ export async function mcpServerRoutes(app: FastifyInstance, deps: AppDeps): Prom
     body: z.object({ active: z.boolean().optional(), price: Price.optional(), description: z.string().max(4000).optional() }).strict(),
     responses: { 200: ServerView },
     errors: [[400, 'invalid_body'], ...FORBIDDEN_FAMILY, [404, 'not_found'], [404, 'tool_not_found']],
-    async handler({ auth, params, body, req, run }) {
-      await guard(req, auth, 'mcp:write');
+    authorize: ({ auth, req }) => guard(req, auth, 'mcp:write'),
+    async handler({ auth, params, body, run }) {
       if (!(await readServer(deps.db, auth, params.id))) throw new ApiError(404, 'not_found', 'no such MCP server');
       let price: { price: string; price_atomic: string } | undefined;
       if (body.price !== undefined) {
@@ -349,8 +349,8 @@ export async function mcpServerRoutes(app: FastifyInstance, deps: AppDeps): Prom
       200: z.object({ swept: z.number().int(), total_atomic: z.string(), partner_wallet: z.string().optional(), transfers: z.array(z.object({ source: z.string(), amount_atomic: z.string(), status: z.string() })) }),
     },
     errors: [...FORBIDDEN_FAMILY, [409, 'sweep_in_progress'], [503, 'sweep_failed']],
+    authorize: ({ auth, req }) => guard(req, auth, 'mcp:write'),
     async handler({ auth, req }) {
-      await guard(req, auth, 'mcp:write');
       const cctx: CommandContext = { orgId: auth.orgId, projectId: auth.projectId, actor: { kind: 'api_key', id: auth.keyId }, requestId: String(req.id), now: deps.now };
       let out;
       try {

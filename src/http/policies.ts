@@ -96,8 +96,8 @@ export async function policyRoutes(app: FastifyInstance, deps: AppDeps): Promise
     responses: { 201: Policy },
     errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden']],
     idempotent: true,
+    authorize: ({ auth }) => organizationWide(auth),
     async handler({ auth, body, run }) {
-      organizationWide(auth);
       const id = newId('pol');
       const fields: PolicyFields = { name: body.name, type: body.type, config: checkedConfig(body.type, body.config), agents: body.agents ?? [], tools: body.tools ?? [], enabled: body.enabled ?? true };
       await run(policySetDecider, policiesStream(auth.orgId), { type: 'create', orgId: auth.orgId, policyId: id, fields }, { serialize: true });
@@ -116,8 +116,8 @@ export async function policyRoutes(app: FastifyInstance, deps: AppDeps): Promise
     body: z.object({ ids: z.array(IdParam).min(1).max(1000) }).strict(),
     responses: { 204: null },
     errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
+    authorize: ({ auth }) => organizationWide(auth),
     async handler({ auth, body, run }) {
-      organizationWide(auth);
       await run(policySetDecider, policiesStream(auth.orgId), { type: 'reorder', orgId: auth.orgId, ids: body.ids }, { serialize: true });
       return { status: 204 };
     },
@@ -151,8 +151,8 @@ export async function policyRoutes(app: FastifyInstance, deps: AppDeps): Promise
     body: PatchBody,
     responses: { 200: Policy },
     errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
+    authorize: ({ auth }) => organizationWide(auth),
     async handler({ auth, params, body, run }) {
-      organizationWide(auth);
       const current = await mustOne(auth.orgId, params.id);
       const changes: Partial<PolicyFields> = { ...body };
       // A new type or a new config is checked as the pair the policy will hold.
@@ -176,8 +176,8 @@ export async function policyRoutes(app: FastifyInstance, deps: AppDeps): Promise
     params: z.object({ id: IdParam }),
     responses: { 204: null },
     errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
+    authorize: ({ auth }) => organizationWide(auth),
     async handler({ auth, params, run }) {
-      organizationWide(auth);
       await run(policySetDecider, policiesStream(auth.orgId), { type: 'delete', policyId: params.id }, { serialize: true });
       return { status: 204 };
     },

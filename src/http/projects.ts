@@ -98,8 +98,8 @@ export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promis
     responses: { 201: Project },
     errors: [[400, 'invalid_body'], [400, 'slug_invalid'], [400, 'slug_reserved'], [400, 'slug_conflict'], [401, 'unauthorized'], [403, 'forbidden']],
     idempotent: true,
+    authorize: ({ auth }) => mayManage(auth, undefined),
     async handler({ auth, body, run }) {
-      mayManage(auth, undefined);
       const projectId = newId('prj');
       const r = await run(orgDecider, orgStream(auth.orgId), {
         type: 'create_project',
@@ -144,8 +144,8 @@ export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promis
     responses: { 200: Project },
     errors: [[400, 'invalid_body'], [400, 'slug_invalid'], [400, 'slug_reserved'], [400, 'slug_conflict'], [401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
     idempotent: true,
+    authorize: ({ auth, params }) => mayManage(auth, params.id),
     async handler({ auth, params, body, run }) {
-      mayManage(auth, params.id);
       const r = await run(orgDecider, orgStream(auth.orgId), {
         type: 'update_project',
         projectId: params.id,
@@ -169,9 +169,9 @@ export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promis
     responses: { 200: z.object({ id: z.string(), deleted: z.literal(true) }) },
     errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found'], [409, 'cannot_delete_default'], [409, 'cannot_delete_last_project'], [409, 'cannot_delete_with_consumer_records'], [503, 'cascade_pending']],
     idempotent: true,
+    authorize: ({ auth, params }) => mayManage(auth, params.id),
     async handler(ctx) {
       const { auth, params, run, deps, req } = ctx;
-      mayManage(auth, params.id);
       // Consumer records live in their own streams; a project holding any keeps
       // them reachable, so it cannot be deleted (checked on the read model, which
       // the consumer's own creation waited for).
@@ -215,7 +215,8 @@ export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promis
     auth: 'service',
     params: ProjectParams,
     responses: { 200: z.object({ members: z.array(Member) }) },
-    errors: memberErrors,
+    // Any member of the organization may read the list: no role refusal.
+    errors: [[401, 'unauthorized'], [404, 'not_found']],
     async handler({ auth, params, deps }) {
       await requireProject(auth.orgId, params.id);
       const { rows } = await deps.db.query<z.infer<typeof Member>>(
@@ -235,6 +236,8 @@ export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promis
     },
   });
 
+  // Admin in the project (an override there raises or narrows the organization role), judged before the body is read;
+  // a member gets 403 for a project that does not exist too, an admin 404.
   const requireAdmin = (auth: ServiceAuth, projectId: string) => deps.auth.requireRoleIn(auth, projectId, 'admin');
 
   defineRoute(app, deps, {
@@ -249,9 +252,9 @@ export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promis
     responses: { 200: z.object({ project_id: z.string(), user_id: z.string(), role: z.enum(['admin', 'member']), changed: z.boolean() }) },
     errors: [[400, 'invalid_body'], ...memberErrors],
     idempotent: true,
+    authorize: ({ auth, params }) => requireAdmin(auth, params.id!),
     async handler({ auth, params, body, run }) {
       await requireProject(auth.orgId, params.id);
-      await requireAdmin(auth, params.id);
       const r = await run(orgDecider, orgStream(auth.orgId), { type: 'set_project_member', projectId: params.id, userId: body.user_id, role: body.role });
       return { status: 200, body: { project_id: params.id, user_id: body.user_id, role: body.role, changed: r.changed } };
     },
@@ -269,9 +272,9 @@ export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promis
     responses: { 200: z.object({ project_id: z.string(), user_id: z.string(), role: z.enum(['admin', 'member']), changed: z.boolean() }) },
     errors: [[400, 'invalid_body'], ...memberErrors],
     idempotent: true,
+    authorize: ({ auth, params }) => requireAdmin(auth, params.id!),
     async handler({ auth, params, body, run, deps }) {
       await requireProject(auth.orgId, params.id);
-      await requireAdmin(auth, params.id);
       const { rows } = await deps.db.query('SELECT 1 FROM project_members WHERE project_id = $1 AND user_id = $2 AND NOT removed', [params.id, params.user_id]);
       if (rows.length === 0) throw new ApiError(404, 'not_found', 'this user has no role override in the project');
       const r = await run(orgDecider, orgStream(auth.orgId), { type: 'set_project_member', projectId: params.id, userId: params.user_id, role: body.role });
@@ -290,9 +293,9 @@ export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promis
     responses: { 204: null },
     errors: memberErrors,
     idempotent: true,
+    authorize: ({ auth, params }) => requireAdmin(auth, params.id!),
     async handler({ auth, params, run }) {
       await requireProject(auth.orgId, params.id);
-      await requireAdmin(auth, params.id);
       await run(orgDecider, orgStream(auth.orgId), { type: 'remove_project_member', projectId: params.id, userId: params.user_id });
       return { status: 204 };
     },
