@@ -261,7 +261,7 @@ export async function mcpServerRoutes(app: FastifyInstance, deps: AppDeps): Prom
     responses: { 200: z.object({ mcp_servers: z.array(ServerListItem) }) },
     errors: [...FORBIDDEN_FAMILY],
     authorize: ({ auth, req }) => guard(req, auth, 'mcp:read'),
-    async handler({ auth, req }) {
+    async handler({ auth }) {
       const { rows } = await deps.db.query<Omit<Row, 'gateway_url'>>(`SELECT ${COLS} FROM mcp_servers WHERE org_id = $1 AND project_id = $2 ORDER BY created_at DESC, id LIMIT 500`, [auth.orgId, auth.projectId]);
       return { status: 200, body: { mcp_servers: await Promise.all(rows.map((r) => view(r, false))) } };
     },
