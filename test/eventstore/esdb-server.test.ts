@@ -2,12 +2,14 @@ import { randomUUID } from 'node:crypto';
 import t from 'tap';
 import {
   BACKWARDS,
+  DeadlineExceededError,
   END,
   EventStoreDBClient,
   eventTypeFilter,
   excludeSystemEvents,
   FORWARDS,
   jsonEvent,
+  MaxAppendSizeExceededError,
   NO_STREAM,
   START,
   STREAM_EXISTS,
@@ -232,4 +234,58 @@ t.test('the batch-append path is taken when the server offers it; the plain appe
   await client.appendToStream(uniq('plain'), events(2), { credentials: { username: 'admin', password: 'changeit' } });
   t.equal(double!.calls.batchAppend - before.batchAppend + double!.calls.append - before.append >= 1, true);
   t.equal(double!.calls.append - before.append, 1, 'with credentials the client uses Append (appendToStream-batch-append.test.ts)');
+});
+
+// MaxAppendSize (server default 1 048 576): an append is counted as
+// Event.SizeOnDisk summed over its events (data + metadata + twice the type);
+// more is refused with MaximumAppendSizeExceeded (BatchAppend: a Status whose
+// details are event_store.client.MaximumAppendSizeExceeded; Append:
+// InvalidArgument with the exception in the trailers), nothing written.
+const MAX_APPEND_SIZE = 1_048_576;
+/** Events of exactly `total` bytes as the server counts them (no metadata: the client sends none). */
+function sizedEvents(total: number, n = 2) {
+  const type = 'test.size';
+  const each = Math.floor(total / n);
+  return Array.from({ length: n }, (_, i) => {
+    const bytes = i === n - 1 ? total - each * (n - 1) : each;
+    // {"b":"<pad>"} is 8 bytes besides the pad; the type counts twice.
+    return jsonEvent({ type, data: { b: 'x'.repeat(bytes - 8 - 2 * type.length) } });
+  });
+}
+
+for (const path of ['BatchAppend', 'Append'] as const) {
+  const opts = path === 'Append' ? { credentials: { username: 'admin', password: 'changeit' } } : {};
+  t.test(`${path}: an append of exactly MaxAppendSize is accepted; one byte more is MaxAppendSizeExceededError, nothing written`, async (t) => {
+    const s = uniq(`size-${path}`);
+    const at = await client.appendToStream(s, sizedEvents(MAX_APPEND_SIZE), { expectedRevision: NO_STREAM, ...opts });
+    t.equal(at.nextExpectedRevision, 1n);
+    const err = await rejection(client.appendToStream(s, sizedEvents(MAX_APPEND_SIZE + 1), { expectedRevision: 1n, ...opts }));
+    t.ok(err instanceof MaxAppendSizeExceededError, `${path}: MaxAppendSizeExceededError (${(err as Error)?.constructor?.name})`);
+    t.equal((err as MaxAppendSizeExceededError).maxAppendSize, MAX_APPEND_SIZE, 'the error carries the server limit');
+    t.equal((await collect(client.readStream(s))).length, 2, 'the refused append wrote nothing');
+    t.equal((await client.appendToStream(s, events(1), { expectedRevision: 1n, ...opts })).nextExpectedRevision, 2n, 'the stream stands where it was');
+  });
+}
+
+t.test('BatchAppend: a batch whose deadline has passed when it arrives is DeadlineExceededError, nothing written', async (t) => {
+  const s = uniq('deadline');
+  const before = double?.calls.deadlineExceeded;
+  // deadline 0: the batch's deadline option is the moment it was built, past
+  // by the time the server reads it. The batch-append call itself has no gRPC
+  // deadline, so the answer is the server's, not the client's.
+  const err = await rejection(client.appendToStream(s, events(2), { expectedRevision: NO_STREAM, deadline: 0 }));
+  t.ok(err instanceof DeadlineExceededError, `DeadlineExceededError (${(err as Error)?.constructor?.name})`);
+  if (double) t.equal(double.calls.deadlineExceeded - before!, 1, 'answered by the server');
+  t.ok(await rejection(collect(client.readStream(s))) instanceof StreamNotFoundError, 'nothing written');
+  t.equal((await client.appendToStream(s, events(2), { expectedRevision: NO_STREAM })).nextExpectedRevision, 1n, 'the same append within its deadline lands');
+});
+
+t.test('Append: a call past its deadline is DeadlineExceededError, nothing written', { skip: double ? false : 'needs the double to judge a call late' }, async (t) => {
+  const s = uniq('deadline-append');
+  double!.expireDeadlines = 1;
+  const before = double!.calls.deadlineExceeded;
+  const err = await rejection(client.appendToStream(s, events(1), { credentials: { username: 'admin', password: 'changeit' } }));
+  t.ok(err instanceof DeadlineExceededError, `DeadlineExceededError (${(err as Error)?.constructor?.name})`);
+  t.equal(double!.calls.deadlineExceeded - before, 1, 'answered by the server, not by the client');
+  t.ok(await rejection(collect(client.readStream(s))) instanceof StreamNotFoundError, 'nothing written');
 });
