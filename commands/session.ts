@@ -2,7 +2,7 @@ import type { DomainEvent, EventDataOf } from '../events/index.ts';
 import { type Decider, Rejection } from '../src/eventstore/handler.ts';
 import type { Tenant } from './consumer.ts';
 
-// A session: an end user's set of attached providers, open until closed.
+// A session: an end user's set of attached providers, active until closed.
 // The organization's open sessions are counted on one quota stream (a claim
 // per session, released on close). Deleted (with its project) is terminal:
 // the session and its tool calls leave the read side; deleting again changes
@@ -11,15 +11,16 @@ import type { Tenant } from './consumer.ts';
 export const sessionStream = (id: string) => `session-${id}`;
 export const sessionQuotaStream = (orgId: string) => `session_quota-${orgId}`;
 export const toolCallStream = (id: string) => `tool_call-${id.replace(/^tc_/, '')}`;
+export const proxyCallStream = (id: string) => `proxy_call-${id}`;
 
-export type SessionState = { status: 'none' } | { status: 'open' | 'closed' | 'deleted'; id: string; orgId: string; projectId: string };
+export type SessionState = { status: 'none' } | { status: 'active' | 'closed' | 'deleted'; id: string; orgId: string; projectId: string };
 export type SessionCommand = { type: 'create'; data: EventDataOf<'session.created'> } | { type: 'close'; tenant: Tenant } | { type: 'delete'; tenant: Tenant; reason: 'project_deleted' };
 
 export const sessionDecider: Decider<SessionState, SessionCommand> = {
   initialState: () => ({ status: 'none' }),
   evolve(state, e) {
-    if (e.type === 'session.created') return { status: 'open', id: e.data.session_id, orgId: e.data.org_id, projectId: e.data.project_id };
-    if (e.type === 'session.closed' && (state.status === 'open' || state.status === 'closed')) return { ...state, status: 'closed' };
+    if (e.type === 'session.created') return { status: 'active', id: e.data.session_id, orgId: e.data.org_id, projectId: e.data.project_id };
+    if (e.type === 'session.closed' && (state.status === 'active' || state.status === 'closed')) return { ...state, status: 'closed' };
     if (e.type === 'session.deleted' && state.status !== 'none') return { ...state, status: 'deleted' };
     return state;
   },
@@ -82,5 +83,30 @@ export const toolCallDecider: Decider<ToolCallState, ToolCallCommand> = {
     }
     if (state.status !== 'running') throw new Rejection('invalid_transition', `the tool call is ${state.status}`);
     return cmd.type === 'succeed' ? [{ type: 'tool_call.succeeded', data: cmd.data }] : [{ type: 'tool_call.failed', data: cmd.data }];
+  },
+};
+
+export type ProxyCallState = { status: 'none' | 'running' | 'completed' | 'failed' };
+export type ProxyCallCommand =
+  | { type: 'start'; data: EventDataOf<'proxy_call.started'> }
+  | { type: 'complete'; data: EventDataOf<'proxy_call.completed'> }
+  | { type: 'fail'; data: EventDataOf<'proxy_call.failed'> };
+
+/** A proxy call: running, then completed (the provider answered) or failed (not reached), once. */
+export const proxyCallDecider: Decider<ProxyCallState, ProxyCallCommand> = {
+  initialState: () => ({ status: 'none' }),
+  evolve(state, e) {
+    if (e.type === 'proxy_call.started') return { status: 'running' };
+    if (e.type === 'proxy_call.completed') return { status: 'completed' };
+    if (e.type === 'proxy_call.failed') return { status: 'failed' };
+    return state;
+  },
+  decide(cmd, state): DomainEvent[] {
+    if (cmd.type === 'start') {
+      if (state.status !== 'none') throw new Rejection('concurrency_conflict', 'the proxy call exists');
+      return [{ type: 'proxy_call.started', data: cmd.data }];
+    }
+    if (state.status !== 'running') throw new Rejection('invalid_transition', `the proxy call is ${state.status}`);
+    return cmd.type === 'complete' ? [{ type: 'proxy_call.completed', data: cmd.data }] : [{ type: 'proxy_call.failed', data: cmd.data }];
   },
 };

@@ -15,6 +15,8 @@ export const SessionCreated = z.object({
   user_id: z.string(),
   servers: z.array(z.string()),
   environment: z.enum(['live', 'test']),
+  /** Test mode: `<server>/<tool>` → the output a call of that tool returns without reaching the provider (test credentials only). */
+  mocks: z.record(z.string(), Json).optional(),
   created_at: IsoTime,
 });
 export const SessionClosed = z.object({ session_id: z.string(), at: IsoTime });
@@ -67,6 +69,48 @@ export const ToolCallFailed = z.object({
   at: IsoTime,
 });
 
+/**
+ * A proxy call (stream `proxy_call-<id>`): a request to a connected provider's
+ * own API through the session (POST /v1/sessions/{id}/proxy_execute). The
+ * record holds the caller's path, query, body and header names; never the
+ * credential, the full URL (path secrets live there) or header values.
+ */
+export const ProxyCallStarted = z.object({
+  proxy_call_id: z.string(),
+  session_id: z.string(),
+  org_id: z.string(),
+  project_id: z.string(),
+  user_id: z.string(),
+  server_id: z.string(),
+  method: z.enum(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']),
+  endpoint: z.string(),
+  params: z.record(z.string(), z.string()),
+  body: Json,
+  header_names: z.array(z.string()),
+  called_at: IsoTime,
+});
+/** The provider answered (any HTTP status: the caller reads it). */
+export const ProxyCallCompleted = z.object({
+  proxy_call_id: z.string(),
+  session_id: z.string(),
+  server_id: z.string(),
+  status: z.number().int(),
+  data: Json,
+  duration_ms: z.number().int().nonnegative(),
+  connection_id: z.string().nullable(),
+  at: IsoTime,
+});
+/** The provider was not reached, or its answer could not be read. */
+export const ProxyCallFailed = z.object({
+  proxy_call_id: z.string(),
+  session_id: z.string(),
+  server_id: z.string(),
+  error_code: z.string(),
+  error_message: z.string(),
+  duration_ms: z.number().int().nonnegative(),
+  at: IsoTime,
+});
+
 export const sessionEvents = {
   'session.created': SessionCreated,
   'session.closed': SessionClosed,
@@ -76,4 +120,7 @@ export const sessionEvents = {
   'tool_call.started': ToolCallStarted,
   'tool_call.succeeded': ToolCallSucceeded,
   'tool_call.failed': ToolCallFailed,
+  'proxy_call.started': ProxyCallStarted,
+  'proxy_call.completed': ProxyCallCompleted,
+  'proxy_call.failed': ProxyCallFailed,
 } as const;

@@ -15,7 +15,8 @@ export const VERIFICATION_STATUSES = ['pending', 'approved', 'rejected', 'expire
 
 export const sessionProjection: Projection = {
   name: 'session',
-  version: 1,
+  // 2: a session's status reads `active` (was `open`), and its test-mode mocks are kept.
+  version: 2,
   tables: {
     sessions: (t) => `CREATE TABLE ${t} (
       id text PRIMARY KEY,
@@ -25,6 +26,7 @@ export const sessionProjection: Projection = {
       servers jsonb NOT NULL,
       environment text NOT NULL,
       status text NOT NULL,
+      mocks jsonb,
       created_at timestamptz NOT NULL,
       closed_at timestamptz,
       position text COLLATE "C" NOT NULL
@@ -65,8 +67,8 @@ export const sessionProjection: Projection = {
       case 'session.created': {
         const d = e.data;
         await tx.query(
-          `INSERT INTO ${t.sessions} (id, org_id, project_id, user_id, servers, environment, status, created_at, position) VALUES ($1, $2, $3, $4, $5, $6, 'open', $7, $8) ON CONFLICT (id) DO NOTHING`,
-          [d.session_id, d.org_id, d.project_id, d.user_id, JSON.stringify(d.servers), d.environment, d.created_at, pos],
+          `INSERT INTO ${t.sessions} (id, org_id, project_id, user_id, servers, environment, status, mocks, created_at, position) VALUES ($1, $2, $3, $4, $5, $6, 'active', $7, $8, $9) ON CONFLICT (id) DO NOTHING`,
+          [d.session_id, d.org_id, d.project_id, d.user_id, JSON.stringify(d.servers), d.environment, d.mocks ? JSON.stringify(d.mocks) : null, d.created_at, pos],
         );
         return;
       }

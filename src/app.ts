@@ -39,6 +39,7 @@ import { malformedId, toolCallRoutes } from './http/tool-calls.ts';
 import { statusStreamRoutes } from './http/status-stream.ts';
 import { sessionMcpRoutes } from './http/session-mcp.ts';
 import { sessionSendRoutes } from './http/session-send.ts';
+import { sessionProxyRoutes } from './http/session-proxy.ts';
 import { connectLinkRoutes } from './http/connect-links.ts';
 import { signupRunRoutes } from './http/signup-runs.ts';
 import { hostedConnectRoutes } from './http/hosted-connect.ts';
@@ -242,6 +243,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(async (scope) => statusStreamRoutes(scope, deps));
   await app.register(async (scope) => sessionMcpRoutes(scope, deps));
   await app.register(async (scope) => sessionSendRoutes(scope, deps));
+  await app.register(async (scope) => sessionProxyRoutes(scope, deps));
   await app.register(async (scope) => connectLinkRoutes(scope, deps));
   await app.register(async (scope) => signupRunRoutes(scope, deps));
   await app.register(async (scope) => hostedConnectRoutes(scope, deps));

@@ -74,6 +74,8 @@ export function buildOpenApi(routes: readonly RouteSpec[], serverUrl: string): J
       const headers = r.responseHeaders?.[Number(status)];
       if (headers) responses[status]!.headers = Object.fromEntries(Object.entries(headers).map(([name, description]) => [name, { description, schema: { type: 'string' } }]));
     }
+    // A route that also streams: its events under text/event-stream beside the JSON answer.
+    if (r.sse) (((responses['200'] ??= { description: 'Success' }) as Json).content ??= {} as Json)['text/event-stream' as never] = { schema: strip(jsonSchema(r.sse, 'output')) } as never;
     const byStatus = new Map<number, string[]>();
     for (const [status, code] of r.errors ?? []) byStatus.set(status, [...(byStatus.get(status) ?? []), code]);
     for (const [status, codes] of byStatus) {

@@ -82,7 +82,7 @@ export async function sessionMcpRoutes(app: FastifyInstance, deps: AppDeps): Pro
       const tenant = await tenantOf(ctx as never);
       const s = await readSession(ctx.deps, tenant, ctx.params.id);
       if (!s) throw new ApiError(404, 'not_found', 'session not found');
-      if (s.status !== 'open') throw new ApiError(409, 'session_closed', 'the session is closed');
+      if (s.status !== 'active') throw new ApiError(409, 'session_closed', 'the session is closed');
       const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
       const server = mcpServer(ctx.deps, ctx.run.bind(ctx) as Run, s);
       await server.connect(transport);

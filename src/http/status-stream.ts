@@ -16,11 +16,13 @@ import { canonicalToolCallId, malformedId, notVisible, readStatusRow, statusView
 // written through any app instance on the same database reaches it.
 //
 // Terminal statuses: verification approved, rejected, expired (spec); payment
-// failed and refunded (our choice: a succeeded charge may still be refunded,
-// so its stream keeps watching until refunded or the 30-minute close).
+// succeeded, failed and refunded (the spec leaves them open; the product's
+// client stops at succeeded). A refund after a success is still recorded: the
+// polled view and a new stream show it. A change that lands in the 5 s before
+// the close is still sent, and `done` carries the latest status.
 
 export const TERMINAL: Record<StatusKind, ReadonlySet<string>> = {
-  payment: new Set(['failed', 'refunded']),
+  payment: new Set(['succeeded', 'failed', 'refunded']),
   verification: new Set(['approved', 'rejected', 'expired']),
 };
 
@@ -51,6 +53,7 @@ function openStream(deps: AppDeps, t: Tenant, id: string, kind: StatusKind, last
   const { timers } = streamConfig;
   let seen = -1;
   let closing = false;
+  let latest: { tool_call_id: string; status: string } | null = null;
   let ended = false;
   const handles: { t: unknown[]; i: unknown[] } = { t: [], i: [] };
   const send = (event: string, evId: string, data: unknown) => {
@@ -69,6 +72,7 @@ function openStream(deps: AppDeps, t: Tenant, id: string, kind: StatusKind, last
     const row = await readStatusRow(deps, t, id).catch(() => undefined);
     if (!row || ended) return;
     const v = statusView(kind, row);
+    latest = { tool_call_id: v.tool_call_id, status: statusOf(v) };
     if (seen < 0) {
       // A Last-Event-ID past every change is no resume (another call's, or made up): a fresh open.
       if (lastEventId === null || lastEventId > v.events.length) {
@@ -84,7 +88,7 @@ function openStream(deps: AppDeps, t: Tenant, id: string, kind: StatusKind, last
       closing = true;
       handles.t.push(
         timers.setTimeout(() => {
-          send('done', `${seen}.done`, { tool_call_id: v.tool_call_id, status: statusOf(v) });
+          send('done', `${seen}.done`, latest);
           end();
         }, streamConfig.terminalCloseMs),
       );

@@ -2,11 +2,11 @@ import { randomBytes } from 'node:crypto';
 import { toolCallDecider, toolCallStream } from '../../commands/session.ts';
 import type { Tenant } from '../../commands/consumer.ts';
 import { type CommandResult, type Decider, type HandleOptions, Rejection } from '../eventstore/handler.ts';
-import { GuardFailed } from '../eventstore/port.ts';
+import { type AppendGuard, GuardFailed } from '../eventstore/port.ts';
 import type { ProviderDef, ToolDef } from '../providers/catalog.ts';
-import type { ToolError } from '../providers/tools.ts';
-import { ApiError, type RawHttpError } from './errors.ts';
-import { type Denial, POLICY_ATTEMPTS, PolicyEngine, type PolicyOutcome } from '../policy/evaluator.ts';
+import type { ToolError, ToolResult } from '../providers/tools.ts';
+import { ApiError, RawHttpError } from './errors.ts';
+import { type Denial, POLICY_ATTEMPTS, type PolicyCall, PolicyEngine } from '../policy/evaluator.ts';
 import { policyDenied } from './approvals.ts';
 import type { AppDeps } from './route.ts';
 
@@ -15,13 +15,25 @@ import type { AppDeps } from './route.ts';
 // call the provider through the internal tool-execution API (the guarded
 // outbound client), record `tool_call.succeeded` or `tool_call.failed`.
 // Used by POST /v1/sessions/{id}/execute, the MCP endpoint and the agent loop.
+// In a session created with test-mode mocks, a mocked tool's call is recorded
+// (routing.mocked) and answered with the mock, the provider never called; any
+// other tool is refused (tool_not_mocked) with nothing recorded.
 
-export type SessionRow = { id: string; org_id: string; project_id: string; user_id: string; servers: string[]; environment: 'live' | 'test'; status: string };
+export type SessionRow = { id: string; org_id: string; project_id: string; user_id: string; servers: string[]; environment: 'live' | 'test'; status: string; mocks?: Record<string, unknown> | null };
 export type Run = <S, C>(decider: Decider<S, C>, stream: string, command: C, opts?: HandleOptions<S> & { orgId?: string; projectId?: string | null }) => Promise<CommandResult<S>>;
 
+type CallError = ToolError | { code: string; message: string; retriable: boolean };
+/** A recorded call: its id, what it called, when, and how long the provider took. */
+type Recorded = { id: string; server_id: string; tool_name: string; called_at: string; duration_ms: number };
 export type ToolCallOutcome =
-  | { ok: true; id: string; output: unknown; duration_ms: number }
-  | { ok: false; id: string | null; error: ToolError | { code: string; message: string; retriable: boolean }; policy?: Denial };
+  | ({ ok: true; output: unknown; mocked: boolean } & Recorded)
+  /** Recorded and failed: `ran` when it reached the provider's side (not a refused input or a missing connection). */
+  | ({ ok: false; ran: boolean; error: CallError; policy?: undefined } & Recorded)
+  /** Never recorded: a policy's denial or hold, or a mocked session's tool without a mock. */
+  | { ok: false; id: null; ran?: undefined; error: CallError; policy?: Denial };
+
+/** Failures that never reached the provider: the call's request was refused before it left. */
+const NOT_RAN = new Set(['invalid_input', 'not_connected']);
 
 /** A new tool call id: `tc_` and digits. */
 export function newToolCallId(): string {
@@ -56,6 +68,54 @@ export function resolveSessionTool(deps: AppDeps, session: SessionRow, name: str
   return r;
 }
 
+/** The amount a policy budget counts: the input's `amount_minor` (integer, or a string of digits), else none. */
+export function amountOf(input: Record<string, unknown>): bigint | null {
+  const a = input.amount_minor;
+  if (typeof a === 'number' && Number.isSafeInteger(a)) return BigInt(a);
+  if (typeof a === 'string' && /^\d{1,16}$/.test(a)) return BigInt(a);
+  return null;
+}
+
+export type GatedCall = Pick<PolicyCall, 'toolName' | 'toolInput' | 'amountMinor' | 'currency' | 'approvedBy'>;
+
+/**
+ * The organization's policies over one call of a session (the session's end
+ * user as the agent), then `start` appended under the policy set it was
+ * decided on. The policies come from this process's folded copy first,
+ * without a read; a change acknowledged anywhere before the start refuses it
+ * (nothing written) and the call is evaluated again on a fresh read (as
+ * spends are). A denial or a hold starts nothing. Used by tool calls and
+ * proxy calls alike.
+ */
+export async function underPolicy(
+  deps: AppDeps,
+  run: Run,
+  session: SessionRow,
+  call: GatedCall,
+  start: (guard: AppendGuard) => Promise<unknown>,
+): Promise<{ ok: true; release(): Promise<void> } | { ok: false; code: 'policy_denied' | 'approval_required'; message: string; denial: Denial }> {
+  for (let attempt = 1; ; attempt++) {
+    const policy = await new PolicyEngine(deps.store, deps.now).evaluate(
+      { orgId: session.org_id, projectId: session.project_id, sessionId: session.id, agentId: session.user_id, ...call },
+      run,
+      { fromCache: attempt === 1 },
+    );
+    if (policy.decision !== 'allowed') {
+      const denied = policy.decision === 'denied';
+      return { ok: false, code: denied ? 'policy_denied' : 'approval_required', message: `the call was ${denied ? 'denied' : 'held for approval'} by policy ${policy.body.ruleId}`, denial: policy.body };
+    }
+    try {
+      await start(policy.guard);
+      return { ok: true, release: () => policy.release() };
+    } catch (err) {
+      if (!(err instanceof GuardFailed)) throw err;
+      // Nothing was written: give back what the policies counted, and decide again.
+      await policy.release();
+      if (attempt >= POLICY_ATTEMPTS) throw new Rejection('concurrency_conflict', 'the policies kept changing; retry the request', { attempts: attempt });
+    }
+  }
+}
+
 /**
  * Executes one tool call. The organization's policies come first (tool name
  * `<server>/<tool>`, the session's end user as the agent); a denial or a held
@@ -64,39 +124,30 @@ export function resolveSessionTool(deps: AppDeps, session: SessionRow, name: str
  */
 export async function executeTool(deps: AppDeps, run: Run, session: SessionRow, name: string, input: unknown, approvedBy: string | null = null): Promise<ToolCallOutcome> {
   const { provider, tool } = resolveSessionTool(deps, session, name);
+  const key = `${provider.id}/${tool.name}`;
+  // A mocked session (test keys only, checked at creation) answers from its mocks, and only from them.
+  const mocked = session.mocks ? Object.hasOwn(session.mocks, key) : false;
+  if (session.mocks && !mocked) return { ok: false, id: null, error: { code: 'tool_not_mocked', message: `this session was created with mocks and has none for ${key}`, retriable: false } };
   const tenant = { orgId: session.org_id, projectId: session.project_id };
   const toolInput = (typeof input === 'object' && input !== null && !Array.isArray(input) ? input : {}) as Record<string, unknown>;
-  const amount = typeof toolInput.amount_minor === 'number' && Number.isSafeInteger(toolInput.amount_minor) ? BigInt(toolInput.amount_minor) : typeof toolInput.amount_minor === 'string' && /^\d{1,16}$/.test(toolInput.amount_minor) ? BigInt(toolInput.amount_minor) : null;
+  const amount = amountOf(toolInput);
   const id = newToolCallId();
+  const calledAt = deps.now().toISOString();
   const opts = { orgId: tenant.orgId, projectId: tenant.projectId };
   const base = { tool_call_id: id, session_id: session.id, server_id: provider.id, tool_name: tool.name };
-  // The policies come from this process's folded copy first, without a read;
-  // `tool_call.started` is appended under the policy stream's revision, so a
-  // change acknowledged anywhere before it refuses the start (nothing written)
-  // and the call is evaluated again on a fresh read (as spends are).
-  let policy: PolicyOutcome;
-  for (let attempt = 1; ; attempt++) {
-    policy = await new PolicyEngine(deps.store, deps.now).evaluate(
-      { orgId: tenant.orgId, projectId: tenant.projectId, sessionId: session.id, agentId: session.user_id, toolName: `${provider.id}/${tool.name}`, toolInput, amountMinor: amount, currency: typeof toolInput.currency === 'string' ? toolInput.currency : null, approvedBy },
-      run,
-      { fromCache: attempt === 1 },
-    );
-    if (policy.decision !== 'allowed') return { ok: false, id: null, error: { code: policy.decision === 'denied' ? 'policy_denied' : 'approval_required', message: `the call was ${policy.decision === 'denied' ? 'denied' : 'held for approval'} by policy ${policy.body.ruleId}`, retriable: false }, policy: policy.body };
-    try {
-      await run(toolCallDecider, toolCallStream(id), {
-        type: 'start',
-        data: { ...base, org_id: tenant.orgId, project_id: tenant.projectId, user_id: session.user_id, input: input ?? null, routing: { server_id: provider.id, environment: session.environment, auth_type: provider.auth_type }, called_at: deps.now().toISOString() },
-      }, { ...opts, expectedRevision: 'no_stream', guard: policy.guard });
-      break;
-    } catch (err) {
-      if (!(err instanceof GuardFailed)) throw err;
-      // Nothing was written: give back what the policies counted, and decide again.
-      await policy.release();
-      if (attempt >= POLICY_ATTEMPTS) throw new Rejection('concurrency_conflict', 'the policies kept changing; retry the request', { attempts: attempt });
-    }
-  }
+  const gate = await underPolicy(deps, run, session, { toolName: key, toolInput, amountMinor: amount, currency: typeof toolInput.currency === 'string' ? toolInput.currency : null, approvedBy }, (guard) =>
+    run(toolCallDecider, toolCallStream(id), {
+      type: 'start',
+      data: { ...base, org_id: tenant.orgId, project_id: tenant.projectId, user_id: session.user_id, input: input ?? null, routing: { server_id: provider.id, environment: session.environment, auth_type: provider.auth_type, ...(mocked ? { mocked: true } : {}) }, called_at: calledAt },
+    }, { ...opts, expectedRevision: 'no_stream', guard }),
+  );
+  if (!gate.ok) return { ok: false, id: null, error: { code: gate.code, message: gate.message, retriable: false }, policy: gate.denial };
+  const policy = gate;
   const started = Date.now();
-  const r = await deps.providers.execute({ tenant, environment: session.environment, serverId: provider.id, toolName: tool.name, input: input ?? {}, userId: session.user_id });
+  const r: ToolResult = mocked
+    ? { ok: true, output: session.mocks![key], status: 200, latency_ms: 0, connection_id: null }
+    : await deps.providers.execute({ tenant, environment: session.environment, serverId: provider.id, toolName: tool.name, input: input ?? {}, userId: session.user_id });
+  const recorded = { id, server_id: provider.id, tool_name: tool.name, called_at: calledAt };
   const duration_ms = Math.max(0, Date.now() - started);
   const at = deps.now().toISOString();
   if (r.ok) {
@@ -106,13 +157,13 @@ export async function executeTool(deps: AppDeps, run: Run, session: SessionRow, 
       type: 'succeed',
       data: { ...base, output: r.output ?? null, duration_ms, connection_id: r.connection_id, idempotency_key: v.key, view: v.view, view_status: v.status, hosted_url: v.hostedUrl, failover_trail: trail, at },
     }, opts);
-    return { ok: true, id, output: r.output, duration_ms };
+    return { ok: true, ...recorded, output: r.output, duration_ms, mocked };
   }
   const e = r.error;
   const trail = [{ attempt: 1, server_id: provider.id, outcome: 'error', error_code: e.code, ...(e.status ? { status: e.status } : {}) }];
   await run(toolCallDecider, toolCallStream(id), { type: 'fail', data: { ...base, error_code: e.code, error_message: e.message.slice(0, 500), retriable: e.retriable, duration_ms, failover_trail: trail, at } }, opts);
   await policy.release();
-  return { ok: false, id, error: e };
+  return { ok: false, ...recorded, ran: !NOT_RAN.has(e.code), error: e, duration_ms };
 }
 
 /** The HTTP error of a failed call. Provider faults are 502 provider_error (retriable when the provider's fault is). */
@@ -120,6 +171,8 @@ export function toolCallError(o: Extract<ToolCallOutcome, { ok: false }>): ApiEr
   // A policy denial is the spec's bare 403 {reason, ruleType, ruleId} (+ approval_id, expires_at).
   if (o.policy) return policyDenied(o.policy);
   const e = o.error;
+  // Test-mode mock errors keep the spec's shape for them: the code at the top level.
+  if (e.code === 'tool_not_mocked') return new RawHttpError(422, { code: e.code, message: e.message });
   const details = { ...(o.id ? { tool_call_id: o.id } : {}), retriable: e.retriable, ...('status' in e && e.status ? { provider_status: e.status } : {}), ...('issues' in e && e.issues ? { issues: e.issues } : {}) };
   switch (e.code) {
     case 'not_connected':

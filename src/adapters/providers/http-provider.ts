@@ -26,8 +26,10 @@ export class ProviderError extends Error {
   }
 }
 
-export type ProviderRequest = { method: string; path: string; query?: Record<string, string>; body?: unknown };
+export type ProviderRequest = { method: string; path: string; query?: Record<string, string>; body?: unknown; /** The caller's own headers (a proxy call); the provider's authentication is set over them. */ headers?: Record<string, string> };
 export type ProviderResponse = { status: number; json: unknown; latencyMs: number };
+/** Any answer of the provider, whatever its status (a proxy call reads them all). */
+export type ProviderExchange = { status: number; headers: Record<string, string>; json: unknown; latencyMs: number };
 
 export type HttpProviderOptions = {
   allow: AllowedTargets;
@@ -64,6 +66,15 @@ export class HttpProvider {
 
   /** Sends one request with the provider's authentication; resolves on 2xx, throws ProviderError otherwise. */
   async request(p: ProviderDef, baseUrl: string, cred: Credential | undefined, r: ProviderRequest): Promise<ProviderResponse> {
+    const res = await this.exchange(p, baseUrl, cred, r);
+    if (res.status >= 300 && res.status < 400) throw new ProviderError('redirect', `${p.id} answered a redirect (${res.status}), which is not followed`, { status: res.status, ...(res.headers.location ? { location: res.headers.location.slice(0, 500) } : {}) });
+    if (res.status === 401 || res.status === 403) throw new ProviderError('rejected', `${p.id} rejected the credential (${res.status})`, { status: res.status, detail: providerWords(res.text) });
+    if (res.status < 200 || res.status >= 300) throw new ProviderError('status', `${p.id} answered ${res.status}`, { status: res.status, detail: providerWords(res.text) });
+    return { status: res.status, json: res.json, latencyMs: res.latencyMs };
+  }
+
+  /** Sends one request with the provider's authentication and resolves with whatever it answered; throws ProviderError only when it was not reached. */
+  async exchange(p: ProviderDef, baseUrl: string, cred: Credential | undefined, r: ProviderRequest): Promise<ProviderExchange & { text: string }> {
     if (p.auth_type === 'cdp') throw new ProviderError('unsupported', `${p.id} (cdp) is reached through the platform's engine, not over HTTP`);
     if (!baseUrl) throw new ProviderError('endpoint_missing', `the catalog has no endpoint for ${p.id} in this environment`);
     const base = new URL(baseUrl);
@@ -76,7 +87,7 @@ export class HttpProvider {
     const pathWithQuery = `${base.pathname.replace(/\/$/, '')}${path}${qs}`;
     const url = `${base.origin}${pathWithQuery}`;
     const body = r.body === undefined ? '' : JSON.stringify(r.body);
-    const headers: Record<string, string> = { accept: 'application/json', 'user-agent': 'agent-ledger-providers/1' };
+    const headers: Record<string, string> = { accept: 'application/json', ...r.headers, 'user-agent': 'agent-ledger-providers/1' };
     if (body) headers['content-type'] = 'application/json';
     let tls: { cert: string; key: string } | undefined;
     const now = this.o.now?.() ?? new Date();
@@ -129,16 +140,13 @@ export class HttpProvider {
       throw new ProviderError(timeout ? 'timeout' : 'unreachable', `${p.id} at ${base.host} ${timeout ? 'did not answer in time' : `could not be reached (${e.code ?? 'transport error'})`}`);
     }
     const latencyMs = Number((process.hrtime.bigint() - started) / 1_000_000n);
-    if (res.status >= 300 && res.status < 400) throw new ProviderError('redirect', `${p.id} answered a redirect (${res.status}), which is not followed`, { status: res.status, ...(res.headers.location ? { location: res.headers.location.slice(0, 500) } : {}) });
-    if (res.status === 401 || res.status === 403) throw new ProviderError('rejected', `${p.id} rejected the credential (${res.status})`, { status: res.status, detail: providerWords(res.body) });
-    if (res.status < 200 || res.status >= 300) throw new ProviderError('status', `${p.id} answered ${res.status}`, { status: res.status, detail: providerWords(res.body) });
     let json: unknown = null;
     try {
       json = res.body ? JSON.parse(res.body) : null;
     } catch {
       json = res.body;
     }
-    return { status: res.status, json, latencyMs };
+    return { status: res.status, headers: res.headers, json, latencyMs, text: res.body };
   }
 
   /** A form POST to a provider's OAuth token endpoint (guarded like every provider call); the JSON answer, whatever its status. */

@@ -18,7 +18,9 @@ import { SandboxSignup } from './sandbox-signup.ts';
 // POST /_sandbox/<slug>/credentials), and serves a few tools over small
 // in-memory state. Fault modes per provider: slow (held until released or
 // 30 s), 5xx, 401, redirect. The HTTP provider adapter talks to it exactly as
-// to a live provider.
+// to a live provider. The signup site's outbox (the codes it "e-mailed") is
+// served like a local mail catcher: GET /_sandbox/outbox?email= (JSON, newest
+// first) and /_sandbox/outbox.html (a page for a person).
 
 export type Fault = 'slow' | '5xx' | '401' | 'redirect';
 type Account = { id: string; name: string; slug: string; data: Map<string, Record<string, unknown>[]> };
@@ -30,8 +32,8 @@ const SEEN_MAX = 1_000;
 
 export class SandboxProviders {
   readonly faults = new Map<string, Fault>();
-  /** The latest requests the sandbox saw (provider, method, headers): tests read it. */
-  readonly seen: { slug: string; method: string; headers: http.IncomingHttpHeaders }[] = [];
+  /** The latest requests the sandbox saw (provider, method, headers, path with query, body): tests read it. */
+  readonly seen: { slug: string; method: string; headers: http.IncomingHttpHeaders; path: string; body: string }[] = [];
   private readonly accounts = new Map<string, Account>(); // `${slug}:${credential key}` → account
   private readonly jwtKeys = new Map<string, string>(); // `${slug}:${kid}` → public key PEM
   private readonly hmacSecrets = new Map<string, string>(); // `${slug}:${key_id}` → secret
@@ -52,7 +54,7 @@ export class SandboxProviders {
     opts: { now?: () => Date } = {},
   ) {
     this.oauth = new SandboxOAuth(opts.now ?? (() => new Date()), (slug, email) => this.accountFor(slug, email));
-    this.signup = new SandboxSignup((slug, email) => String(this.issueCredential(slug, email)));
+    this.signup = new SandboxSignup((slug, email) => String(this.issueCredential(slug, email)), opts.now);
     this.caCert = issueCertificate({ commonName: 'Sandbox Providers Test CA', ca: true, days: 3650 });
     this.serverCert = issueCertificate({ commonName: 'localhost', issuer: this.caCert, altNames: ['localhost', '127.0.0.1'] });
   }
@@ -174,6 +176,8 @@ export class SandboxProviders {
     for await (const c of req) raw += c;
     const url = new URL(req.url ?? '/', 'http://sandbox');
     const segs = url.pathname.split('/').filter(Boolean);
+    // The signup site's outbox, for a person finishing a signup run (and for tests).
+    if (!tls && req.method === 'GET' && segs[0] === '_sandbox' && segs.length === 2 && (segs[1] === 'outbox' || segs[1] === 'outbox.html')) return this.signup.serveOutbox(segs[1] === 'outbox.html', url, res);
     // Operator helper for `npm start`: mint a sandbox credential over HTTP.
     if (!tls && req.method === 'POST' && segs[0] === '_sandbox' && segs[2] === 'credentials' && segs.length === 3) {
       try {
@@ -186,7 +190,7 @@ export class SandboxProviders {
     const p = this.catalog.get(segs[0] ?? '');
     const wanted = tls ? 'sandbox-tls:' : 'sandbox:';
     if (!p || p.endpoints.test !== wanted) return this.send(res, { status: 404, body: { error: 'not_found', message: 'no such sandbox provider' } });
-    this.seen.push({ slug: p.id, method: req.method ?? 'GET', headers: req.headers });
+    this.seen.push({ slug: p.id, method: req.method ?? 'GET', headers: req.headers, path: `${url.pathname}${url.search}`, body: raw });
     if (this.seen.length > SEEN_MAX) this.seen.splice(0, this.seen.length - SEEN_MAX);
     if (p.auth_type === 'oauth' && segs[1] === 'oauth') return this.oauth.handle(p.id, segs.slice(2).join('/'), req.method ?? 'GET', url, raw, res);
     const fault = this.faults.get(p.id);
