@@ -3,13 +3,18 @@ import type http from 'node:http';
 
 // The sandbox providers' signup site (for browser signup runs): page 1 takes an
 // e-mail and a name, page 2 asks for the code "we e-mailed" (written to the
-// sandbox outbox, which tests read), page 3 shows the new account's API key.
+// sandbox outbox), page 3 shows the new account's API key.
+// The outbox is what a local mail catcher shows: every message the site sent,
+// served by the sandbox providers at /_sandbox/outbox (JSON, newest first,
+// `?email=` for one address) and /_sandbox/outbox.html (a page for a person).
 // Fault modes per provider: `no_key` (page 3 shows no key), `broken_form`
 // (page 1 has no form), `hang` (page 2 never answers the code), `no_resend`
 // (page 2 has no resend button).
 
 export type SignupFault = 'no_key' | 'broken_form' | 'hang' | 'no_resend';
-export type OutboxMessage = { to: string; subject: string; code: string };
+export type OutboxMessage = { id: string; to: string; subject: string; text: string; code: string; sent_at: string };
+/** The most messages the outbox keeps (the oldest leave first). */
+const OUTBOX_MAX = 500;
 type Pending = { slug: string; email: string; name: string; code: string; key: string | null };
 
 const esc = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
@@ -17,15 +22,24 @@ const page = (title: string, body: string) => `<!doctype html><html><head><meta 
 
 export class SandboxSignup {
   readonly faults = new Map<string, SignupFault>();
-  private readonly mail = new Map<string, OutboxMessage[]>();
+  private readonly mail: OutboxMessage[] = [];
+  private sent = 0;
   private readonly pending = new Map<string, Pending>();
   private readonly held = new Set<http.ServerResponse>();
 
-  constructor(private readonly issueKey: (slug: string, email: string) => string) {}
+  constructor(
+    private readonly issueKey: (slug: string, email: string) => string,
+    private readonly now: () => Date = () => new Date(),
+  ) {}
 
   /** The messages sent to an address, oldest first. */
   outbox(email: string): OutboxMessage[] {
-    return [...(this.mail.get(email.toLowerCase()) ?? [])];
+    return this.mail.filter((m) => m.to.toLowerCase() === email.toLowerCase());
+  }
+
+  /** The messages sent (to one address when given), newest first. */
+  newestFirst(email?: string): OutboxMessage[] {
+    return (email ? this.outbox(email) : [...this.mail]).reverse();
   }
 
   release(): void {
@@ -35,9 +49,31 @@ export class SandboxSignup {
 
   private sendCode(p: Pending): void {
     p.code = String(randomInt(0, 1_000_000)).padStart(6, '0');
-    const box = this.mail.get(p.email.toLowerCase()) ?? [];
-    box.push({ to: p.email, subject: `Your ${p.slug} verification code`, code: p.code });
-    this.mail.set(p.email.toLowerCase(), box.slice(-20));
+    const subject = `Your ${p.slug} verification code`;
+    this.mail.push({ id: `msg_${++this.sent}`, to: p.email, subject, text: `Your ${p.slug} verification code is ${p.code}. Enter it on the sign-up page to finish creating your account.`, code: p.code, sent_at: this.now().toISOString() });
+    if (this.mail.length > OUTBOX_MAX) this.mail.splice(0, this.mail.length - OUTBOX_MAX);
+  }
+
+  /** GET /_sandbox/outbox (JSON) or /_sandbox/outbox.html (a page), `?email=` for one address. */
+  serveOutbox(html: boolean, url: URL, res: http.ServerResponse): void {
+    const email = (url.searchParams.get('email') ?? '').trim() || null;
+    const messages = this.newestFirst(email ?? undefined);
+    const headers = { 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' };
+    if (!html) {
+      res.writeHead(200, { ...headers, 'content-type': 'application/json' });
+      return void res.end(JSON.stringify({ email, count: messages.length, messages }));
+    }
+    const rows = messages
+      .map((m) => `<tr class="message"><td><time>${esc(m.sent_at)}</time></td><td class="to">${esc(m.to)}</td><td class="subject">${esc(m.subject)}</td><td><code class="code">${esc(m.code)}</code></td><td class="text">${esc(m.text)}</td></tr>`)
+      .join('');
+    const body =
+      `<p>Every e-mail the sandbox providers sent (verification codes of sign-ups), newest first. Nothing here leaves this machine.</p>` +
+      `<form method="get" action="/_sandbox/outbox.html"><label>Address <input id="email" name="email" type="email" value="${esc(email ?? '')}"></label><button id="show" type="submit">Show</button> <a href="/_sandbox/outbox.html">all</a></form>` +
+      (messages.length
+        ? `<table><thead><tr><th>Sent</th><th>To</th><th>Subject</th><th>Code</th><th>Message</th></tr></thead><tbody>${rows}</tbody></table>`
+        : `<p id="empty">No messages${email ? ` to ${esc(email)}` : ''} yet. Reload after the sign-up asks for its code.</p>`);
+    res.writeHead(200, { ...headers, 'content-type': 'text/html; charset=utf-8', 'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'" });
+    res.end(page('Sandbox outbox', body));
   }
 
   /** `rest` is the path after /_sandbox/<slug>/signup. */
