@@ -1,12 +1,19 @@
+import type { AddressInfo } from 'node:net';
+import { EventSource } from 'eventsource';
 import t from 'tap';
 import { bootstrapOrg, testApp } from '../helpers/app.ts';
 import { scriptedModel } from '../helpers/scripted-model.ts';
 
 // The agent loop with a scripted model on loopback speaking chat completions:
 // a message becomes two tool calls, both recorded and sealed in the audit
-// chain; the same loop streams its steps as SSE; without a model, 501.
+// chain, answered in the product client's shape {message, tool_calls,
+// iterations}; the same loop streams as SSE (read with the `eventsource`
+// client over a real port): user_message, tool_use/tool_result per call,
+// assistant_text, done; error when the model fails; without a model, 501.
 
 const { app, ledger, sandboxProviders } = await testApp(t, { providers: true });
+await app.listen({ port: 0, host: '127.0.0.1' });
+const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
 const sb = sandboxProviders!;
 const org = await bootstrapOrg(app, 'Agent');
 await app.inject({ method: 'POST', url: '/v1/connections', headers: org.key, payload: { server_id: 'acme-payments', secret: sb.issueCredential('acme-payments') } });
@@ -22,6 +29,33 @@ const model = await scriptedModel(
   KEY,
 );
 t.teardown(() => model.close());
+// A second model asks for a tool the session does not attach, then answers.
+const wrongTool = await scriptedModel([{ tool_calls: [{ name: 'kambio__get_rate', arguments: { base: 'USD', quote: 'BRL' } }] }, { content: 'I could not reach the rates.' }], KEY);
+t.teardown(() => wrongTool.close());
+
+type Got = { event: string; id: string; data: Record<string, unknown> };
+/** sendStream as the product client does it: POST with Accept: text/event-stream, read by an SSE client until done or error. */
+async function sendStream(message: string): Promise<Got[]> {
+  const got: Got[] = [];
+  await new Promise<void>((resolve, reject) => {
+    const es = new EventSource(`${base}/v1/sessions/${session.id}/send`, {
+      fetch: (input, init) => fetch(input, { ...init, method: 'POST', body: JSON.stringify({ message }), headers: { ...(init?.headers ?? {}), ...org.key, 'content-type': 'application/json', accept: 'text/event-stream' } }),
+    });
+    for (const event of ['user_message', 'assistant_text', 'tool_use', 'tool_result', 'error', 'done']) {
+      es.addEventListener(event, (e) => {
+        got.push({ event, id: e.lastEventId, data: JSON.parse(e.data) });
+        if (event === 'done' || event === 'error') {
+          es.close();
+          resolve();
+        }
+      });
+    }
+    es.onerror = (e) => {
+      if (es.readyState === EventSource.CLOSED) reject(new Error(`the stream failed: ${e.message ?? ''}`));
+    };
+  });
+  return got;
+}
 
 t.test('without a model: 501 not_wired', async (t) => {
   delete process.env.MODEL_BASE_URL;
@@ -30,45 +64,71 @@ t.test('without a model: 501 not_wired', async (t) => {
   t.equal(r.json().error.code, 'not_wired');
 });
 
-t.test('a message becomes two tool calls, both recorded and sealed', async (t) => {
+t.test('a message becomes two tool calls, both recorded and sealed; the answer is {message, tool_calls, iterations}', async (t) => {
   Object.assign(process.env, { MODEL_BASE_URL: model.url, MODEL_API_KEY: KEY, MODEL_NAME: 'scripted-1' });
   const r = await send('Will it rain in Recife? If so buy me an umbrella for 12 reais.');
   t.equal(r.statusCode, 200, r.body);
   const body = r.json();
+  t.same(Object.keys(body).sort(), ['iterations', 'message', 'tool_calls']);
   t.equal(body.message, 'Rain in Recife; I bought you an umbrella.');
-  t.match(body.steps, [
-    { type: 'tool_call', tool: 'clima/get_forecast', status: 'success', tool_call_id: /^tc_\d+$/, output: { city: 'Recife' } },
-    { type: 'tool_call', tool: 'acme-payments/create_charge', status: 'success', tool_call_id: /^tc_\d+$/, output: { amount_minor: 1200 } },
-    { type: 'message' },
+  t.equal(body.iterations, 2, 'two model turns');
+  t.equal(body.tool_calls.length, 2);
+  for (const c of body.tool_calls) t.same(Object.keys(c).sort(), ['duration_ms', 'error_code', 'id', 'input', 'output', 'server_id', 'status', 'tool_name']);
+  t.match(body.tool_calls, [
+    { id: /^tc_\d+$/, tool_name: 'get_forecast', server_id: 'clima', status: 'success', duration_ms: Number, input: { city: 'Recife' }, output: { city: 'Recife' }, error_code: null },
+    { id: /^tc_\d+$/, tool_name: 'create_charge', server_id: 'acme-payments', status: 'success', duration_ms: Number, input: { amount_minor: 1200, currency: 'BRL' }, output: { amount_minor: 1200, id: /^ch_/ }, error_code: null },
   ]);
   t.equal(model.requests.length, 2);
   t.match(model.requests[0]!.body, { model: 'scripted-1', messages: [{ role: 'system' }, { role: 'user', content: /umbrella/ }] });
   t.ok(model.requests[0]!.body.tools!.some((x) => x.function.name === 'acme-payments__create_charge'));
   t.same(model.requests[1]!.body.messages.filter((m) => m.role === 'tool').map((m) => m.tool_call_id), ['call_1_0', 'call_1_1'], 'the results went back to the model');
-  for (const s of body.steps.slice(0, 2)) {
-    t.match((await app.inject({ method: 'GET', url: `/v1/tool-calls/${s.tool_call_id}`, headers: org.key })).json(), { status: 'success', session_id: session.id });
+  for (const c of body.tool_calls) {
+    t.match((await app.inject({ method: 'GET', url: `/v1/tool-calls/${c.id}`, headers: org.key })).json(), { status: 'success', session_id: session.id, server_id: c.server_id, tool_name: c.tool_name, duration_ms: c.duration_ms });
   }
   await ledger.settle();
   const audit = (await app.inject({ method: 'GET', url: '/v1/audit-events?event_type=tool_call.succeeded', headers: org.key })).json().events as { payload: unknown }[];
   const sealed = JSON.stringify(audit);
-  for (const s of body.steps.slice(0, 2)) t.ok(sealed.includes(s.tool_call_id), `${s.tool_call_id} is in the audit chain`);
+  for (const c of body.tool_calls) t.ok(sealed.includes(c.id), `${c.id} is in the audit chain`);
   t.ok((await ledger.readSide.verifier.verifyOrg(org.orgId)).ok, 'the chain verifies');
   t.notOk(JSON.stringify(await ledger.db.query('SELECT data FROM es_events')).includes(KEY), 'the model key is in no event');
 });
 
-t.test('Accept: text/event-stream streams the steps', async (t) => {
+t.test('sendStream: user_message, tool_use and tool_result per call, assistant_text, done, in order (eventsource client)', async (t) => {
   model.reset();
-  const r = await send('again please', { accept: 'text/event-stream' });
-  t.equal(r.statusCode, 200);
-  t.match(r.headers['content-type'], /^text\/event-stream/);
-  const events = [...r.body.matchAll(/event: (\w+)\nid: (\d+)\n/g)].map((m) => m[1]);
-  t.same(events, ['tool_call', 'tool_call', 'message', 'done']);
+  const got = await sendStream('again please');
+  t.same(got.map((g) => g.event), ['user_message', 'tool_use', 'tool_result', 'tool_use', 'tool_result', 'assistant_text', 'done']);
+  t.same(got.map((g) => g.id), ['1', '2', '3', '4', '5', '6', '7'], 'every event has an id, in order');
+  t.same(got[0]!.data, { content: 'again please' });
+  t.same(got[1]!.data, { id: 'call_1_0', name: 'clima/get_forecast', input: { city: 'Recife' } });
+  t.match(got[2]!.data, { id: 'call_1_0', name: 'clima/get_forecast', output: { city: 'Recife' }, is_error: false, tool_call_id: /^tc_\d+$/ });
+  t.match(got[3]!.data, { id: 'call_1_1', name: 'acme-payments/create_charge', input: { amount_minor: 1200 } });
+  t.match(got[4]!.data, { id: 'call_1_1', name: 'acme-payments/create_charge', output: { id: /^ch_/ }, is_error: false });
+  t.same(got[5]!.data, { content: 'Rain in Recife; I bought you an umbrella.' });
+  const done = got[6]!.data as { message: string; tool_calls: { id: string }[]; iterations: number };
+  t.match(done, { message: 'Rain in Recife; I bought you an umbrella.', iterations: 2 });
+  t.same(done.tool_calls.map((c) => c.id), [got[2]!.data.tool_call_id, got[4]!.data.tool_call_id], 'done lists the recorded calls the stream showed');
 });
 
-t.test('a model that fails answers 502 model_error', async (t) => {
+t.test('a tool the model may not call: an error result in both forms, the loop goes on', async (t) => {
+  process.env.MODEL_BASE_URL = wrongTool.url;
+  const r = await send('rate?');
+  t.equal(r.statusCode, 200, r.body);
+  t.match(r.json(), { message: 'I could not reach the rates.', iterations: 2, tool_calls: [{ id: null, tool_name: 'get_rate', server_id: 'kambio', status: 'error', duration_ms: null, input: { base: 'USD' }, output: null, error_code: 'server_unknown' }] });
+  wrongTool.reset();
+  const got = await sendStream('rate?');
+  t.same(got.map((g) => g.event), ['user_message', 'tool_use', 'tool_result', 'assistant_text', 'done']);
+  t.match(got[2]!.data, { id: 'call_1_0', name: 'kambio/get_rate', output: { error: 'server_unknown' }, is_error: true, tool_call_id: null });
+  process.env.MODEL_BASE_URL = model.url;
+});
+
+t.test('a model that fails: 502 model_error, and an error event {error, message} on the stream', async (t) => {
   process.env.MODEL_API_KEY = 'wrong';
   const r = await send('hi');
   t.equal(r.statusCode, 502);
   t.equal(r.json().error.code, 'model_error');
+  const got = await sendStream('hi');
+  t.same(got.map((g) => g.event), ['user_message', 'error']);
+  t.match(got[1]!.data, { error: 'model_error', message: /./ });
+  t.same(Object.keys(got[1]!.data).sort(), ['error', 'message']);
   delete process.env.MODEL_BASE_URL;
 });
