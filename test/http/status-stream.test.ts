@@ -66,13 +66,13 @@ const acme = (await app.inject({ method: 'POST', url: '/v1/connections', headers
 const whsec = (await app.inject({ method: 'PUT', url: `/v1/connections/${acme.id}/webhook-secret`, headers: org.key })).json().secret as string;
 const session = (await app.inject({ method: 'POST', url: '/v1/sessions', headers: org.key, payload: { servers: ['acme-payments', 'clima'], user_id: 'u1' } })).json();
 const call = (await app.inject({ method: 'POST', url: `/v1/sessions/${session.id}/execute`, headers: org.key, payload: { tool: 'acme-payments/create_charge', input: { amount_minor: 900, currency: 'BRL' } } })).json();
-const chargeId = call.output.id as string;
+const chargeId = call.data.id as string;
 
 let delivery = 0;
 /** The provider's webhook, delivered through the second instance. */
-async function providerSays(status: string) {
+async function providerSays(status: string, charge = chargeId) {
   const id = `msg_${++delivery}`;
-  const body = JSON.stringify({ type: `charge.${status}`, data: { id: chargeId, status } });
+  const body = JSON.stringify({ type: `charge.${status}`, data: { id: charge, status } });
   const at = clock.now();
   const r = await app2.inject({ method: 'POST', url: `/v1/webhooks/acme-payments/${acme.id}`, headers: { 'content-type': 'application/json', 'webhook-id': id, 'webhook-timestamp': String(Math.floor(at.getTime() / 1000)), 'webhook-signature': new Webhook(whsec).sign(id, at, body) }, payload: body });
   if (r.statusCode !== 200) throw new Error(r.body);
@@ -93,12 +93,12 @@ function listen(url: string, lastEventId?: string) {
   t.teardown(() => es.close());
   return { es, got };
 }
-const streamUrl = `${base}/v1/tool-calls/${call.id}/payment-status/stream`;
+const streamUrl = `${base}/v1/tool-calls/${call.tool_call_id}/payment-status/stream`;
 
 t.test('snapshot, updates across instances, resume with Last-Event-ID, done 5 s after terminal', async (t) => {
   const a = listen(streamUrl);
   await until(() => a.got.length === 1);
-  t.match(a.got[0], { type: 'snapshot', id: '0', data: { tool_call_id: call.id, payment_status: 'succeeded', events: [] } });
+  t.match(a.got[0], { type: 'snapshot', id: '0', data: { tool_call_id: call.tool_call_id, payment_status: 'succeeded', events: [] } });
   await providerSays('updated');
   await until(() => a.got.length === 2);
   t.match(a.got[1], { type: 'update', id: '1', data: { payment_status: 'updated', event: { event_type: 'charge.updated' } } }, 'written through the second instance');
@@ -119,7 +119,7 @@ t.test('snapshot, updates across instances, resume with Last-Event-ID, done 5 s 
   t.equal(b.got.length, 2, 'not done before 5 s');
   mt.advance(1);
   await until(() => b.got.length === 3);
-  t.match(b.got[2], { type: 'done', id: '3.done', data: { status: 'refunded' } });
+  t.match(b.got[2], { type: 'done', id: '3.done', data: { status: 'refunded' } }, 'succeeded started the 5 s; the refund inside them is sent, and done carries the latest status');
   t.same(b.got.map((g) => g.type), ['update', 'update', 'done']);
 
   // A Last-Event-ID past every change cannot be a resume: a fresh open, with its snapshot.
@@ -129,9 +129,36 @@ t.test('snapshot, updates across instances, resume with Last-Event-ID, done 5 s 
   c.es.close();
 });
 
+t.test('succeeded is terminal: done 5 s after it; a later refund is still recorded, on the polled view and a new stream', async (t) => {
+  const charge = (await app.inject({ method: 'POST', url: `/v1/sessions/${session.id}/execute`, headers: org.key, payload: { tool: 'acme-payments/create_charge', input: { amount_minor: 300, currency: 'BRL' } } })).json();
+  t.match(charge, { success: true, data: { status: 'succeeded' } });
+  const url = `${base}/v1/tool-calls/${charge.tool_call_id}/payment-status/stream`;
+  const s = listen(url);
+  await until(() => s.got.length === 1);
+  t.match(s.got[0], { type: 'snapshot', id: '0', data: { payment_status: 'succeeded' } });
+  await new Promise((r) => setTimeout(r, 100));
+  mt.advance(4_999);
+  await new Promise((r) => setTimeout(r, 100));
+  t.equal(s.got.length, 1, 'not done before 5 s');
+  mt.advance(1);
+  await until(() => s.got.length === 2);
+  t.match(s.got[1], { type: 'done', id: '0.done', data: { tool_call_id: charge.tool_call_id, status: 'succeeded' } });
+
+  await providerSays('refunded', charge.data.id);
+  await ledger.settle();
+  const polled = (await app.inject({ method: 'GET', url: `/v1/tool-calls/${charge.tool_call_id}/payment-status`, headers: org.key })).json();
+  t.match(polled, { payment_status: 'refunded', events: [{ event_type: 'charge.refunded' }] }, 'the refund is recorded and polled');
+  const again = listen(url);
+  await until(() => again.got.length === 1);
+  t.match(again.got[0], { type: 'snapshot', id: '1', data: { payment_status: 'refunded' } }, 'and a new stream opens on it');
+  mt.advance(5_000);
+  await until(() => again.got.length === 2);
+  t.match(again.got[1], { type: 'done', data: { status: 'refunded' } });
+});
+
 t.test('heartbeat every 15 s and the 30-minute close (raw reader)', async (t) => {
   const clima = (await app.inject({ method: 'POST', url: `/v1/sessions/${session.id}/execute`, headers: org.key, payload: { tool: 'clima/get_forecast', input: { city: 'Recife' } } })).json();
-  const res = await fetch(`${base}/v1/tool-calls/${clima.id.slice(3)}/payment-status/stream`, { headers: org.key });
+  const res = await fetch(`${base}/v1/tool-calls/${clima.tool_call_id.slice(3)}/payment-status/stream`, { headers: org.key });
   t.equal(res.status, 200);
   t.match(res.headers.get('content-type'), /^text\/event-stream/);
   const reader = res.body!.getReader();
@@ -167,7 +194,7 @@ t.test('the stream answers the same bare 400 and 404', async (t) => {
   t.equal(typeof body.error, 'string');
   t.notOk('request_id' in body);
   const other = await bootstrapOrg(app, 'Other');
-  const hidden = await fetch(`${base}/v1/tool-calls/${call.id}/verification-status/stream`, { headers: other.key });
+  const hidden = await fetch(`${base}/v1/tool-calls/${call.tool_call_id}/verification-status/stream`, { headers: other.key });
   t.equal(hidden.status, 404);
   t.notOk('request_id' in ((await hidden.json()) as object));
 });
