@@ -57,6 +57,7 @@ import { ReadCache } from './projector/readcache.ts';
 import { orgProjection } from '../projections/org.ts';
 import type { Db } from './postgres/db.ts';
 import type { ReadSide } from './readside.ts';
+import { redactingStream } from './redact.ts';
 
 // The composition root of the HTTP service: every plugin is registered here,
 // explicitly. Tests build their own app from their own runtime.
@@ -119,7 +120,8 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   const app = Fastify({
-    logger: { level: opts.logLevel ?? 'info', ...(opts.logStream ? { stream: opts.logStream } : {}) },
+    // Every line through the one redaction rule (src/redact.ts): capabilities and personal data in URLs never reach the log.
+    logger: { level: opts.logLevel ?? 'info', stream: redactingStream(opts.logStream ?? process.stdout) },
     // Log lines carry the id the error envelope shows as request_id, under the same name.
     logController: new LogController({ requestIdLogLabel: 'request_id' }),
     bodyLimit: HTTP_BODY_MAX_BYTES,

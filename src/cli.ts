@@ -14,6 +14,7 @@ import { listCheckpoints } from './projector/checkpoints.ts';
 import { rebuildProjection } from './projector/runner.ts';
 import { projections } from './readside.ts';
 import { AUDIT_ORIGIN, openRuntime, type Runtime } from './runtime.ts';
+import { redactText } from './redact.ts';
 
 // Operator and auditor commands: `npm run cli -- <command>` or `ledger <command>`.
 
@@ -30,6 +31,8 @@ const USAGE = `usage:
   witness serve --key <seed file> [--name <witness name>] [--port <n>] [--host <addr>] [--state <file>] --log-key <log verifier key> ... [--origin-prefix <p>]
   log read [--stream <name>] [--after <position>] [--limit <n>]`;
 
+/** Every line the CLI writes to stderr goes through the log redaction rule (src/redact.ts). */
+const stderr = (text: string) => process.stderr.write(redactText(text));
 const out = (v: unknown) => process.stdout.write(JSON.stringify(v, (_, x) => (typeof x === 'bigint' ? x.toString() : x)) + '\n');
 
 async function withRuntime<T>(fn: (rt: Runtime) => Promise<T>): Promise<T> {
@@ -57,7 +60,7 @@ async function bootstrap(orgName: string, email: string): Promise<number> {
     const platform = { authorization: `Bearer ${rt.serviceSecret}` };
     const org = await app.inject({ method: 'POST', url: '/v1/orgs', headers: platform, payload: { name: orgName, owner_email: email } });
     if (org.statusCode !== 201) {
-      process.stderr.write(`creating the organization failed: ${org.statusCode} ${org.body}\n`);
+      stderr(`creating the organization failed: ${org.statusCode} ${org.body}\n`);
       return 1;
     }
     const o = org.json() as { org: { id: string }; owner: { user_id: string }; default_project: { id: string } };
@@ -66,7 +69,7 @@ async function bootstrap(orgName: string, email: string): Promise<number> {
     for (const environment of ['test', 'live'] as const) {
       const k = await app.inject({ method: 'POST', url: '/v1/api-keys', headers: asOwner, payload: { name: `${environment} key`, environment } });
       if (k.statusCode !== 201) {
-        process.stderr.write(`creating the ${environment} key failed: ${k.statusCode} ${k.body}\n`);
+        stderr(`creating the ${environment} key failed: ${k.statusCode} ${k.body}\n`);
         return 1;
       }
       keys[environment] = (k.json() as { key: string }).key;
@@ -92,7 +95,7 @@ type MonitorFlags = { url: string; org: string; state: string; 'api-key'?: strin
 async function monitorCommand(v: MonitorFlags): Promise<number> {
   const apiKey = v['api-key'] ?? process.env.LEDGER_API_KEY;
   if (!apiKey) {
-    process.stderr.write('audit monitor needs --api-key or LEDGER_API_KEY (a key with audit:read)\n');
+    stderr('audit monitor needs --api-key or LEDGER_API_KEY (a key with audit:read)\n');
     return 2;
   }
   const started = Date.now();
@@ -106,13 +109,13 @@ async function monitorCommand(v: MonitorFlags): Promise<number> {
     ...(v.entries ? { entries: true } : {}),
     ...(v.evidence ? { evidenceFile: v.evidence } : {}),
     onProgress: (done: number, total: number) => {
-      if (process.stderr.isTTY) process.stderr.write(`\r${bar(done, total, done / ((Date.now() - started) / 1000 || 1e-3))}`);
+      if (process.stderr.isTTY) stderr(`\r${bar(done, total, done / ((Date.now() - started) / 1000 || 1e-3))}`);
     },
   };
   const report = (r: MonitorResult) => {
-    if (process.stderr.isTTY) process.stderr.write('\n');
+    if (process.stderr.isTTY) stderr('\n');
     out(r);
-    if (!r.ok) process.stderr.write(`monitor: ${r.problem.kind}: ${r.problem.detail}${r.evidence_file ? ` (evidence: ${r.evidence_file})` : ''}\n`);
+    if (!r.ok) stderr(`monitor: ${r.problem.kind}: ${r.problem.detail}${r.evidence_file ? ` (evidence: ${r.evidence_file})` : ''}\n`);
   };
   if (v.follow) {
     const ac = new AbortController();
@@ -125,7 +128,7 @@ async function monitorCommand(v: MonitorFlags): Promise<number> {
   const r = await monitorOnce(opts);
   report(r);
   if (r.ok && r.quorum_met === false) {
-    process.stderr.write(`monitor: the newest cosigned checkpoint lacks the quorum (${r.cosigners.length} valid cosignatures)\n`);
+    stderr(`monitor: the newest cosigned checkpoint lacks the quorum (${r.cosigners.length} valid cosignatures)\n`);
     return 1;
   }
   return r.ok ? 0 : 1;
@@ -184,7 +187,7 @@ export async function main(argv: string[]): Promise<number> {
   const [group, cmd, arg] = positionals;
   if (group === 'bootstrap') {
     if (!values['org-name'] || !values.email) {
-      process.stderr.write(USAGE + '\n');
+      stderr(USAGE + '\n');
       return 2;
     }
     return bootstrap(values['org-name'], values.email);
@@ -200,7 +203,7 @@ export async function main(argv: string[]): Promise<number> {
       return withRuntime(async (rt) => {
         const chosen = arg ? projections.filter((p) => p.name === arg) : projections;
         if (chosen.length === 0) {
-          process.stderr.write(`no projection named ${arg}; known: ${projections.map((p) => p.name).join(', ')}\n`);
+          stderr(`no projection named ${arg}; known: ${projections.map((p) => p.name).join(', ')}\n`);
           return 2;
         }
         const head = await rt.store.headPosition();
@@ -213,10 +216,10 @@ export async function main(argv: string[]): Promise<number> {
           const started = Date.now();
           const r = await rebuildProjection(rt.db, rt.store, p, (prog) => {
             const secs = (Date.now() - started) / 1000 || 1e-3;
-            if (process.stderr.isTTY) process.stderr.write(`\r${p.name} ${bar(prog.processed, total, prog.processed / secs)}`);
+            if (process.stderr.isTTY) stderr(`\r${p.name} ${bar(prog.processed, total, prog.processed / secs)}`);
           });
           const secs = (Date.now() - started) / 1000 || 1e-3;
-          if (process.stderr.isTTY) process.stderr.write('\n');
+          if (process.stderr.isTTY) stderr('\n');
           out({ projection: p.name, version: p.version, events: r.processed, position: r.position, seconds: secs, events_per_second: Math.round(r.processed / secs) });
         }
         return 0;
@@ -226,7 +229,7 @@ export async function main(argv: string[]): Promise<number> {
       return withRuntime(async (rt) => {
         // An organization this log never held has no chain to call verified (a typo, or the wrong DATA_DIR or DATABASE_URL).
         if ((await rt.store.readStream(orgStream(values.org!), { maxCount: 1 })).length === 0) {
-          process.stderr.write(`no organization ${values.org} in this log: nothing to verify (check --org, DATA_DIR and DATABASE_URL)\n`);
+          stderr(`no organization ${values.org} in this log: nothing to verify (check --org, DATA_DIR and DATABASE_URL)\n`);
           return 1;
         }
         const report = await verifyOrgChain(rt.store, values.org!, rt.auditKey, AUDIT_ORIGIN);
@@ -244,7 +247,7 @@ export async function main(argv: string[]): Promise<number> {
       const policy = values.witness?.length ? { witnesses: values.witness, quorum: Number(values.quorum ?? values.witness.length) } : undefined;
       const report = await verifyExport(arg, values.key, policy);
       out(report);
-      if (!report.ok) process.stderr.write(`chain broken: first bad sequence ${report.first_bad_sequence} (${report.first_problem?.kind}: ${report.first_problem?.detail})\n`);
+      if (!report.ok) stderr(`chain broken: first bad sequence ${report.first_bad_sequence} (${report.first_problem?.kind}: ${report.first_problem?.detail})\n`);
       return report.ok ? 0 : 1;
     }
     case 'audit monitor':
@@ -282,7 +285,7 @@ export async function main(argv: string[]): Promise<number> {
         }
       });
   }
-  process.stderr.write(USAGE + '\n');
+  stderr(USAGE + '\n');
   return 2;
 }
 
@@ -291,7 +294,7 @@ if (isMain) {
   main(process.argv.slice(2)).then(
     (code) => process.exit(code),
     (err: unknown) => {
-      process.stderr.write(`error: ${err instanceof Error ? err.message : String(err)}\n`);
+      stderr(`error: ${err instanceof Error ? err.message : String(err)}\n`);
       process.exit(1);
     },
   );
