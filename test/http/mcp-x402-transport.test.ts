@@ -160,3 +160,17 @@ t.test('the same call paid over HTTP and over MCP settles once each; a payment s
   t.notOk(upstream.calls.includes('echo:crossed'));
   t.equal((await settledEvents()).filter((e) => e.data.server_id === server.id).length, 2);
 });
+
+t.test('the OpenAPI document says what the gateway answers and who may call /v1/mcp-servers', async (t) => {
+  const doc = (await app.inject({ method: 'GET', url: '/openapi.json' })).json() as { paths: Record<string, Record<string, { security: unknown; description?: string; responses: Record<string, { headers?: Record<string, unknown>; content?: Record<string, { schema: { $ref?: string } }> }> }>>; components: { schemas: Record<string, { properties: Record<string, unknown> }> } };
+  const gw = doc.paths['/mcp/{slug}']!.post!;
+  t.ok(gw.responses['402']!.headers!['PAYMENT-REQUIRED'], 'the 402 names its PAYMENT-REQUIRED header');
+  t.equal(gw.responses['402']!.content!['application/json']!.schema.$ref, '#/components/schemas/X402PaymentRequiredV1', 'the 402 body is the x402 object, not the error envelope');
+  t.same(Object.keys(doc.components.schemas.X402PaymentRequiredV1!.properties).sort(), ['accepts', 'error', 'x402Version']);
+  t.ok(gw.responses['200']!.headers!['PAYMENT-RESPONSE']);
+  t.match(gw.description, /_meta\["x402\/payment"\]/);
+  t.ok(doc.paths['/mcp/{slug}']!.options, 'the CORS preflight is an operation');
+  const family = Object.entries(doc.paths).filter(([p]) => p.startsWith('/v1/mcp-servers')).flatMap(([p, ops]) => Object.entries(ops).map(([m, op]) => [`${m} ${p}`, op.security] as const));
+  t.equal(family.length, 7);
+  for (const [op, security] of family) t.same(security, [{ apiKey: [], actingUser: [] }], `${op}: an API key and x-svc-user, together`);
+});
