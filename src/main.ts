@@ -2,7 +2,9 @@ import { buildApp } from './app.ts';
 import { workerOfConfig } from './adapters/browser/worker.ts';
 import { loadConfig } from './config.ts';
 import { openRuntime } from './runtime.ts';
-import { checkDataFolder, checkPortFree, startupLine } from './startup.ts';
+import { build as prettyLog } from 'pino-pretty';
+import { checkDataFolder, checkPortFree, readyLine, startupLine } from './startup.ts';
+import { redactText } from './redact.ts';
 
 // Server entry point: `npm start`.
 
@@ -17,7 +19,7 @@ const config = await Promise.resolve().then(() => loadConfig()).catch(fail);
 await checkDataFolder(config.dataDir).catch(fail);
 await checkPortFree(config.host, config.port).catch(fail);
 const runtime = await openRuntime(config, (line) => {
-  if (config.logLevel === 'debug' || config.logLevel === 'trace') process.stderr.write(line + '\n');
+  if (config.logLevel === 'debug' || config.logLevel === 'trace') process.stderr.write(redactText(line) + '\n');
 }).catch(fail);
 const app = await buildApp({
   db: runtime.db,
@@ -41,6 +43,8 @@ const app = await buildApp({
   sessionQuota: config.sessionQuota,
   auditWitnesses: config.auditWitnesses,
   logLevel: config.logLevel,
+  // A person at a terminal reads lines (pino-pretty); anything else gets JSON, one object a line.
+  ...(process.stdout.isTTY ? { logStream: prettyLog({ colorize: true, translateTime: 'SYS:HH:MM:ss', ignore: 'pid,hostname' }) } : {}),
   ...(config.metricsToken ? { metricsToken: config.metricsToken } : {}),
 }).catch(async (err: unknown) => {
   await runtime.close().catch(() => {});
@@ -62,7 +66,7 @@ process.on('SIGINT', () => void shutdown('SIGINT'));
 process.on('SIGTERM', () => void shutdown('SIGTERM'));
 
 try {
-  await app.listen({ host: config.host, port: config.port });
+  await app.listen({ host: config.host, port: config.port, listenTextResolver: readyLine });
 } catch (err) {
   await runtime.close().catch(() => {});
   fail(await checkPortFree(config.host, config.port).then(() => err, (taken: unknown) => taken));

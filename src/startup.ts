@@ -87,3 +87,9 @@ export function startupLine(err: unknown): string {
   const text = err instanceof Error ? err.message : String(err);
   return `could not start: ${text.split('\n')[0]}`;
 }
+
+/** The one line `npm start` prints once it listens: where, the API reference, and the first command to run. */
+export function readyLine(listenUrl: string): string {
+  const url = listenUrl.replace(/\/+$/, '');
+  return `ready at ${url} — API reference: ${url}/docs — create an organization, its owner and API keys: npm run cli -- bootstrap --org-name "Acme" --email owner@acme.example`;
+}

@@ -66,3 +66,49 @@ t.test('a full disk is named before anything starts', async (t) => {
   t.ok(err instanceof StartupError);
   t.match((err as Error).message, /^the data folder .*\/full is on a full disk \(\d+ MB free, \d+ MB needed\): free some space or set DATA_DIR to a folder on another disk$/);
 });
+
+/** Starts the server (under a pseudo-terminal when `tty`), reads its output until the ready line, then stops it. */
+function serveUntilReady(env: Record<string, string>, tty: boolean): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const fast = { SANDBOX_CHAIN: 'off', SANDBOX_BANK: 'off', SANDBOX_PROVIDERS: 'off', SANDBOX_MERCHANTS: 'off', SANDBOX_PSP: 'off', BROWSER_WORKER: 'none', HOST: '127.0.0.1', PORT: '0' };
+    const command = `${process.execPath} --import tsx src/main.ts`;
+    const child = tty
+      ? spawn('script', ['-qfec', command, '/dev/null'], { cwd: root, env: { ...process.env, LOG_LEVEL: 'info', ...fast, ...env }, stdio: ['pipe', 'pipe', 'pipe'], detached: true })
+      : spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { cwd: root, env: { ...process.env, LOG_LEVEL: 'info', ...fast, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    let out = '';
+    const stop = () => {
+      try {
+        process.kill(-child.pid!, 'SIGTERM');
+      } catch {}
+    };
+    const timer = setTimeout(() => {
+      stop();
+      reject(new Error(`no ready line within 120 s: ${out}`));
+    }, 120_000);
+    child.stdout!.on('data', (c: Buffer) => {
+      out += c.toString();
+      if (/ready at http:\/\/127\.0\.0\.1:\d+[^\n]*bootstrap[^\n]*\n/.test(out)) stop();
+    });
+    child.stderr!.on('data', (c: Buffer) => (out += c.toString()));
+    child.on('exit', () => {
+      clearTimeout(timer);
+      resolve(out);
+    });
+  });
+}
+
+t.test('npm start prints one ready line naming the URL, /docs and the bootstrap command; JSON when not at a terminal, readable lines at one', async (t) => {
+  const dataDir = path.join(dir, 'ready-data');
+  const json = await serveUntilReady({ DATA_DIR: dataDir }, false);
+  const lines = json.split('\n').filter((l) => l.trim());
+  const ready = lines.filter((l) => l.includes('ready at'));
+  t.equal(ready.length, 1, 'one ready line');
+  const msg = (JSON.parse(ready[0]!) as { msg: string }).msg;
+  t.match(msg, /^ready at (http:\/\/127\.0\.0\.1:\d+) — API reference: \1\/docs — create an organization, its owner and API keys: npm run cli -- bootstrap --org-name "Acme" --email owner@acme\.example$/);
+  t.ok(lines.filter((l) => l.startsWith('{')).every((l) => JSON.parse(l)), 'stdout is JSON lines');
+
+  const pretty = await serveUntilReady({ DATA_DIR: dataDir }, true);
+  const plain = pretty.replace(/\x1b\[[0-9;]*m/g, '');
+  t.match(plain, /^\[\d\d:\d\d:\d\d\] INFO: ready at http:\/\/127\.0\.0\.1:\d+ — API reference: http:\/\/127\.0\.0\.1:\d+\/docs — create an organization/m, 'a readable line: time, level, message');
+  t.notMatch(plain, /^\{"level"/m, 'no JSON lines at a terminal');
+});
