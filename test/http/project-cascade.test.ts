@@ -49,7 +49,7 @@ async function populate(o: Org, projectId: string, tag: string): Promise<Held> {
   const c = await ledger.db.query<{ secret_ref: string; webhook_secret_ref: string }>('SELECT secret_ref, webhook_secret_ref FROM connections WHERE id = $1', [conn.id]);
   const w = await ledger.db.query<{ secret_ref: string }>('SELECT secret_ref FROM webhook_endpoints WHERE id = $1', [endpoint.id]);
   const refs = [c.rows[0]!.secret_ref, c.rows[0]!.webhook_secret_ref, w.rows[0]!.secret_ref];
-  return { orgId: o.orgId, projectId, userId: tag, headers, connectionId: conn.id, endpointId: endpoint.id, sessionId: session.id, toolCallId: call.id, refs };
+  return { orgId: o.orgId, projectId, userId: tag, headers, connectionId: conn.id, endpointId: endpoint.id, sessionId: session.id, toolCallId: call.tool_call_id, refs };
 }
 
 /** What the database still holds of the records (SQL on the read models and the vault). */

@@ -102,7 +102,7 @@ await handleCommand(ledger.store, approvalDecider, approvalStream(aApproval), {
 }, ledger.ctx(a.orgId));
 // A's session and one recorded (failed: no sandbox here) tool call.
 const aSession = (await app.inject({ method: 'POST', url: '/v1/sessions', headers: a.key, payload: { servers: ['clima'], user_id: 'u1' } })).json();
-const aToolCall = (await app.inject({ method: 'POST', url: `/v1/sessions/${aSession.id}/execute`, headers: a.key, payload: { tool: 'clima/get_forecast', input: { city: 'x' } } })).json().error.details.tool_call_id as string;
+const aToolCall = (await app.inject({ method: 'POST', url: `/v1/sessions/${aSession.id}/execute`, headers: a.key, payload: { tool: 'clima/get_forecast', input: { city: 'x' } } })).json().tool_call_id as string;
 await ledger.settle();
 
 /** A's real id for each path parameter, by the route family it appears in. */
@@ -173,6 +173,7 @@ const sampleBody: Record<string, unknown> = {
   patchMcpTool: { active: false },
   executeSessionTool: { tool: 'clima/get_forecast', input: { city: 'x' } },
   sendSessionMessage: { message: 'hello' },
+  proxyExecuteSession: { server: 'clima', endpoint: '/forecast', method: 'GET' },
   sessionMcpPost: { jsonrpc: '2.0', id: 1, method: 'tools/list' },
 };
 
