@@ -1,7 +1,8 @@
 import { type DomainEvent, parseEvent } from '../../events/index.ts';
 import type { Actor, EventMeta } from '../../events/common.ts';
 import { STATE_CACHE_MAX_STREAMS } from '../limits.ts';
-import { type AppendGuard, type EventStore, type ExpectedRevision, type NewEvent, type Position, WrongExpectedRevision } from './port.ts';
+import { randomUUID } from 'node:crypto';
+import { type AppendGuard, checkAppend, type EventStore, type ExpectedRevision, type NewEvent, type Position, WrongExpectedRevision } from './port.ts';
 import { eventsAppended } from '../metrics.ts';
 
 // The command handler: load the stream, fold it with `evolve`, `decide`, append
@@ -65,6 +66,13 @@ export type HandleOptions<State = unknown> = {
    * again on a fresh read of that stream.
    */
   guard?: AppendGuard;
+  /**
+   * Decide and check the events against the store's rules for an append (its
+   * size limit included: AppendTooLarge), but write nothing: for a request
+   * that must write elsewhere first (a claim) and may not leave that behind
+   * when this command's events could never be appended.
+   */
+  checkOnly?: boolean;
 };
 
 // Commands that ask to be serialized queue per stream: N concurrent spends on
@@ -130,6 +138,15 @@ function remember(cache: Map<string, Folded>, stream: string, state: unknown, re
   cache.delete(stream);
   cache.set(stream, { state, revision: r });
   if (cache.size > STATE_CACHE_MAX_STREAMS) cache.delete(cache.keys().next().value!);
+}
+
+/**
+ * Forgets every folded state cached for a store: its database lost commits
+ * this process had acknowledged (src/recovery.ts), so a cached state may fold
+ * events that no longer exist.
+ */
+export function forgetStates(store: EventStore): void {
+  folded.delete(store);
 }
 
 /** The cached folded state of a stream, without reading (undefined when this process has none). */
@@ -229,6 +246,10 @@ async function decideAndAppend<State, Command>(
       metadata: eventMeta(ctx, now) as unknown as NewEvent['metadata'],
     }));
     const expected: ExpectedRevision = opts.expectedRevision ?? (revision === null ? 'no_stream' : revision);
+    if (opts.checkOnly) {
+      checkAppend(stream, newEvents, expected, randomUUID, store.maxAppendBytes);
+      return { state, events: produced, changed: false, lastPosition: null };
+    }
     try {
       const res = await store.appendToStream(stream, newEvents, { expectedRevision: expected, ...(opts.guard ? { guard: opts.guard } : {}) });
       for (const e of produced) eventsAppended.inc({ type: e.type });

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { atomicToPrice, mcpServerDecider, mcpServerStream, mcpSlugDecider, mcpSlugStream, priceToAtomic } from '../../commands/mcp.ts';
+import { atomicToPrice, type McpServerCommand, mcpServerDecider, mcpServerStream, mcpSlugDecider, mcpSlugStream, priceToAtomic } from '../../commands/mcp.ts';
 import { listUpstreamTools, UpstreamError } from '../adapters/mcp/upstream.ts';
 import { checkResolved, checkUrl, UnsafeTarget } from '../adapters/outbound-http.ts';
 import type { CommandContext } from '../eventstore/handler.ts';
@@ -217,13 +217,7 @@ export async function mcpServerRoutes(app: FastifyInstance, deps: AppDeps): Prom
           throw new ApiError(503, 'vault_unavailable', 'the upstream credential could not be stored; nothing was created', { retriable: true });
         }
       }
-      try {
-        await run(mcpSlugDecider, mcpSlugStream(body.slug), { slug: body.slug, serverId, orgId: auth.orgId });
-      } catch (err) {
-        if (upstreamAuth) await deps.vault.delete(auth.orgId, upstreamAuth.vault_ref).catch(() => {});
-        throw err;
-      }
-      await run(mcpServerDecider, mcpServerStream(serverId), {
+      const create: McpServerCommand = {
         type: 'create',
         data: {
           server_id: serverId,
@@ -243,7 +237,17 @@ export async function mcpServerRoutes(app: FastifyInstance, deps: AppDeps): Prom
           platform_fee_bps: body.platform_fee_bps ?? 0,
           tools,
         },
-      });
+      };
+      try {
+        // The server's events must fit one append of the store (413 otherwise):
+        // checked before the slug is claimed, so a refusal leaves no claim behind.
+        await run(mcpServerDecider, mcpServerStream(serverId), create, { checkOnly: true });
+        await run(mcpSlugDecider, mcpSlugStream(body.slug), { slug: body.slug, serverId, orgId: auth.orgId });
+      } catch (err) {
+        if (upstreamAuth) await deps.vault.delete(auth.orgId, upstreamAuth.vault_ref).catch(() => {});
+        throw err;
+      }
+      await run(mcpServerDecider, mcpServerStream(serverId), create);
       const row = await readServer(deps.db, auth, serverId);
       return { status: 201, body: await view(row!, true) };
     },

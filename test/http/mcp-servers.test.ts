@@ -208,3 +208,23 @@ t.test('a receiving address that cannot be provisioned: 503, nothing created', a
   t.same(written, [], 'nothing written');
   t.equal((await call('POST', '/v1/mcp-servers', org, body('unprovisioned'))).statusCode, 201, 'the slug is still free');
 });
+
+t.test("a body within the HTTP limit whose server would not fit one append of the event store: 413, no slug claimed, nothing written", async (t) => {
+  const head = await ledger.store.headPosition();
+  const limit = ledger.store.maxAppendBytes;
+  // Tool descriptions of 3-byte characters: the body stays under the HTTP
+  // limit, the create event (each tool with its id and prices, the server's
+  // fields, the metadata) passes the store's largest append.
+  const tool = (i: number, chars: number) => ({ tool_name: `t${i}`, description: '€'.repeat(chars), price: '0.010000' });
+  const big = body('too-big', { tools: Array.from({ length: 86 }, (_, i) => tool(i, 4000)) });
+  const bytes = () => Buffer.byteLength(JSON.stringify(big));
+  big.tools.push(tool(86, Math.floor((1_048_576 - 512 - bytes()) / 3)));
+  t.ok(bytes() < 1_048_576 && bytes() > 1_048_576 - 1024, `the body is ${bytes()} bytes, under the HTTP limit`);
+  const r = await call('POST', '/v1/mcp-servers', org, big);
+  t.equal(r.statusCode, 413, r.body.slice(0, 300));
+  t.match(r.json(), { error: { code: 'payload_too_large', message: /event store accepts in one append/, details: { max_append_bytes: limit } } });
+  const written = (await ledger.store.readAll({ after: head, maxCount: 1000 })).filter((e) => e.type.startsWith('mcp_server') || e.type.startsWith('mcp_slug'));
+  t.same(written, [], 'nothing written: no server, no slug claim');
+  const again = await call('POST', '/v1/mcp-servers', org, body('too-big'));
+  t.equal(again.statusCode, 201, 'the slug was left free');
+});
