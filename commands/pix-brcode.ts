@@ -67,3 +67,27 @@ export function staticBrCode(c: Common & { key: string; txid: string | null }): 
   if (c.txid !== null && !STATIC_TXID.test(c.txid)) throw new Error('a static BR Code txid is 1 to 25 letters and digits');
   return assemble('11', field('00', GUI) + field('01', c.key), c, c.txid ?? '***');
 }
+
+export type BrCodeFields = { key: string | null; location: string | null; amount: string | null; txid: string | null };
+
+/** Reads a BR Code's fields (a payer's side), or null when it is not one: malformed fields, a wrong CRC, no Pix account information. */
+export function readBrCode(code: string): BrCodeFields | null {
+  const fields = (text: string): Map<string, string> | null => {
+    const out = new Map<string, string>();
+    for (let i = 0; i < text.length; ) {
+      const id = text.slice(i, i + 2);
+      const len = Number(text.slice(i + 2, i + 4));
+      if (!/^\d{2}$/.test(id) || !/^\d{2}$/.test(text.slice(i + 2, i + 4)) || i + 4 + len > text.length) return null;
+      out.set(id, text.slice(i + 4, i + 4 + len));
+      i += 4 + len;
+    }
+    return out;
+  };
+  if (!/^[\x20-\x7e]+$/.test(code) || code.length < 8 || code.slice(-8, -4) !== '6304' || crc16(code.slice(0, -4)) !== code.slice(-4).toUpperCase()) return null;
+  const top = fields(code);
+  const account = top?.get('26') !== undefined ? fields(top.get('26')!) : null;
+  if (!top || top.get('00') !== '01' || !account || account.get('00')?.toLowerCase() !== GUI) return null;
+  const extra = top.get('62') !== undefined ? fields(top.get('62')!) : null;
+  const txid = extra?.get('05') ?? null;
+  return { key: account.get('01') ?? null, location: account.get('25') ?? null, amount: top.get('54') ?? null, txid: txid === '***' ? null : txid };
+}

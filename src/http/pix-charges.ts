@@ -230,20 +230,21 @@ export async function pixTestPaymentRoute(app: FastifyInstance, deps: AppDeps): 
     method: 'POST',
     url: '/v1/test/pix/payments',
     operationId: 'pixTestPayment',
-    summary: "A simulated payer pays a charge or a key of the consumer's account at the sandbox PSP, which then notifies the service (test keys only)",
+    summary: "A simulated payer pays a charge (by reference, or its BR Code as a payer's app reads it) or a key of the consumer's account at the sandbox PSP, which then notifies the service (test keys only)",
     tags: ['pix', 'sandbox'],
     auth: 'api_key',
     scope: 'pix:write',
     body: z
-      .strictObject({ consumer_id: z.string().min(1).max(200), charge_reference: Reference.optional(), key: z.string().max(200).optional(), txid: z.string().regex(/^[A-Za-z0-9]{1,35}$/, 'a txid is 1 to 35 letters and digits').optional(), amount_minor: z.number().int().min(1).max(100_000_000_000).optional(), deliveries: z.number().int().min(0).max(3).optional() })
-      .refine((b) => (b.charge_reference === undefined) !== (b.key === undefined), 'give charge_reference or key'),
+      .strictObject({ consumer_id: z.string().min(1).max(200), charge_reference: Reference.optional(), br_code: z.string().min(1).max(512).optional(), key: z.string().max(200).optional(), txid: z.string().regex(/^[A-Za-z0-9]{1,35}$/, 'a txid is 1 to 35 letters and digits').optional(), amount_minor: z.number().int().min(1).max(100_000_000_000).optional(), deliveries: z.number().int().min(0).max(3).optional() })
+      .refine((b) => [b.charge_reference, b.br_code, b.key].filter((v) => v !== undefined).length === 1, 'give one of charge_reference, br_code or key'),
     responses: { 201: z.object({ end_to_end_id: z.string(), deliveries: z.array(z.number().int()) }) },
     errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'sandbox_funding_not_permitted'], [404, 'not_found'], [409, 'charge_reference_ambiguous'], [422, 'no_partner_account'], [422, 'payment_refused']],
     async handler({ deps, auth, body }) {
       if (auth.environment !== 'test') throw new ApiError(403, 'sandbox_funding_not_permitted', 'simulated payments take test keys only');
       const a = await loadAccount(deps, auth, body.consumer_id);
-      let input: { txid?: string; chave?: string; valor?: string; entregas?: number } = { entregas: body.deliveries ?? 1 };
-      if (body.charge_reference !== undefined) {
+      let input: { txid?: string; chave?: string; valor?: string; pixCopiaECola?: string; entregas?: number } = { entregas: body.deliveries ?? 1 };
+      if (body.br_code !== undefined) input = { ...input, pixCopiaECola: body.br_code, ...(body.amount_minor !== undefined ? { valor: minorToValor(BigInt(body.amount_minor)) } : {}) };
+      else if (body.charge_reference !== undefined) {
         const rows = await readCharges(deps, auth, body.consumer_id, body.charge_reference);
         if (rows.length === 0) throw new ApiError(404, 'not_found', 'charge not found');
         if (rows.length > 1) throw new ApiError(409, 'charge_reference_ambiguous', 'the reference matches several charges');

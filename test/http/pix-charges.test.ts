@@ -7,7 +7,7 @@ import { PNG } from 'pngjs';
 import { crc16 } from '../../commands/pix-brcode.ts';
 import { CNPJ, CPF, pixApp } from '../helpers/pix.ts';
 
-const { sandbox, call, consumer, head, org, other, pay, ledger, clock } = await pixApp(t);
+const { sandbox, call, consumer, head, org, other, pay, ledger, clock, base } = await pixApp(t);
 const ana = await consumer();
 await call('POST', `/v1/consumers/${ana}/pix/partner-account`, { document: CPF });
 const key = (await call('POST', `/v1/consumers/${ana}/pix-keys`, { key_type: 'EVP' })).json().key as string;
@@ -177,6 +177,7 @@ t.test("the BR Code's CRC16-CCITT-FALSE on the Banco Central's published dynamic
 });
 
 t.test('a dynamic charge answers the PSP\'s BR Code and its QR image, on creation and on read; a payer pays it', async (t) => {
+  sandbox.webhookUrl = `${base}/v1/pix/notifications/sandbox`; // notifications back on (the lookup test turned them off)
   const created = await call('POST', charges, { amount_minor: 4321 });
   t.equal(created.statusCode, 201, created.body);
   const c = created.json();
@@ -216,9 +217,16 @@ t.test('a dynamic charge answers the PSP\'s BR Code and its QR image, on creatio
   // The fact is in the charge's event.
   const ev = (await ledger.store.readAll({ maxCount: 100_000 })).find((e) => e.type === 'pix.charge_created' && (e.data as { charge_id: string }).charge_id === c.charge_id);
   t.match(ev?.data, { br_code: brCode, location: c.location, txid: c.txid });
-  // (Notifications are off since the lookup test: reading the charge finds the Pix at the PSP.)
-  const paid = await pay({ txid: c.txid });
-  t.match((await call('GET', `${charges}/${c.txid}`)).json(), { status: 'settled', end_to_end_id: paid.endToEndId, br_code: brCode });
+  // A payer pays the BR Code itself: the sandbox PSP resolves its location to the cob, as a payer's PSP does.
+  const broken = `${brCode.slice(0, -4)}${brCode.slice(-4) === '0000' ? '0001' : '0000'}`;
+  const refused = await call('POST', '/v1/test/pix/payments', { consumer_id: ana, br_code: broken });
+  t.equal(refused.statusCode, 422);
+  t.match(refused.json().error, { code: 'payment_refused', details: { provider_code: 'BRCODE_INVALIDO' } });
+  const paid = await call('POST', '/v1/test/pix/payments', { consumer_id: ana, br_code: brCode });
+  t.equal(paid.statusCode, 201, paid.body);
+  t.same(paid.json().deliveries, [200]);
+  t.match((await call('GET', `${charges}/${c.txid}`)).json(), { status: 'settled', end_to_end_id: paid.json().end_to_end_id, br_code: brCode });
+  t.match((await call('GET', receivement(paid.json().end_to_end_id))).json(), { initiation_type: 'QRDN', correlation: 'charge_matched', charge_id: c.charge_id, amount_minor: 4321 });
 });
 
 t.test('a static charge answers our BR Code: the key, the amount, its txid, the city given', async (t) => {
@@ -233,6 +241,11 @@ t.test('a static charge answers our BR Code: the key, the amount, its txid, the 
   t.equal(decodeQr(pngOfDataUri(c.qr_code_data_uri)), c.br_code);
   t.equal(decodeQr((await call('GET', new URL(c.qr_code_url).pathname)).rawPayload), c.br_code);
   t.equal((await call('GET', `${charges}/LOJA42PEDIDO7`)).json().br_code, c.br_code, 'read by its txid');
+  // Paid with its BR Code: the key, amount and txid it carries reach the PSP, which correlates them to this charge.
+  const paid = await call('POST', '/v1/test/pix/payments', { consumer_id: ana, br_code: c.br_code });
+  t.equal(paid.statusCode, 201, paid.body);
+  t.match((await call('GET', receivement(paid.json().end_to_end_id))).json(), { initiation_type: 'QRES', provider_amount: '7.50', transaction_id_brcode: 'LOJA42PEDIDO7', correlation: 'charge_matched', charge_id: c.charge_id });
+  t.match((await call('GET', `${charges}/${c.charge_id}`)).json(), { status: 'settled', end_to_end_id: paid.json().end_to_end_id });
   const before = await head();
   for (const bad of [{ amount_minor: 750, static: true, txid: 'T'.repeat(26) }, { amount_minor: 750, static: true, merchant_city: 'C'.repeat(16) }, { amount_minor: 750, merchant_city: 'Curitiba' }]) {
     const r = await call('POST', charges, bad);

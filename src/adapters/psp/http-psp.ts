@@ -106,7 +106,7 @@ export class HttpPsp implements Psp {
     await this.call('PUT', '/webhook', { webhookUrl: url });
   }
 
-  async simulatePayment(input: { txid?: string; chave?: string; valor?: string; entregas?: number }): Promise<{ endToEndId: string; deliveries: number[] }> {
+  async simulatePayment(input: { txid?: string; chave?: string; valor?: string; pixCopiaECola?: string; entregas?: number }): Promise<{ endToEndId: string; deliveries: number[] }> {
     const { json } = await this.call('POST', '/sandbox/pagamentos', input);
     const j = json as { endToEndId?: string; deliveries?: number[]; codigo?: string };
     if (!j?.endToEndId) throw new PspError('refused', `PSP ${this.name} refused the payment`, 422, j?.codigo ?? null);

@@ -64,7 +64,7 @@ export interface Psp {
   /** PUT /webhook: where the PSP notifies received Pix. */
   configureWebhook(url: string): Promise<void>;
   /** Sandbox only: a simulated payer pays a cob (txid) or a key; the PSP then notifies. */
-  simulatePayment(input: { txid?: string; chave?: string; valor?: string; entregas?: number }): Promise<{ endToEndId: string; deliveries: number[] }>;
+  simulatePayment(input: { txid?: string; chave?: string; valor?: string; pixCopiaECola?: string; entregas?: number }): Promise<{ endToEndId: string; deliveries: number[] }>;
 }
 
 /** The stand-in for a live PSP that is not configured: every call says so. */

@@ -3,7 +3,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import { canonicalKey, documentType, KEY_TYPES, type KeyType, minorToValor, TXID, valorToMinor } from '../../../commands/pix-format.ts';
-import { dynamicBrCode } from '../../../commands/pix-brcode.ts';
+import { dynamicBrCode, readBrCode } from '../../../commands/pix-brcode.ts';
 
 // The sandbox PSP: a small HTTP server on loopback speaking the protocol
 // HttpPsp expects. Accounts with a DICT-like key directory, `cob` charges,
@@ -290,10 +290,23 @@ export class SandboxPsp {
 
   /**
    * A payer pays: a cob by txid (with its amount), or a key directly (with an
-   * optional txid, as a static BR Code carries). The PSP records the Pix and
+   * optional txid, as a static BR Code carries), or a BR Code (`pixCopiaECola`)
+   * read as a payer's PSP reads it: a dynamic one's location resolved to its
+   * cob, a static one's key, amount and txid. The PSP records the Pix and
    * notifies the webhook `entregas` times (default 1), each a new delivery.
    */
-  async simulatePayment(b: Record<string, unknown>): Promise<{ endToEndId: string; deliveries: number[] } | { codigo: string }> {
+  async simulatePayment(input: Record<string, unknown>): Promise<{ endToEndId: string; deliveries: number[] } | { codigo: string }> {
+    let b = input;
+    if (typeof input.pixCopiaECola === 'string') {
+      const code = readBrCode(input.pixCopiaECola);
+      if (!code) return { codigo: 'BRCODE_INVALIDO' };
+      if (code.location !== null) {
+        const prefix = `${this.url.replace(/^https?:\/\//, '')}/qr/v2/`;
+        const txid = code.location.startsWith(prefix) ? this.locations.get(code.location.slice(prefix.length)) : undefined;
+        if (!txid) return { codigo: 'LOCATION_INEXISTENTE' };
+        b = { ...input, txid };
+      } else b = { ...input, chave: code.key, txid: code.txid ?? undefined, valor: code.amount ?? input.valor };
+    }
     const txid = typeof b.txid === 'string' ? b.txid : null;
     const cob = txid ? this.cobs.get(txid) : undefined;
     const chave = cob?.chave ?? (typeof b.chave === 'string' ? b.chave : null);
