@@ -11,7 +11,7 @@ import type { AppDeps } from './route.ts';
 
 export async function docsRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   let doc: unknown;
-  const document = () => (doc ??= buildOpenApi(deps.routes, deps.baseUrl));
+  const document = () => (doc ??= buildOpenApi(deps.routes, deps.baseUrl, deps.pages));
   const provider = async (f: FastifyInstance) => {
     // JSON is YAML 1.2, so the /docs/yaml address serves the same text.
     f.decorate('swagger', (opts?: { yaml?: boolean }) => (opts?.yaml ? JSON.stringify(document(), null, 2) : document()));

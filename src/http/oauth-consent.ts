@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { timingSafeEqual } from 'node:crypto';
+import { z } from 'zod';
 import { oauthGrantDecider, oauthGrantStream, PKCE_VALUE, sha256Hex } from '../../commands/oauth.ts';
 import { handleCommand } from '../eventstore/handler.ts';
 import { randomString } from '../ids.ts';
@@ -11,6 +12,7 @@ import { type AddressLimits, type oauthUrls, param, redirectUriMatches } from '.
 import { mintSecret, newGrantId } from './oauth-tokens.ts';
 import { migratePasteGuard, PasteGuard, type PasteAttempt, type PasteGuardConfig } from './oauth-paste-guard.ts';
 import type { AppDeps } from './route.ts';
+import type { PageSpec } from './openapi.ts';
 import { escapeHtml, securityHeaders } from './html.ts';
 
 // The consent pages (spec Part 4.1): GET /oauth/authorize checks the request
@@ -94,8 +96,42 @@ function sameHex(a: string, b: string): boolean {
 
 type ConsentRow = { cookie_hash: string; client_id: string; redirect_uri: string; code_challenge: string; scopes: string[] | null; state: string | null; used_at: Date | null };
 
+const REFUSED = { description: 'A refusal page (never a redirect): the request or the form cannot be completed', html: true } as const;
+const TOO_MANY = { description: 'Too many attempts from this address (Retry-After)', html: true, headers: { 'retry-after': 'Seconds to wait' } } as const;
+
+/** The two consent pages in the OpenAPI document (they answer HTML to a person's browser; no credential). */
+export const CONSENT_PAGES: PageSpec[] = [
+  {
+    method: 'GET',
+    url: '/oauth/authorize',
+    operationId: 'oauthAuthorizePage',
+    summary: 'The consent page (HTML): who asks for which scopes, and a form where the person pastes an API key (PKCE S256 only)',
+    tags: ['oauth'],
+    query: z.object({
+      client_id: z.string(),
+      redirect_uri: z.string(),
+      response_type: z.literal('code'),
+      code_challenge: z.string().min(43).max(128),
+      code_challenge_method: z.literal('S256'),
+      scope: z.string().optional(),
+      state: z.string().max(OAUTH_STATE_MAX_CHARS).optional(),
+    }),
+    responses: { 200: { description: 'The consent page', html: true, headers: { 'set-cookie': 'The consent cookie the form is bound to' } }, 400: REFUSED, 429: TOO_MANY },
+  },
+  {
+    method: 'POST',
+    url: '/oauth/authorize',
+    operationId: 'oauthAuthorizeDecide',
+    summary: "The consent form's answer: allow (with the pasted API key) redirects to the client with a single-use code; deny with error=access_denied",
+    tags: ['oauth'],
+    form: z.object({ handle: z.string(), decision: z.enum(['allow', 'deny']).optional(), api_key: z.string().optional() }),
+    responses: { 302: { description: 'Back to the redirect_uri with code (or error=access_denied), state and iss', headers: { location: 'The client redirect_uri with its parameters' } }, 400: REFUSED, 429: TOO_MANY },
+  },
+];
+
 export async function consentRoutes(app: FastifyInstance, deps: AppDeps, limits: AddressLimits, pasteGuard: PasteGuardConfig, urls: ReturnType<typeof oauthUrls>, vocabulary: () => string[]): Promise<void> {
   await migrateConsent(deps.db);
+  (deps.pages ??= []).push(...CONSENT_PAGES);
   await migratePasteGuard(deps.db);
   const guard = new PasteGuard(deps.db, pasteGuard);
   const cookie = cookieName(deps.baseUrl);

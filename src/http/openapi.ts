@@ -52,8 +52,53 @@ const SECURITY: Record<string, Json[]> = {
   key_or_service: [{ apiKey: [] }, { platformSecret: [], actingUser: [] }],
 };
 
-export function buildOpenApi(routes: readonly RouteSpec[], serverUrl: string): Json {
+/**
+ * An operation that answers HTML pages to a person's browser and is registered
+ * by its own module (its own refusals, a form body), not through defineRoute:
+ * declared so the document lists it like every implemented operation. No
+ * credential (security: []).
+ */
+export type PageSpec = {
+  method: 'GET' | 'POST';
+  url: string;
+  operationId: string;
+  summary: string;
+  tags: string[];
+  query?: z.ZodType;
+  /** The form the page posts (application/x-www-form-urlencoded). */
+  form?: z.ZodType;
+  /** By status: what answers; `html` for a page (text/html), `headers` worth naming. */
+  responses: Record<number, { description: string; html?: boolean; headers?: Record<string, string> }>;
+};
+
+function pageOperation(p: PageSpec): Json {
+  const query = p.query ? strip(jsonSchema(p.query, 'input')) : undefined;
+  const required = new Set((query?.required as string[] | undefined) ?? []);
+  const parameters = Object.entries((query?.properties ?? {}) as Record<string, Json>).map(([name, schema]) => ({ name, in: 'query', required: required.has(name), schema }));
+  const responses = Object.fromEntries(
+    Object.entries(p.responses).map(([status, r]) => [
+      status,
+      {
+        description: r.description,
+        ...(r.html ? { content: { 'text/html': { schema: { type: 'string' } } } } : {}),
+        ...(r.headers ? { headers: Object.fromEntries(Object.entries(r.headers).map(([name, description]) => [name, { description, schema: { type: 'string' } }])) } : {}),
+      },
+    ]),
+  );
+  return {
+    operationId: p.operationId,
+    summary: p.summary,
+    tags: p.tags,
+    security: [],
+    parameters,
+    ...(p.form ? { requestBody: { required: true, content: { 'application/x-www-form-urlencoded': { schema: strip(jsonSchema(p.form, 'input')) } } } } : {}),
+    responses,
+  };
+}
+
+export function buildOpenApi(routes: readonly RouteSpec[], serverUrl: string, pages: readonly PageSpec[] = []): Json {
   const paths: Record<string, Record<string, Json>> = {};
+  for (const p of pages) (paths[p.url] ??= {})[p.method.toLowerCase()] = pageOperation(p);
   for (const r of routes) {
     const path = r.url.replace(/:([A-Za-z_]+)/g, '{$1}');
     const parameters: Json[] = [];

@@ -49,7 +49,7 @@ export async function platformRoutes(app: FastifyInstance, deps: AppDeps): Promi
   let doc: unknown;
   for (const url of ['/openapi.json', '/v1/openapi.json']) {
     app.get(url, async (_req, reply) => {
-      doc ??= buildOpenApi(deps.routes, deps.baseUrl);
+      doc ??= buildOpenApi(deps.routes, deps.baseUrl, deps.pages);
       return reply.type('application/json; charset=utf-8').send(doc);
     });
   }

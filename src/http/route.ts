@@ -20,6 +20,7 @@ import { ApiError, errorResponse, sendResponse, toIssues } from './errors.ts';
 import { checkKey, type IdempotencyStore, requestHash } from './idempotency.ts';
 import { type BodyText, checkInputText } from './input-text.ts';
 import type { RateLimiter } from './ratelimit.ts';
+import type { PageSpec } from './openapi.ts';
 
 // One way to declare a route: its zod schemas (params, query, body, responses),
 // its credential, scope and role, whether it takes an Idempotency-Key, and its
@@ -65,6 +66,8 @@ export type AppDeps = {
   merchants: MerchantSites;
   /** The browser worker when the builder chose one (null: none, answers 503); absent: from the environment (workerOf). */
   browserWorker?: BrowserWorker | null;
+  /** The HTML pages registered outside defineRoute (the OAuth consent page), for the OpenAPI document. */
+  pages?: PageSpec[];
   /** The witnesses of AUDIT_WITNESSES (the audit health view shows each one's lag). */
   auditWitnesses?: readonly WitnessEndpoint[];
 };

@@ -23,8 +23,6 @@ t.test('every registered route is documented', async (t) => {
   const undocumented = app.registeredRoutes
     // Not part of the API: the documents themselves, the reference page (swagger-ui's routes) and the Prometheus scrape.
     .filter((r) => !['/openapi.json', '/v1/openapi.json', '/metrics'].includes(r.url) && r.url !== '/docs' && !r.url.startsWith('/docs/'))
-    // Not API operations: the OAuth consent pages are HTML for a person's browser (spec Part 4.1), not JSON.
-    .filter((r) => r.url !== '/oauth/authorize')
     .filter((r) => !doc.paths[r.url.replace(/:([A-Za-z_]+)/g, '{$1}')]?.[r.method.toLowerCase()]);
   t.same(undocumented, [], 'no route missing from the document');
   const ops = Object.values(doc.paths).flatMap((p) => Object.values(p));
@@ -33,6 +31,26 @@ t.test('every registered route is documented', async (t) => {
   t.same(projects.security, [{ apiKey: [] }]);
   t.match(projects.responses['400'], { description: /slug_invalid.*slug_reserved.*slug_conflict/ });
   t.ok(doc.paths['/v1/projects/{id}']!.get!.responses['404']);
+});
+
+t.test('the OAuth consent pages are documented, as HTML, with no credential (issue 40 item 6)', async (t) => {
+  type HtmlOp = { security: unknown[]; parameters: { name: string; in: string; required: boolean }[]; requestBody?: { content: Record<string, unknown> }; responses: Record<string, { content?: Record<string, unknown>; headers?: Record<string, unknown> }> };
+  const doc = (await app.inject({ method: 'GET', url: '/openapi.json' })).json() as { paths: Record<string, Record<string, HtmlOp>> };
+  const page = doc.paths['/oauth/authorize']?.get;
+  const decide = doc.paths['/oauth/authorize']?.post;
+  t.ok(page && decide, 'GET and POST /oauth/authorize are in the document');
+  t.same(page!.security, [], 'the page takes no credential');
+  t.same(decide!.security, []);
+  t.ok(page!.responses['200']!.content!['text/html'], 'the consent page is text/html');
+  t.ok(page!.responses['400']!.content!['text/html'], 'a refusal is an HTML page');
+  t.same(
+    page!.parameters.filter((p) => p.required).map((p) => `${p.in}:${p.name}`).sort(),
+    ['query:client_id', 'query:code_challenge', 'query:code_challenge_method', 'query:redirect_uri', 'query:response_type'],
+    'the required query parameters',
+  );
+  t.ok(decide!.requestBody!.content['application/x-www-form-urlencoded'], 'the form body');
+  t.ok(decide!.responses['302']!.headers!.location, 'allow and deny redirect to the client');
+  t.ok(decide!.responses['400']!.content!['text/html']);
 });
 
 t.test('every operation an API key can call names the scope it needs (deprecated paths too)', async (t) => {
