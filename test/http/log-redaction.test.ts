@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
+import type { LightMyRequestResponse } from 'fastify';
 import t from 'tap';
 import { REDACTED, redactText, redactUrl } from '../../src/redact.ts';
 import { bootstrapOrg, SERVICE_SECRET, testApp } from '../helpers/app.ts';
@@ -28,10 +29,10 @@ keep('test API key', org.testKey);
 keep('live API key', org.liveKey);
 const CPF = '52998224725';
 keep('CPF', CPF);
-const must = async (what: string, p: Promise<{ statusCode: number; body: string }>, status: number) => {
+const must = async (what: string, p: Promise<LightMyRequestResponse>, status: number) => {
   const r = await p;
   if (r.statusCode !== status) throw new Error(`${what}: ${r.statusCode} ${r.body}`);
-  return r as Awaited<typeof p> & { json(): Record<string, unknown> };
+  return r;
 };
 
 t.before(async () => {
@@ -43,7 +44,7 @@ t.before(async () => {
   const p = await pkce();
   const state = keep('OAuth state', `st_${'q'.repeat(20)}${Date.now()}`);
   const page = await must('consent page', app.inject({ method: 'GET', url: `/oauth/authorize?${new URLSearchParams({ client_id: String(client.client_id), redirect_uri: 'http://127.0.0.1/cb', response_type: 'code', code_challenge: p.challenge, code_challenge_method: 'S256', state })}` }), 200);
-  const { fields, cookie } = readConsentPage(page as never);
+  const { fields, cookie } = readConsentPage(page);
   const back = await must('consent', app.inject({ method: 'POST', url: '/oauth/authorize', headers: { 'content-type': 'application/x-www-form-urlencoded', cookie }, payload: new URLSearchParams({ ...fields, api_key: org.testKey, decision: 'allow' }).toString() }), 302);
   const code = keep('OAuth code', new URL(String(back.headers.location)).searchParams.get('code'));
   keep('PKCE verifier', p.verifier);
