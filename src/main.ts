@@ -38,7 +38,6 @@ const app = await buildApp({
   ...(config.didDomain ? { didDomain: config.didDomain } : {}),
   baseUrl: config.publicBaseUrl,
   mcp: { allowedOrigins: config.mcpAllowedOrigins },
-  mcp: { allowedOrigins: config.mcpAllowedOrigins },
   readWaitMs: config.readWaitMs,
   sessionQuota: config.sessionQuota,
   auditWitnesses: config.auditWitnesses,
