@@ -46,10 +46,10 @@ t.test('tool call: running, then success or error, once', async (t) => {
 
 t.test('proxy call: started once, then completed or failed once', async (t) => {
   const base = { proxy_call_id: 'pxc_1', session_id: 'ses_1', server_id: 'acme-payments' };
-  const started = { type: 'proxy_call.started', data: { ...base, org_id: 'org_1', project_id: 'prj_1', user_id: 'u1', method: 'GET', endpoint: '/v1/charges', params: {}, body: null, header_names: [], called_at: '2026-01-01T00:00:00.000Z' } } as const;
-  const completed = { type: 'proxy_call.completed', data: { ...base, status: 404, data: { error: 'not_found' }, duration_ms: 3, connection_id: 'conn_1', at: '2026-01-01T00:00:01.000Z' } } as const;
+  const started: DomainEvent = { type: 'proxy_call.started', data: { ...base, org_id: 'org_1', project_id: 'prj_1', user_id: 'u1', method: 'GET', endpoint: '/v1/charges', params: {}, body: null, header_names: [], called_at: now } };
+  const completed: DomainEvent = { type: 'proxy_call.completed', data: { ...base, status: 404, data: { error: 'not_found' }, duration_ms: 3, connection_id: 'conn_1', at: now } };
   given(t, proxyCallDecider, []).when({ type: 'start', data: started.data as never }).then([started]);
   given(t, proxyCallDecider, [started]).when({ type: 'start', data: started.data as never }).rejects('concurrency_conflict');
   given(t, proxyCallDecider, [started]).when({ type: 'complete', data: completed.data as never }).then([completed]);
-  given(t, proxyCallDecider, [started, completed]).when({ type: 'fail', data: { ...base, error_code: 'unreachable', error_message: 'x', duration_ms: 1, at: '2026-01-01T00:00:02.000Z' } }).rejects('invalid_transition');
+  given(t, proxyCallDecider, [started, completed]).when({ type: 'fail', data: { ...base, error_code: 'unreachable', error_message: 'x', duration_ms: 1, at: now } }).rejects('invalid_transition');
 });
