@@ -6,7 +6,6 @@ import { businessEventTypes } from '../../events/index.ts';
 import { checkResolved, checkUrl, UnsafeTarget } from '../adapters/outbound-http.ts';
 import { loadState } from '../eventstore/handler.ts';
 import { endpointMatchesEventSql, eventServerIdSql, type WebhookDispatcher } from '../reactors/webhooks.ts';
-import { clampAuditLimit } from './audit.ts';
 import { ApiError } from './errors.ts';
 import { newId } from './ids.ts';
 import { defineRoute, type AppDeps, type RunCommand } from './route.ts';
@@ -71,12 +70,22 @@ async function safeUrl(deps: AppDeps, raw: string): Promise<string> {
 }
 
 const notFound = () => new ApiError(404, 'not_found', 'webhook endpoint not found');
-/** `limit` read as the audit events list reads it: clamped 1..200; absent, empty, 0 or not a number gives 50, negative 1. */
+/**
+ * `limit` of the deliveries and dead-letter lists (spec 4.13: "clamped 1..200,
+ * non-number gives 50"): 0 and negatives give 1, above 200 gives 200; absent,
+ * empty or not a number gives 50. Only the audit list reads 0 as 50.
+ */
+export function clampDeliveryLimit(raw: unknown): number {
+  if (typeof raw !== 'string' || raw.trim() === '') return 50;
+  const n = Number(raw);
+  if (!Number.isFinite(n)) return 50;
+  return Math.min(200, Math.max(1, Math.trunc(n)));
+}
 const clamp50 = z
   .unknown()
   .optional()
-  .transform(clampAuditLimit)
-  .meta({ type: 'integer', minimum: 1, maximum: 200, description: 'clamped 1..200; absent, empty, 0 or not a number gives 50' });
+  .transform(clampDeliveryLimit)
+  .meta({ type: 'integer', minimum: 1, maximum: 200, description: 'clamped 1..200 (0 gives 1); absent, empty or not a number gives 50' });
 const DeliveryId = z.string().regex(/^\d{1,19}$/);
 
 function dispatcher(deps: AppDeps): WebhookDispatcher {

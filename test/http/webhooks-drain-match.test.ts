@@ -129,7 +129,7 @@ t.test('audit configuration events are delivered; the sealer’s own output is n
   await remove(e.id);
 });
 
-t.test('deliveries and dlq: limit clamped 1..200; absent, empty, 0 or not a number gives 50', async (t) => {
+t.test('deliveries and dlq: limit clamped 1..200 (0 gives 1, spec 4.13); absent, empty or not a number gives 50', async (t) => {
   const rcv = await receiver(410);
   const e = await endpoint(rcv.url, 'consumer.created');
   await consumerCreated();
@@ -148,7 +148,7 @@ t.test('deliveries and dlq: limit clamped 1..200; absent, empty, 0 or not a numb
   for (const list of ['deliveries', 'dlq'] as const) {
     const got: Record<string, number> = {};
     for (const qs of ['', '?limit=', '?limit=abc', '?limit=0', '?limit=-5', '?limit=2', '?limit=2.9', '?limit=500']) got[qs] = await count(list, qs);
-    t.same(got, { '': 50, '?limit=': 50, '?limit=abc': 50, '?limit=0': 50, '?limit=-5': 1, '?limit=2': 2, '?limit=2.9': 2, '?limit=500': 55 }, list);
+    t.same(got, { '': 50, '?limit=': 50, '?limit=abc': 50, '?limit=0': 1, '?limit=-5': 1, '?limit=2': 2, '?limit=2.9': 2, '?limit=500': 55 }, list);
   }
   await remove(e.id);
 });
