@@ -2,78 +2,31 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandle
 import { z } from 'zod';
 import { type EventStore, OutcomeUnknown } from '../eventstore/port.ts';
 import { type CommandContext, type CommandResult, type Decider, handleCommand, type HandleOptions } from '../eventstore/handler.ts';
-import type { Db } from '../postgres/db.ts';
-import type { ReadSide } from '../readside.ts';
-import { isShared, type ReadCache } from '../projector/readcache.ts';
-import type { Vault } from '../adapters/vault.ts';
-import type { Bank } from '../adapters/bank/port.ts';
-import type { X402Deps } from '../adapters/chain/x402.ts';
-import type { PixDeps } from '../adapters/psp/port.ts';
-import type { AllowedTargets } from '../adapters/outbound-http.ts';
-import type { WebhookDispatcher } from '../reactors/webhooks.ts';
-import type { ProviderTools } from '../providers/tools.ts';
-import type { McpConfig } from '../mcp/config.ts';
-import type { BrowserWorker } from '../adapters/browser/worker.ts';
-import type { MerchantSites } from '../adapters/merchants/sites.ts';
+import { isShared } from '../projector/readcache.ts';
 import type { Auth, Authenticator, AuthMode, Role } from './auth.ts';
 import { ApiError, errorResponse, sendResponse, toIssues } from './errors.ts';
 import { checkKey, type IdempotencyStore, requestHash } from './idempotency.ts';
 import { type BodyText, checkInputText } from './input-text.ts';
 import type { RateLimiter } from './ratelimit.ts';
 import type { PageSpec } from './openapi.ts';
+import type { Ports } from '../usecases/context.ts';
 
 // One way to declare a route: its zod schemas (params, query, body, responses),
 // its credential, scope and role, whether it takes an Idempotency-Key, and its
 // documented error codes. The same declaration drives validation, the handler's
 // types, and the OpenAPI document.
 
-import type { WitnessEndpoint } from '../audit/witness-client.ts';
+export type { RunCommand } from '../usecases/context.ts';
 
-export type AppDeps = {
-  db: Db;
-  store: EventStore;
-  readSide: Pick<ReadSide, 'waitFor'>;
+/** What a route reaches: the use cases' ports, and the HTTP layer's own parts. */
+export type AppDeps = Ports & {
   auth: Authenticator;
-  /** Lookups of the organization read model (keys, projects, users), valid while it has not moved. */
-  orgCache: ReadCache<unknown>;
   idempotency: IdempotencyStore;
   rateLimiter: RateLimiter;
-  now: () => Date;
-  readWaitMs: number;
-  /** Open sessions an organization may hold. */
-  sessionQuota: number;
   routes: RouteSpec[];
-  /** Public base URL of this service (links, OpenAPI servers). */
-  baseUrl: string;
-  /** The did:web domain of agent identities (host, with a port as %3A<port>). */
-  didDomain: string;
-  vault: Vault;
-  /** The outbound webhook reactor, when this process runs it. */
-  webhooks: WebhookDispatcher | undefined;
-  /** The x402 facilitator's networks and receipt key, when configured. */
-  x402: X402Deps | undefined;
-  /** The sandbox and live PSPs of Pix. */
-  pix: PixDeps;
-  /** Configured banks by bank_id (the sandbox bank in the embedded default and tests). */
-  banks: Map<string, Bank>;
-  /** Which private targets outbound HTTP (webhooks) may reach. */
-  webhookTargets: AllowedTargets;
-  /** The provider catalog, its HTTP adapter and the tool executor over connections. */
-  providers: ProviderTools;
-  /** Monetized MCP servers: gateway base, upstream timeouts, sweep lease (defaults from baseUrl when absent). */
-  mcp?: McpConfig;
-  /** The login pages of the hosted-connect merchants (sandbox merchants by default; MERCHANT_*_LOGIN_URL). */
-  merchants: MerchantSites;
-  /** The browser worker when the builder chose one (null: none, answers 503); absent: from the environment (workerOf). */
-  browserWorker?: BrowserWorker | null;
   /** The HTML pages registered outside defineRoute (the OAuth consent page), for the OpenAPI document. */
   pages?: PageSpec[];
-  /** The witnesses of AUDIT_WITNESSES (the audit health view shows each one's lag). */
-  auditWitnesses?: readonly WitnessEndpoint[];
 };
-
-/** How a command runs: a request's `ctx.run` (waits for the read side) or a reactor's own handleCommand. */
-export type RunCommand = <S, C>(decider: Decider<S, C>, stream: string, command: C, opts?: HandleOptions<S> & { orgId?: string; projectId?: string | null }) => Promise<CommandResult<S>>;
 
 export type Reply = { status: number; body?: unknown; headers?: Record<string, string> };
 
