@@ -50,6 +50,10 @@ const app = await buildApp({
   return fail(err);
 });
 if (runtime.serviceSecretFile) app.log.info({ service_secret_file: runtime.serviceSecretFile }, 'platform secret for the service-auth subtree');
+// Acknowledgements are not durable with these database settings (src/postgres/durability.ts).
+for (const w of runtime.warnings) app.log.warn(w);
+const recovery = runtime.readSide?.recovery;
+if (recovery) recovery.log = (level, msg, fields) => app.log[level](fields ?? {}, msg);
 
 let stopping = false;
 async function shutdown(signal: string) {

@@ -26,6 +26,7 @@ import { ProjectionRunner } from './projector/runner.ts';
 import { PostgresEventStore } from './eventstore/postgres.ts';
 import { VerifierThread, type VerifierThreadSpec } from './audit/verifier-thread.ts';
 import { inlineFollower } from './projector/inline.ts';
+import { Recovery } from './recovery.ts';
 
 // Everything that follows the log to serve reads: the projections and the
 // audit sealer, and the progress tracker behind read-your-writes.
@@ -38,6 +39,8 @@ export type ReadSide = {
   sealer: Sealer;
   expiry: MandateExpiryReactor;
   verifier: AuditVerifier;
+  /** Heals the read side when the database goes backwards (Postgres store only: src/recovery.ts). */
+  recovery: Recovery | undefined;
   /** True when every projection and the sealer have passed `position` within `timeoutMs`. */
   waitFor(position: Position, timeoutMs: number): Promise<boolean>;
   stop(): Promise<void>;
@@ -68,6 +71,8 @@ export async function startReadSide(
     const byName = new Map(runners.map((r) => [r.projection.name, r]));
     inlineStore.inline = inlineFollower(list, sealer, progress, (name) => name === SEALER_NAME || byName.get(name)?.state.status === 'running');
   }
+  const recovery = store instanceof PostgresEventStore ? new Recovery(db, store, { progress, runners, sealer, projections: list }, opts.now) : undefined;
+  recovery?.install();
   const expiry = new MandateExpiryReactor(db, store, opts.now ?? (() => new Date()));
   await AuditVerifier.migrate(db);
   const verifier = new AuditVerifier(db, store, sealerOpts.signingKey, sealerOpts.origin ?? 'agent-ledger/audit', opts.now);
@@ -85,8 +90,10 @@ export async function startReadSide(
     sealer,
     expiry,
     verifier,
+    recovery,
     waitFor: (position, timeoutMs) => progress.waitFor(position, timeoutMs),
     async stop() {
+      await recovery?.stop();
       if (inlineStore) inlineStore.inline = undefined;
       await verifierThread?.stop();
       await verifier.stop();

@@ -4,6 +4,7 @@ import path from 'node:path';
 import type { Config } from './config.ts';
 import { type EventStore, openEventStore } from './eventstore/index.ts';
 import { openDb, type Db } from './postgres/db.ts';
+import { durabilityWarnings } from './postgres/durability.ts';
 import { ensureDatabase, startEmbeddedPostgres, type EmbeddedServer } from './postgres/embedded.ts';
 import { loadAuditSigningKey } from './audit/keys.ts';
 import { WitnessSubmitter } from './audit/witness-client.ts';
@@ -54,6 +55,8 @@ export type Runtime = {
   merchants: MerchantSites;
   /** Where the generated platform secret lives (null when it came from the environment). */
   serviceSecretFile: string | null;
+  /** Database settings that make acknowledgements not durable (fsync, synchronous_commit): one line each, for the log at start. */
+  warnings: string[];
   /** Absent when opened with `followers: false` (one-shot CLI commands). */
   readSide: ReadSide | undefined;
   close(): Promise<void>;
@@ -111,6 +114,7 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
   const db = openDb(url);
   try {
     const store = await openEventStore({ esdbUrl: config.esdbUrl, db, maxAppendBytes: config.maxAppendBytes });
+    const warnings = await durabilityWarnings(db).catch(() => []);
     const auditKey = await loadAuditSigningKey({ seedBase64: config.auditSigningKey, dataDir: config.dataDir });
     const secret = await loadServiceSecret(config);
     const vault = await Vault.open(db, await loadVaultMasterKey({ base64: config.vaultMasterKey, dataDir: config.dataDir }));
@@ -174,6 +178,7 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
       providers,
       merchants,
       serviceSecretFile: secret.file,
+      warnings,
       readSide,
       async close() {
         await witnessSubmitter?.stop().catch(() => {});

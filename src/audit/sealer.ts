@@ -4,7 +4,7 @@ import { DuplicateEventId, WrongExpectedRevision } from '../eventstore/port.ts';
 import type { Db, Queryable } from '../postgres/db.ts';
 import { ensureCheckpoint, PROGRESS_CHANNEL, readCheckpoint } from '../projector/checkpoints.ts';
 import { batches } from '../projector/follow.ts';
-import { CHECKPOINT_FLUSH_MS } from '../projector/runner.ts';
+import { CHECKPOINT_FLUSH_MS, pastHead } from '../projector/runner.ts';
 import type { Progress } from '../projector/progress.ts';
 import {
   type AuditEntry,
@@ -52,6 +52,9 @@ type Chain = {
   lastCheckpointAt: number;
   lock: Promise<unknown>;
 };
+
+/** A chain as this process saw it acknowledged: its size and last signed checkpoint. */
+export type ChainEvidence = { orgId: string; sequence: number; checkpoint: { size: number; root: string } | null };
 
 export type CheckpointEventData = {
   org_id: string;
@@ -129,6 +132,44 @@ export class Sealer {
     await this.flush().catch(() => {});
   }
 
+  /** What this process knows of each chain it loaded: its size and the last checkpoint it signed or read (evidence when the database went backwards). */
+  knownChains(): ChainEvidence[] {
+    return [...this.acknowledged.values()];
+  }
+
+  /**
+   * Each chain as this process last saw it committed (sealed and answered):
+   * kept apart from `chains`, which forgets a chain whenever a transaction
+   * that touched it rolls back.
+   */
+  private readonly acknowledged = new Map<string, ChainEvidence>();
+
+  /** Records the chains of `orgs` as they stand now, once committed. */
+  private acknowledge(orgs: Iterable<string>): void {
+    for (const org of orgs) {
+      const c = this.chains.get(org);
+      if (!c) continue;
+      const cur = this.acknowledged.get(org);
+      if (cur && cur.sequence > c.sequence) continue;
+      this.acknowledged.set(org, { orgId: org, sequence: c.sequence, checkpoint: c.lastCheckpoint ? { size: c.lastCheckpoint.size, root: c.lastCheckpoint.root.toString('hex') } : null });
+    }
+  }
+
+  /**
+   * Forgets every chain and position this process holds and starts again from
+   * the database (its checkpoint row, the chains' state rows and streams):
+   * after the database lost commits this process had seen (src/recovery.ts).
+   */
+  async rewind(): Promise<void> {
+    await this.stop();
+    this.chains.clear();
+    this.loading.clear();
+    this.acknowledged.clear();
+    this.position = '';
+    this.persisted = '';
+    await this.start();
+  }
+
   /**
    * The checkpoint row is written at most every CHECKPOINT_FLUSH_MS, never
    * backwards; after a restart the chains' own tips say what is already sealed.
@@ -140,6 +181,8 @@ export class Sealer {
     if (row > this.persisted) this.persisted = row;
     if (target <= this.persisted) return;
     await this.db.transaction(async (tx) => {
+      // Never past the log's head: a position read before the database lost commits (src/recovery.ts).
+      if (await pastHead(this.db, this.store, tx, target)) return;
       await tx.query(`UPDATE checkpoints SET position = $2, status = 'running', error = NULL, updated_at = now() WHERE name = $1 AND position < $2`, [SEALER_NAME, target]);
       await tx.query('SELECT pg_notify($1, $2)', [PROGRESS_CHANNEL, SEALER_NAME]);
     });
@@ -186,6 +229,7 @@ export class Sealer {
       else byOrg.set(org, [e]);
     }
     const written = await Promise.all([...byOrg].map(([org, events]) => this.withChain(org, (chain) => this.sealOrg(chain, events, this.storeAppend))));
+    this.acknowledge(byOrg.keys());
     return written.reduce((a, b) => (b > a ? b : a), '');
   }
 
@@ -383,7 +427,7 @@ export class Sealer {
     batch: readonly RecordedEvent[],
     alongside?: (entries: RecordedEvent[]) => Promise<unknown>,
     opts: { final?: boolean } = {},
-  ): Promise<{ written: RecordedEvent[]; forget: () => void; alongside: boolean; settled?: Promise<void> }> {
+  ): Promise<{ written: RecordedEvent[]; forget: () => void; landed: () => void; alongside: boolean; settled?: Promise<void> }> {
     const byOrg = new Map<string, RecordedEvent[]>();
     for (const e of batch) {
       if (isAuditStream(e.streamName)) continue;
@@ -392,6 +436,8 @@ export class Sealer {
       else byOrg.set(e.metadata.org_id, [e]);
     }
     const touched = [...byOrg.keys()];
+    // Called once the append transaction committed.
+    const landed = () => this.acknowledge(touched);
     const forget = () => {
       for (const org of touched) {
         this.chains.delete(org);
@@ -404,9 +450,9 @@ export class Sealer {
         if (planned && 'settled' in planned) {
           // Final: the answers arrive before the COMMIT's; a failure there fails the transaction.
           planned.settled.catch(() => forget());
-          return { written: planned.predicted, forget, alongside: true, settled: planned.settled };
+          return { written: planned.predicted, forget, landed, alongside: true, settled: planned.settled };
         }
-        if (planned) return { written: planned, forget, alongside: true };
+        if (planned) return { written: planned, forget, landed, alongside: true };
       } catch (err) {
         forget();
         throw err;
@@ -447,7 +493,7 @@ export class Sealer {
       forget();
       throw err;
     }
-    return { written, forget, alongside: false };
+    return { written, forget, landed, alongside: false };
   }
 
   /**

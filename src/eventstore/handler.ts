@@ -140,6 +140,15 @@ function remember(cache: Map<string, Folded>, stream: string, state: unknown, re
   if (cache.size > STATE_CACHE_MAX_STREAMS) cache.delete(cache.keys().next().value!);
 }
 
+/**
+ * Forgets every folded state cached for a store: its database lost commits
+ * this process had acknowledged (src/recovery.ts), so a cached state may fold
+ * events that no longer exist.
+ */
+export function forgetStates(store: EventStore): void {
+  folded.delete(store);
+}
+
 /** The cached folded state of a stream, without reading (undefined when this process has none). */
 export function cachedState<State>(store: EventStore, stream: string, decider: object): { state: State; revision: bigint | null } | undefined {
   const hit = cacheOf(store, decider).get(stream);

@@ -153,6 +153,26 @@ export class OutcomeUnknown extends EventStoreError {
   }
 }
 
+/**
+ * What a store saw when the database went backwards: the log head it had seen
+ * acknowledged (its own commits, other processes' NOTIFYs) against the head
+ * the database now holds (issue 46: synchronous_commit=off, or a failover to a
+ * standby that had not received the last commits).
+ */
+export type LogRewind = { knownHead: Position; databaseHead: Position; detectedAt: string; where: 'append' | 'read' };
+
+/**
+ * Refused, nothing written: the store found the database behind what it had
+ * already acknowledged and is reloading its state from the database. Safe to
+ * try again shortly (`reason` says why).
+ */
+export class StoreRecovering extends EventStoreError {
+  override name = 'StoreRecovering';
+  constructor(readonly reason: string) {
+    super('store_unavailable', `the event store is reloading its state: ${reason}`);
+  }
+}
+
 export class WrongExpectedRevision extends EventStoreError {
   override name = 'WrongExpectedRevision';
   constructor(

@@ -17,6 +17,7 @@ import {
   GuardFailed,
   OutcomeUnknown,
   type JsonObject,
+  type LogRewind,
   type NewEvent,
   type Position,
   type ReadAllOptions,
@@ -24,6 +25,7 @@ import {
   type ReadStreamOptions,
   type RecordedEvent,
   START,
+  StoreRecovering,
   type SubscribeOptions,
   type SubscriptionItem,
   WrongExpectedRevision,
@@ -51,6 +53,8 @@ const POSITION_DIGITS = 20;
 
 /** The message of the failure that says a predicted batch did not land as predicted (nothing of it was written). */
 const PREDICTION_MISSED = 'es_prediction_missed';
+/** The message (then `:` and the database's head) of the failure that says the log's head is behind what this process saw acknowledged. */
+const LOG_REWOUND = 'es_log_rewound';
 /** How many streams' revisions a process remembers for its predictions. */
 const REMEMBERED_REVISIONS = 100_000;
 
@@ -429,6 +433,20 @@ export class PostgresEventStore implements EventStore {
    * settled as any append whose answer was lost).
    */
   readonly predictions = { landed: 0, missed: 0, refused: 0, unknown: 0 };
+  /**
+   * Set while the store reloads after finding the database behind what it had
+   * acknowledged: appends are refused (StoreRecovering, nothing written) until
+   * `resume`. Readiness reports it.
+   */
+  recovering: LogRewind | undefined;
+  /**
+   * Called once when the database is found behind this process's known head
+   * (src/recovery.ts heals the read side and says so). Without it the store
+   * only forgets its own memory of the lost log and goes on.
+   */
+  onRewind: ((rewind: LogRewind) => void) | undefined;
+  /** How many times the store forgot a lost future (a subscription standing past the new head steps back to it). */
+  private rewinds = 0;
 
   private constructor(
     private readonly db: Db,
@@ -481,6 +499,7 @@ export class PostgresEventStore implements EventStore {
 
   private enqueue(append: Omit<Pending, 'resolve' | 'reject'>): Promise<AppendResult> {
     if (this.closed) return Promise.reject(new EventStoreError('store_unavailable', 'event store is closed'));
+    if (this.recovering) return Promise.reject(new StoreRecovering(PostgresEventStore.reason(this.recovering)));
     return new Promise((resolve, reject) => {
       this.queue.push({ ...append, resolve, reject });
       if (!this.draining) {
@@ -526,9 +545,22 @@ export class PostgresEventStore implements EventStore {
 
   /** Commits a batch; answers how to answer it. Failures are settled here (each append answered or refused). */
   private async commitOrSettle(batch: Pending[]): Promise<(() => void) | undefined> {
+    if (this.recovering) {
+      const refused = new StoreRecovering(PostgresEventStore.reason(this.recovering));
+      for (const p of batch) p.reject(refused);
+      return undefined;
+    }
     try {
       return await this.commit(batch);
     } catch (err) {
+      const rewound = PostgresEventStore.rewoundHead(err);
+      if (rewound !== undefined) {
+        // Nothing of the batch was written (the statement failed): refused, safe to try again once reloaded.
+        this.rewound(rewound, 'append');
+        const refused = new StoreRecovering(this.recovering ? PostgresEventStore.reason(this.recovering) : 'the database was behind this process');
+        for (const p of batch) p.reject(refused);
+        return undefined;
+      }
       const rest = await this.settleUnknown(batch, err);
       if (rest.length === 1 && batch.length === 1) {
         rest[0]!.reject(this.mapError(err));
@@ -631,8 +663,18 @@ export class PostgresEventStore implements EventStore {
     return [streams, expected, counts, eventAppend, eventK, ids, types, `[${data.join(',')}]`, `[${metadata.join(',')}]`, guardStreams, guardExpected, recordedAt];
   }
 
+  /**
+   * $13: the log head this process had seen acknowledged when it sent the
+   * statement. The statement fails (LOG_REWOUND, nothing written) if the head
+   * the database held when the statement started is behind it: the database
+   * lost commits this process acknowledged (docs/decisions.md, "When the
+   * database goes backwards"). The check reads the head as of the statement's
+   * start (the function's own update is later), never past what committed.
+   */
   private static readonly APPEND_SQL =
-    'SELECT ok, actual, guard_actual, last_revision, last_position, coalesce($12::timestamptz, now()) AS at FROM es_append($1::text[], $2::bigint[], $3::int[], $4::int[], $5::int[], $6::uuid[], $7::text[], $8::json, $9::json, $10::text[], $11::bigint[], $12::timestamptz)';
+    `SELECT ok, actual, guard_actual, last_revision, last_position, coalesce($12::timestamptz, now()) AS at,
+       (SELECT es_expect(h.position >= $13::bigint, '${LOG_REWOUND}:' || h.position) FROM es_log_head h WHERE h.id = 1) AS held
+     FROM es_append($1::text[], $2::bigint[], $3::int[], $4::int[], $5::int[], $6::uuid[], $7::text[], $8::json, $9::json, $10::text[], $11::bigint[], $12::timestamptz)`;
 
   /**
    * A predicted batch's append: the same function, with the recorded_at the
@@ -701,7 +743,8 @@ export class PostgresEventStore implements EventStore {
     const hook: { after: InlineOutcome | void } = { after: undefined };
     // Everything the transaction wrote to the log (the batch, and the inline followers' appends).
     const written: RecordedEvent[] = [];
-    const params = PostgresEventStore.encode(batch);
+    // The head this process has seen acknowledged: the append fails, writing nothing, if the database is behind it.
+    const params = [...PostgresEventStore.encode(batch), parsePosition(this.knownHead).toString()];
     // A batch of checks only (no events) needs no followers and no transaction.
     const inline = useInline && batch.some((p) => p.events.length > 0) ? this.inline : undefined;
     const plan = inline ? this.predict(batch) : undefined;
@@ -710,7 +753,7 @@ export class PostgresEventStore implements EventStore {
       if (done) return done;
     }
     if (!inline) {
-      rows = (await this.db.query<AppendRow>(PostgresEventStore.APPEND_SQL, params, { name: 'es_append_v6' })).rows;
+      rows = (await this.db.query<AppendRow>(PostgresEventStore.APPEND_SQL, params, { name: 'es_append_v7' })).rows;
       if (rows.length !== batch.length) throw new Error(`es_append answered ${rows.length} rows for ${batch.length} appends`);
     } else {
       // Inline followers: the read models and the audit chain advance in the
@@ -721,7 +764,7 @@ export class PostgresEventStore implements EventStore {
         rows = await this.db.transaction(async (tx) => {
           const itx = this.inlineTx(tx, written);
           // The followers' preparation travels with the append (the transaction pipelines).
-          const appending = tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, params, { name: 'es_append_v6' });
+          const appending = tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, params, { name: 'es_append_v7' });
           const prepared = inline.prepare(itx);
           prepared.catch(() => {});
           const rs = (await appending).rows;
@@ -979,7 +1022,7 @@ export class PostgresEventStore implements EventStore {
       query: (text, params, opts) => tx.query(text, params, opts),
       append: async (appends) => {
         const items = appends.map((a) => ({ stream: a.stream, expected: a.expectedRevision, events: checkAppend(a.stream, a.events, a.expectedRevision, randomUUID, this.maxAppendBytes) }));
-        const { rows } = await tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, PostgresEventStore.encode(items, recordedAt), { name: 'es_append_v6' });
+        const { rows } = await tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, [...PostgresEventStore.encode(items, recordedAt), '0'], { name: 'es_append_v7' });
         return items.map((p, i) => {
           const r = rows[i]!;
           if (r.ok) {
@@ -1048,8 +1091,57 @@ export class PostgresEventStore implements EventStore {
     return readAllOn(this.db, opts);
   }
 
-  headPosition(): Promise<Position> {
-    return headPositionOn(this.db);
+  async headPosition(): Promise<Position> {
+    const known = this.knownHead;
+    const head = await headPositionOn(this.db);
+    if (head < known) this.rewound(head, 'read');
+    return head;
+  }
+
+  /** Why appends are refused while recovering, in a sentence. */
+  static reason(r: LogRewind): string {
+    return `the database's event log ends at position ${r.databaseHead || '0'}, behind position ${r.knownHead} this process had already seen acknowledged (lost commits: synchronous_commit=off or a failover to an asynchronous standby); reloading from the database`;
+  }
+
+  /** The database's head in a LOG_REWOUND failure (undefined for any other error). */
+  private static rewoundHead(err: unknown): Position | undefined {
+    const m = new RegExp(`^${LOG_REWOUND}:(\\d+)$`).exec((err as { message?: string })?.message ?? '');
+    return m ? formatPosition(BigInt(m[1]!)) : undefined;
+  }
+
+  /** The database is behind what this process saw acknowledged: refuse appends and hand over to whoever heals (once). */
+  private rewound(databaseHead: Position, where: LogRewind['where']): void {
+    if (this.recovering || databaseHead >= this.knownHead) return;
+    const rewind: LogRewind = { knownHead: this.knownHead, databaseHead, detectedAt: new Date().toISOString(), where };
+    if (!this.onRewind) {
+      this.forgetFuture(databaseHead);
+      return;
+    }
+    this.recovering = rewind;
+    this.onRewind(rewind);
+  }
+
+  /**
+   * Forgets everything this process remembers of the log past `head` (its
+   * known, own and locked heads, the local tail, the streams' revisions behind
+   * its predictions); subscriptions standing past `head` step back to it.
+   */
+  forgetFuture(head: Position): void {
+    this.knownHead = head;
+    this.lockedHead = head;
+    this.ownHead = undefined;
+    this.tail.clear();
+    this.tailEvents = 0;
+    this.revisions.clear();
+    this.misses = 0;
+    this.skipPredictions = 0;
+    this.rewinds++;
+    this.signal.fire();
+  }
+
+  /** Appends are accepted again (the state that remembered the lost log was reloaded). */
+  resume(): void {
+    this.recovering = undefined;
   }
 
   /**
@@ -1105,8 +1197,17 @@ export class PostgresEventStore implements EventStore {
     let after = opts.after ?? START;
     parsePosition(after);
     let caughtUp = false;
+    let rewinds = this.rewinds;
     while (!signal?.aborted && !this.closed) {
       const woken = this.signal.next();
+      if (rewinds !== this.rewinds) {
+        // The database lost the log past its head: what was delivered past it no longer exists, and
+        // new events take those positions again. Continue from the head (the follower's own state
+        // is reloaded by whoever heals: src/recovery.ts).
+        rewinds = this.rewinds;
+        if (after > this.knownHead) after = this.knownHead;
+        caughtUp = false;
+      }
       if (caughtUp && !filter) {
         // This process's own commits, straight from memory while they continue exactly where we stand.
         let served = false;

@@ -10,6 +10,7 @@ import { consistencyProofFromStore, inclusionProofFromStore, readTile, TILE_WIDT
 import { auditStream } from '../audit/chain.ts';
 import { UNWITNESSED_TYPES } from '../audit/witness-client.ts';
 import { loadState } from '../eventstore/handler.ts';
+import { REWIND_INCIDENT_KIND } from '../recovery.ts';
 import { ApiError, forbidden } from './errors.ts';
 import { defineRoute, type AppDeps, type Ctx } from './route.ts';
 import { Timestamp, isoText as TS } from './schemas.ts';
@@ -121,10 +122,13 @@ async function health(deps: AppDeps, orgId: string): Promise<z.infer<typeof Heal
     )
   ).rows[0];
   const now = deps.now().getTime();
-  const open = (await deps.db.query<{ id: string; detected_at: string; detected_at_sequence: number }>(
-    `SELECT id, ${TS('detected_at')} AS detected_at, detected_at_sequence::int FROM audit_incidents WHERE org_id = $1 AND status = 'open' ORDER BY detected_at, id`,
+  const openRows = (await deps.db.query<{ id: string; detected_at: string; detected_at_sequence: number; kind: string; detail: string }>(
+    `SELECT id, ${TS('detected_at')} AS detected_at, detected_at_sequence::int, kind, detail FROM audit_incidents WHERE org_id = $1 AND status = 'open' ORDER BY detected_at, id`,
     [orgId],
   )).rows;
+  const open = openRows.map(({ id, detected_at, detected_at_sequence }) => ({ id, detected_at, detected_at_sequence }));
+  // The database lost acknowledged commits (src/recovery.ts): broken until a person acknowledges the incident.
+  const rewound = openRows.find((r) => r.kind === REWIND_INCIDENT_KIND);
   const acked = Number((await deps.db.query<{ n: string }>(`SELECT count(*)::text AS n FROM audit_incidents WHERE org_id = $1 AND status = 'acknowledged' AND acknowledged_at > $2`, [orgId, new Date(now - 30 * DAY_MS).toISOString()])).rows[0]!.n);
   const checked = v?.last_checked_at ? Date.parse(v.last_checked_at) : null;
   const staleness = checked === null ? null : Math.max(0, Math.floor((now - checked) / 1000));
@@ -133,7 +137,10 @@ async function health(deps: AppDeps, orgId: string): Promise<z.infer<typeof Heal
   const tipGap = gaps.some((g) => g.to_sequence >= tip);
   let actionable: z.infer<typeof Health>['actionable_status'];
   let detail: string;
-  if (!v || v.last_checked_at === null) {
+  if (rewound) {
+    actionable = 'broken';
+    detail = `The database lost writes this service had acknowledged (incident ${rewound.id}): ${rewound.detail}`;
+  } else if (!v || v.last_checked_at === null) {
     actionable = 'verifying';
     detail = v?.in_progress ? 'The first verification walk of this chain is in progress.' : 'No verification run has happened yet for this chain.';
   } else if (v.first_problem) {

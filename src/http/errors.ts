@@ -1,6 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Rejection } from '../eventstore/handler.ts';
-import { AppendTooLarge, OutcomeUnknown } from '../eventstore/port.ts';
+import { AppendTooLarge, EventStoreError, OutcomeUnknown, StoreRecovering } from '../eventstore/port.ts';
 import { isShared } from '../projector/readcache.ts';
 import { jsonText } from './exact-json.ts';
 
@@ -138,6 +138,17 @@ export function errorResponse(err: unknown, requestId: string): ErrorResponse {
   if (err instanceof OutcomeUnknown) {
     return env(503, 'write_outcome_unknown', 'the store could not confirm whether this request was recorded: read the resource before repeating it; the same Idempotency-Key answers this again', { retry_safe: false });
   }
+  // The database lost commits this instance had acknowledged and the instance is
+  // reloading its state (src/recovery.ts): nothing of this request was written.
+  if (err instanceof StoreRecovering) {
+    return { ...env(503, 'store_recovering', `${err.reason}; nothing of this request was written: retry shortly`, { retriable: true }), headers: { 'retry-after': '1' } };
+  }
+  // The event store or the database could not be reached (a restart, a
+  // failover): refused before anything of the request was recorded (an
+  // append whose outcome is unknown is OutcomeUnknown, above).
+  if ((err instanceof EventStoreError && err.code === 'store_unavailable') || isConnectionFailure(err)) {
+    return { ...env(503, 'store_unavailable', 'the database could not be reached; retry shortly with the same Idempotency-Key', { retriable: true }), headers: { 'retry-after': '1' } };
+  }
   // The request would record more than the event store takes in one append
   // (refused before anything was written): its content is too large.
   if (err instanceof AppendTooLarge) {
@@ -155,6 +166,20 @@ export function errorResponse(err: unknown, requestId: string): ErrorResponse {
   }
   if (typeof fe?.statusCode === 'number' && fe.statusCode >= 400 && fe.statusCode < 500) return env(fe.statusCode, 'bad_request', 'the request could not be read');
   return env(500, 'internal_error', 'the request could not be completed; it is safe to retry with the same Idempotency-Key');
+}
+
+/**
+ * A failure of the connection to PostgreSQL rather than an answer to a
+ * statement: the server shutting down or restarting (SQLSTATE class 57P0x:
+ * admin shutdown, crash shutdown, cannot connect now), a connection exception
+ * (class 08), or the socket itself.
+ */
+function isConnectionFailure(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: unknown } | undefined;
+  const code = typeof e?.code === 'string' ? e.code : '';
+  if (/^57P0[123]$/.test(code) || code.startsWith('08') || code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === 'EPIPE') return true;
+  const msg = typeof e?.message === 'string' ? e.message : '';
+  return /^Connection terminated|^Client has encountered a connection error|^terminating connection/.test(msg);
 }
 
 /** JSON of shared read-cache values (deeply frozen: src/projector/readcache.ts), encoded once. */

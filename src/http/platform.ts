@@ -1,6 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { listCheckpoints } from '../projector/checkpoints.ts';
+import type { LogRewind } from '../eventstore/port.ts';
+import { PostgresEventStore } from '../eventstore/postgres.ts';
 import { buildOpenApi } from './openapi.ts';
 import { defineRoute, type AppDeps } from './route.ts';
 
@@ -33,12 +35,18 @@ export async function platformRoutes(app: FastifyInstance, deps: AppDeps): Promi
       503: z.object({ status: z.literal('not_ready'), reason: z.string(), followers: z.array(Follower) }),
     },
     async handler({ deps }) {
+      // The database went backwards and this instance is reloading its state (src/recovery.ts).
+      const recovering = () => (deps.store as { recovering?: LogRewind }).recovering;
+      const reloading = (r: LogRewind) => ({ status: 503 as const, body: { status: 'not_ready' as const, reason: PostgresEventStore.reason(r), followers: [] } });
       let head: string;
       try {
         head = await deps.store.headPosition();
       } catch {
         return { status: 503, body: { status: 'not_ready', reason: 'event store unreachable', followers: [] } };
       }
+      // Reading the head is itself a check: a head behind what was acknowledged starts the recovery.
+      const rewind = recovering();
+      if (rewind) return reloading(rewind);
       const followers = (await listCheckpoints(deps.db)).map((c) => ({ name: c.name, kind: c.kind, status: c.status, position: c.position, caught_up: c.position >= head, error: c.error }));
       const failed = followers.find((f) => f.status === 'failed');
       if (failed) return { status: 503, body: { status: 'not_ready', reason: `${failed.name} failed: ${failed.error ?? ''}`, followers } };

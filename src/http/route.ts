@@ -250,7 +250,9 @@ export function defineRoute<P, Q, B, M extends AuthMode>(app: FastifyInstance, d
           // after a write of this request was acknowledged, or a write the
           // store could not confirm either way, means the request may have
           // taken effect: running it again could do twice what it did once.
-          const unexpected = (r.body as { error?: { code?: string } } | undefined)?.error?.code === 'internal_error';
+          const code = (r.body as { error?: { code?: string } } | undefined)?.error?.code;
+          // The database unreachable or reloading (errors.ts) is as unexpected as an internal error once a write stood.
+          const unexpected = code === 'internal_error' || code === 'store_unavailable' || code === 'store_recovering';
           if ((wrote && unexpected) || err instanceof OutcomeUnknown) {
             // The key keeps this answer.
             req.log.error({ err }, 'request failed after it may have written');

@@ -86,6 +86,7 @@ export function inlineFollower(projections: readonly Projection[], sealer: Seale
     };
     let all = events;
     let forget: (() => void) | undefined;
+    let sealedLanded: (() => void) | undefined;
     let applied: string[] | undefined;
     // Final (Sealer.sealInline): the statements are not awaited; the COMMIT goes right behind them.
     let settled: Promise<void> | undefined;
@@ -107,6 +108,7 @@ export function inlineFollower(projections: readonly Projection[], sealer: Seale
         { final: opts.final === true },
       );
       forget = sealed.forget;
+      sealedLanded = sealed.landed;
       if (sealed.written.length > 0) all = [...events, ...sealed.written];
       if (sealed.alongside) applied = alongside;
       settled = sealed.settled;
@@ -134,6 +136,7 @@ export function inlineFollower(projections: readonly Projection[], sealer: Seale
       return {
         settled: answered,
         landed: () => {
+          sealedLanded?.();
           standing = { names: caught.map((r) => r.name), head };
         },
         committed: () => {

@@ -39,6 +39,21 @@ export class Progress {
     for (const w of this.waiters) w();
   }
 
+  /** Bumped when the positions were forgotten (rewind): a position seen before may name another event now. */
+  epoch = 0;
+
+  /**
+   * Forgets every position (the database lost commits this process had seen:
+   * positions past its head will be taken again by other events) and reads the
+   * checkpoint rows again.
+   */
+  async rewind(): Promise<void> {
+    this.epoch++;
+    this.positions.clear();
+    this.rows.clear();
+    await this.refresh();
+  }
+
   /** The last known position of one follower. */
   position(name: string): Position | undefined {
     return this.positions.get(name);

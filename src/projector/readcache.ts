@@ -8,7 +8,7 @@ import { appliedKey } from './checkpoints.ts';
 // so a write acknowledged here (which waits for the projection) is visible to
 // the next read here. Positions of other processes' progress arrive by NOTIFY.
 
-export type PositionSource = { position(name: string): Position | undefined };
+export type PositionSource = { position(name: string): Position | undefined; epoch?: number };
 
 export class ReadCache<V> {
   private readonly entries = new Map<string, { at: Position; value: V }>();
@@ -29,13 +29,13 @@ export class ReadCache<V> {
    * src/http/route.ts).
    */
   async get(key: string, load: () => Promise<V>): Promise<V> {
-    const now = this.progress.position(this.applied);
+    const now = this.version();
     if (now === undefined) return load();
     const hit = this.entries.get(key);
     if (hit && hit.at === now) return hit.value;
     const value = deepFreeze(await load());
     // Store only if the projection did not move while loading.
-    if (this.progress.position(this.applied) === now) {
+    if (this.version() === now) {
       if (this.entries.size >= this.maxEntries) this.entries.clear();
       this.entries.set(key, { at: now, value });
     }
@@ -48,7 +48,9 @@ export class ReadCache<V> {
    * (undefined: not known yet, keep nothing).
    */
   version(): Position | undefined {
-    return this.progress.position(this.applied);
+    const at = this.progress.position(this.applied);
+    // After a rewind (src/recovery.ts) the same position may name other events: the epoch tells them apart.
+    return at === undefined ? undefined : `${this.progress.epoch ?? 0}/${at}`;
   }
 
   clear(): void {

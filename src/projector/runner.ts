@@ -89,6 +89,12 @@ class ApplyError extends Error {
   }
 }
 
+/** Whether `position` lies past the head of the log (Postgres store on this database; false when it cannot tell). */
+export async function pastHead(db: Db, store: EventStore, tx: Queryable, position: Position): Promise<boolean> {
+  const log = store instanceof PostgresEventStore ? store.readerIn(db, tx) : undefined;
+  return log !== undefined && position > (await log.headPosition());
+}
+
 export type RunnerState = { name: string; status: 'running' | 'failed' | 'stopped'; position: Position; error?: string };
 
 export class ProjectionRunner {
@@ -162,6 +168,8 @@ export class ProjectionRunner {
           await this.db.transaction(async (tx) => {
             const now = await readCheckpoint(tx, p.name, true);
             if (!now || now.version !== p.version || now.position < persisted) return;
+            // Never past the log's head: a position read before the database lost commits (src/recovery.ts).
+            if (await pastHead(this.db, this.store, tx, target)) return;
             if (now.position < target) await advanceCheckpoint(tx, p.name, target);
             persisted = now.position < target ? target : now.position;
           });
