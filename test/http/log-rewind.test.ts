@@ -191,7 +191,7 @@ t.test('the database loses acknowledged spends: noticed, 503 while reloading, no
   t.ok(recovery.history[0]!.healedAt, 'healed');
 });
 
-t.test('the database's connections terminated under concurrent spends (nothing lost): no 500, every acknowledged spend kept, spends right after', async (t) => {
+t.test('the database connections terminated under concurrent spends (nothing lost): no 500, every acknowledged spend kept, spends right after', async (t) => {
   const before = (await approvedInLog()).length;
   const answers: Answer[] = [];
   const killer = (async () => {
