@@ -111,6 +111,30 @@ export const REJECTION_STATUS: Record<string, number> = {
   negotiation_exists: 409,
   tool_not_found: 404,
   sweep_in_progress: 409,
+  // sessions and tool calls
+  session_closed: 409,
+  server_unknown: 404,
+  tool_unknown: 404,
+  invalid_input: 400,
+  not_connected: 424,
+  provider_error: 502,
+  invalid_held_call: 409,
+};
+
+/**
+ * Rejection codes the spec answers in their own shape, not the envelope: the
+ * status and the whole body, from the rejection (use cases throw the code;
+ * only this table knows the wire shape).
+ */
+export const RAW_REJECTIONS: Readonly<Record<string, (r: Rejection) => { status: number; body: unknown }>> = {
+  // A policy's denial or hold (Part 7): the bare 403 {reason, ruleType, ruleId} (+ approval_id, expires_at), the details whole.
+  policy_denied: (r) => ({ status: 403, body: r.details ?? {} }),
+  approval_required: (r) => ({ status: 403, body: r.details ?? {} }),
+  // Test-mode mocks (spec 7): the code at the top level.
+  mocks_not_permitted: (r) => ({ status: 403, body: { code: r.code, message: r.message } }),
+  tool_not_mocked: (r) => ({ status: 422, body: { code: r.code, message: r.message } }),
+  // The open-session quota: {error, message, limit, current}.
+  quota_exceeded: (r) => ({ status: 403, body: { error: r.code, message: r.message, ...r.details } }),
 };
 
 export function envelope(code: string, message: string, requestId: string, details?: Record<string, unknown>) {
@@ -134,6 +158,7 @@ export function errorResponse(err: unknown, requestId: string): ErrorResponse {
   });
   if (err instanceof RawHttpError) return { status: err.status, body: err.body, headers: err.headers };
   if (err instanceof ApiError) return env(err.status, err.code, err.message, err.details);
+  if (err instanceof Rejection && Object.hasOwn(RAW_REJECTIONS, err.code)) return { ...RAW_REJECTIONS[err.code]!(err), headers: {} };
   if (err instanceof Rejection) return env(REJECTION_STATUS[err.code] ?? 409, err.code, err.message, err.details);
   if (err instanceof OutcomeUnknown) {
     return env(503, 'write_outcome_unknown', 'the store could not confirm whether this request was recorded: read the resource before repeating it; the same Idempotency-Key answers this again', { retry_safe: false });
