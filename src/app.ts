@@ -7,13 +7,14 @@ import { IdempotencyStore, migrateIdempotency } from './http/idempotency.ts';
 import { orgRoutes } from './http/orgs.ts';
 import { agentRoutes } from './http/agents.ts';
 import { consumerRoutes } from './http/consumers.ts';
-import { mandateRoutes } from './http/mandates.ts';
+import { mandateRoutes, mandateSpendExecutor } from './http/mandates.ts';
 import { auditRoutes } from './http/audit.ts';
 import { webhookRoutes } from './http/webhooks.ts';
 import { bankConsentRoutes } from './http/bank-consents.ts';
-import { x402Routes } from './http/x402.ts';
+import { x402ExecuteExecutor, x402Routes } from './http/x402.ts';
 import { policyRoutes } from './http/policies.ts';
-import { approvalRoutes } from './http/approvals.ts';
+import { approvalRoutes, registeredApprovalExecutor } from './http/approvals.ts';
+import { ApprovalExecutors } from './usecases/approval-executors.ts';
 import { oauthRoutes } from './http/oauth.ts';
 import { oauthUrls, type OAuthOptions } from './http/oauth-common.ts';
 import { commerceMemoryRoutes } from './http/commerce-memory.ts';
@@ -211,6 +212,13 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     merchants: opts.merchants ?? {},
     ...(opts.browserWorker !== undefined ? { browserWorker: opts.browserWorker } : {}),
     ...(opts.auditWitnesses ? { auditWitnesses: opts.auditWitnesses } : {}),
+    // What runs an approved held call, by tool name: every family whose calls a policy can hold, listed here.
+    approvalExecutors: new ApprovalExecutors([
+      ['mandate.spend', mandateSpendExecutor],
+      ['x402.execute', x402ExecuteExecutor],
+      // The provider tools (and their proxy calls) until the session routes export their executors.
+      ['*/', registeredApprovalExecutor],
+    ]),
     providers: new ProviderTools(opts.db, opts.vault, opts.providers ?? { catalog: Catalog.load(), client: new HttpProvider({ allow: opts.webhookTargets ?? { loopback: false, private: false } }), sandbox: undefined }, { store: opts.store, now: opts.now ?? (() => new Date()), waitFor: (p, ms) => opts.readSide.waitFor(p, ms) }),
   };
 

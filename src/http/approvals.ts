@@ -1,11 +1,12 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { approvalDecider, approvalStream } from '../../commands/approval.ts';
-import { lastApprovalSweep, migrateApprovalSweeps } from '../reactors/approval-expiry.ts';
+import { migrateApprovalSweeps } from '../reactors/approval-expiry.ts';
 import type { Run } from '../policy/evaluator.ts';
-import { ApiError, forbidden, RawHttpError, errorResponse } from './errors.ts';
+import type { ApprovalExecutor as HeldCallExecutor } from '../usecases/approval-executors.ts';
+import { approvalsHealth, decideApproval, findApproval, getApproval, listApprovals } from '../usecases/approvals.ts';
+import { forbidden, RawHttpError, errorResponse } from './errors.ts';
 import { defineRoute, type AppDeps } from './route.ts';
-import { IdParam, isoText as TS, Timestamp } from './schemas.ts';
+import { IdParam, Timestamp } from './schemas.ts';
 import { type Auth, type ServiceAuth } from './auth.ts';
 
 // Approvals (spec Part 2 Approval, 4.10): a call held by an approval-required
@@ -47,27 +48,33 @@ export function registerApprovalExecutor(toolName: string, fn: ApprovalExecutor)
 function executorFor(toolName: string): ApprovalExecutor | undefined {
   return executors.get(toolName) ?? [...executors].find(([k]) => k.endsWith('/') && toolName.startsWith(k))?.[1] ?? (toolName.includes('/') ? executors.get('*/') : undefined);
 }
+/**
+ * Until every family exports its executor to the composition root's list, the
+ * ones still registered here run through this one entry (src/app.ts lists it
+ * under the provider tools' key); it goes away with registerApprovalExecutor.
+ */
+export const registeredApprovalExecutor: HeldCallExecutor = async (call, ports, run) => {
+  const exec = executorFor(call.tool_name);
+  if (!exec) return { error: { code: 'no_executor', message: `no executor for ${call.tool_name}` } };
+  return exec(call as ApprovalView, ports as AppDeps, run);
+};
 
-const COLUMNS = `id, org_id, project_id, session_id, agent_id, matched_rule_id, matched_rule_name, tool_name, tool_input, status,
-  ${TS('decided_at')} AS decided_at, decided_by, decision_reason, ${TS('executed_at')} AS executed_at, execution_result,
-  ${TS('created_at')} AS created_at, ${TS('expires_at')} AS expires_at`;
+/** An executor's failure as the approval records it: the status and the error body it would have answered. */
+function failureResult(err: unknown): Record<string, unknown> {
+  const e = errorResponse(err, 'approval');
+  const b = e.body as { error?: unknown; reason?: unknown };
+  return { status: e.status, ...(typeof b.error === 'object' ? { error: b.error } : { error: b }) };
+}
 
 export async function approvalRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   await migrateApprovalSweeps(deps.db);
   /** A key bound to one project sees that project's approvals only (another project's answer as absent ones). */
   const boundTo = (auth: Auth): string | null => (auth.kind === 'api_key' && auth.projectBound ? auth.projectId : null);
-  const one = async (orgId: string, id: string, project: string | null = null) =>
-    (await deps.db.query<ApprovalView>(`SELECT ${COLUMNS} FROM approvals WHERE org_id = $1 AND id = $2 AND ($3::text IS NULL OR project_id = $3)`, [orgId, id, project])).rows[0];
-  const mustOne = async (orgId: string, id: string, project: string | null = null) => {
-    const a = await one(orgId, id, project);
-    if (!a) throw new ApiError(404, 'not_found', 'approval not found');
-    return a;
-  };
   /** Deciding a held call needs admin in the call's project: a project-level override raises or narrows the organization role, except for owners. */
   const mustAdminIn = (auth: ServiceAuth, projectId: string | null) => deps.auth.requireRoleIn(auth, projectId, 'admin');
   /** Before the body is read: admin in the held call's project (in the organization when there is no such approval: a member gets 403, an admin 404). */
   const adminInItsProject = async ({ auth, params }: { auth: ServiceAuth; params: Readonly<Record<string, string>> }) =>
-    mustAdminIn(auth, (await one(auth.orgId, params.id ?? '', null))?.project_id ?? null);
+    mustAdminIn(auth, (await findApproval(deps, auth.orgId, params.id ?? '', null))?.project_id ?? null);
   const orgPath = (auth: Auth, orgId: string) => {
     if (!('orgId' in auth) || auth.orgId !== orgId) throw forbidden('orgId is not the authenticated organization');
     return orgId;
@@ -85,11 +92,7 @@ export async function approvalRoutes(app: FastifyInstance, deps: AppDeps): Promi
     responses: { 200: z.object({ data: z.array(Approval) }) },
     errors: [[400, 'invalid_query'], [401, 'unauthorized'], [403, 'forbidden']],
     async handler({ auth, query }) {
-      const { rows } = await deps.db.query<ApprovalView>(
-        `SELECT ${COLUMNS} FROM approvals WHERE org_id = $1 AND ($2::text IS NULL OR status = $2) AND ($4::text IS NULL OR project_id = $4) ORDER BY created_at DESC, id DESC LIMIT $3`,
-        [auth.orgId, query.status ?? null, query.limit, boundTo(auth)],
-      );
-      return { status: 200, body: { data: rows } };
+      return { status: 200, body: { data: await listApprovals(deps, auth.orgId, { status: query.status ?? null, limit: query.limit, projectId: boundTo(auth) }) } };
     },
   });
 
@@ -105,7 +108,7 @@ export async function approvalRoutes(app: FastifyInstance, deps: AppDeps): Promi
     responses: { 200: Approval },
     errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
     async handler({ auth, params }) {
-      return { status: 200, body: await mustOne(auth.orgId, params.id, boundTo(auth)) };
+      return { status: 200, body: await getApproval(deps, auth.orgId, params.id, boundTo(auth)) };
     },
   });
 
@@ -122,29 +125,8 @@ export async function approvalRoutes(app: FastifyInstance, deps: AppDeps): Promi
     errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'human_session_required'], [403, 'insufficient_role'], [404, 'not_found'], [409, 'approval_not_pending'], [409, 'approval_expired']],
     authorize: adminInItsProject,
     async handler({ auth, params, body, run }) {
-      const current = await mustOne(auth.orgId, params.id);
-      // Only the append that moves pending → approved at the stream's revision
-      // wins; a concurrent second approve is refused, so the call runs once.
-      const r = await run(approvalDecider, approvalStream(params.id), { type: 'decide', orgId: auth.orgId, decision: body.decision, by: auth.userId, reason: body.reason ?? null }, { projectId: current.project_id, conflictCode: 'approval_not_pending' });
-      if (body.decision === 'approve' && r.changed) {
-        const approval = await mustOne(auth.orgId, params.id);
-        const exec = executorFor(approval.tool_name);
-        let ok = false;
-        let result: Record<string, unknown>;
-        if (!exec) result = { error: { code: 'no_executor', message: `no executor for ${approval.tool_name}` } };
-        else {
-          try {
-            result = await exec(approval, deps, run);
-            ok = true;
-          } catch (err) {
-            const e = errorResponse(err, 'approval');
-            const b = e.body as { error?: unknown; reason?: unknown };
-            result = { status: e.status, ...(typeof b.error === 'object' ? { error: b.error } : { error: b }) };
-          }
-        }
-        await run(approvalDecider, approvalStream(params.id), { type: 'record_execution', ok, result }, { projectId: current.project_id });
-      }
-      return { status: 200, body: await mustOne(auth.orgId, params.id) };
+      const decided = await decideApproval(deps, run, { orgId: auth.orgId, id: params.id, decision: body.decision, reason: body.reason ?? null, by: auth.userId }, failureResult);
+      return { status: 200, body: decided };
     },
   });
 
@@ -160,7 +142,7 @@ export async function approvalRoutes(app: FastifyInstance, deps: AppDeps): Promi
     errors: [[401, 'unauthorized'], [403, 'human_session_required'], [403, 'insufficient_role'], [404, 'not_found']],
     authorize: adminInItsProject,
     async handler({ auth, params }) {
-      const a = await mustOne(auth.orgId, params.id);
+      const a = await getApproval(deps, auth.orgId, params.id);
       const esc = (s: string) => s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
       const form =
         a.status === 'pending'
@@ -195,14 +177,7 @@ ${form}</body></html>`;
     responses: { 200: z.object({ status: z.literal('ok'), pending_count: z.number().int(), oldest_pending_age_seconds: z.number().int().nullable(), last_sweep_at: Timestamp.nullable() }) },
     errors: [[401, 'unauthorized'], [403, 'forbidden'], [403, 'insufficient_role'], [404, 'not_found']],
     async handler({ auth, params }) {
-      const orgId = orgPath(auth, params.orgId);
-      const { rows } = await deps.db.query<{ n: string; oldest: string | null }>(
-        `SELECT count(*)::text AS n, ${TS('min(created_at)')} AS oldest FROM approvals WHERE org_id = $1 AND status = 'pending'`,
-        [orgId],
-      );
-      const oldest = rows[0]?.oldest;
-      const age = oldest ? Math.max(0, Math.floor((deps.now().getTime() - Date.parse(oldest)) / 1000)) : null;
-      return { status: 200, body: { status: 'ok' as const, pending_count: Number(rows[0]?.n ?? 0), oldest_pending_age_seconds: age, last_sweep_at: await lastApprovalSweep(deps.db) } };
+      return { status: 200, body: await approvalsHealth(deps, orgPath(auth, params.orgId)) };
     },
   });
 
@@ -219,7 +194,7 @@ ${form}</body></html>`;
     responses: { 200: Approval },
     errors: [[401, 'unauthorized'], [403, 'forbidden'], [403, 'insufficient_role'], [404, 'not_found']],
     async handler({ auth, params }) {
-      return { status: 200, body: await mustOne(orgPath(auth, params.orgId), params.id) };
+      return { status: 200, body: await getApproval(deps, orgPath(auth, params.orgId), params.id) };
     },
   });
 }

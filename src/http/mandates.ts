@@ -12,7 +12,9 @@ import { defineRoute, type AppDeps, type Ctx } from './route.ts';
 import { IdParam, Timestamp, isoText as TS } from './schemas.ts';
 import type { ApiKeyAuth } from './auth.ts';
 import { POLICY_ATTEMPTS, PolicyEngine } from '../policy/evaluator.ts';
-import { policyDenied, registerApprovalExecutor } from './approvals.ts';
+import { policyDenied } from './approvals.ts';
+import type { ApprovalExecutor } from '../usecases/approval-executors.ts';
+import type { Ports, RunCommand } from '../usecases/context.ts';
 
 // Mandates (spec 4.7): creation, reads, pause/resume/revoke, spends against
 // them, and the virtual card bound to one.
@@ -131,7 +133,7 @@ const agentsOfMandates = new Map<string, string>();
 const AGENT_CACHE_MAX = 50_000;
 
 /** The mandate's agent, for policy matching; null when the mandate is not the tenant's (the decider answers that). */
-async function mandateAgent(deps: AppDeps, tenant: { orgId: string; projectId: string }, mandateId: string): Promise<string | null> {
+async function mandateAgent(deps: Ports, tenant: { orgId: string; projectId: string }, mandateId: string): Promise<string | null> {
   const key = `${tenant.orgId}\u0000${tenant.projectId}\u0000${mandateId}`;
   const known = agentsOfMandates.get(key);
   if (known !== undefined) return known;
@@ -144,7 +146,7 @@ async function mandateAgent(deps: AppDeps, tenant: { orgId: string; projectId: s
   return agent;
 }
 
-type SpendRun = Pick<MCtx, 'run' | 'deps'> & { tenant: { orgId: string; projectId: string } };
+type SpendRun = { deps: Ports; run: RunCommand; tenant: { orgId: string; projectId: string } };
 
 /**
  * A spend: the organization's policies first (tool name `mandate.spend`, the
@@ -192,12 +194,12 @@ async function spend(c: SpendRun, mandateId: string, body: z.infer<typeof SpendB
 }
 
 // An approved `mandate.spend` runs the held spend with its verbatim input.
-registerApprovalExecutor('mandate.spend', async (a, deps, run) => {
+export const mandateSpendExecutor: ApprovalExecutor = async (a, ports, run) => {
   const input = a.tool_input as { mandate_id: string; amount_minor: string; currency: string; merchant: string; description: string | null; channel?: 'api' | 'card' };
   if (!a.project_id) throw new ApiError(409, 'invalid_transition', 'the held spend has no project');
-  const result = await spend({ deps, run: run as MCtx['run'], tenant: { orgId: a.org_id, projectId: a.project_id } }, input.mandate_id, { amount_minor: input.amount_minor, currency: input.currency, merchant: input.merchant, description: input.description }, input.channel ?? 'api', a.decided_by ?? 'approval');
+  const result = await spend({ deps: ports, run, tenant: { orgId: a.org_id, projectId: a.project_id } }, input.mandate_id, { amount_minor: input.amount_minor, currency: input.currency, merchant: input.merchant, description: input.description }, input.channel ?? 'api', a.decided_by ?? 'approval');
   return result as unknown as Record<string, unknown>;
-});
+};
 
 const Card = z.object({ card_id: z.string(), consumer_id: z.string(), status: z.string(), bound_at: Timestamp });
 const Authorization = z.object({ transaction_id: z.string(), amount_minor: z.string(), currency: z.string(), decision: z.enum(['approved', 'declined']), at: Timestamp });

@@ -43,5 +43,5 @@ export const QueryBool = z.enum(['true', 'false']).transform((v) => v === 'true'
 /** An id path segment: printable, bounded; anything else is simply not found. */
 export const IdParam = z.string().min(1).max(200);
 
-/** SQL rendering a timestamptz column as the API's ISO 8601 text (UTC, milliseconds, Z). */
-export const isoText = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+/** SQL rendering a timestamptz column as the API's ISO 8601 text (lives below src/http, for the use cases' reads). */
+export { isoText } from '../postgres/iso-text.ts';

@@ -11,7 +11,9 @@ import { ApiError } from './errors.ts';
 import { newId } from './ids.ts';
 import { defineRoute, type AppDeps } from './route.ts';
 import { POLICY_ATTEMPTS, PolicyEngine, type Run } from '../policy/evaluator.ts';
-import { policyDenied, registerApprovalExecutor } from './approvals.ts';
+import { policyDenied } from './approvals.ts';
+import type { ApprovalExecutor } from '../usecases/approval-executors.ts';
+import type { Ports } from '../usecases/context.ts';
 import { receiptJwks, signReceipt, type Network, type X402Deps } from '../adapters/chain/x402.ts';
 import { IdParam, Timestamp, isoText as TS } from './schemas.ts';
 
@@ -75,7 +77,7 @@ const FauthView = z
   })
   .meta({ id: 'ForeignAuthorization' });
 
-type ExecCtx = { auth: { orgId: string; projectId: string; environment: 'live' | 'test' }; deps: AppDeps; run: Run };
+type ExecCtx = { auth: { orgId: string; projectId: string; environment: 'live' | 'test' }; deps: Ports; run: Run };
 
 /**
  * An x402 execution: verification in the spec's order, the organization's
@@ -252,13 +254,13 @@ async function executeAuthorization(c: ExecCtx, input: unknown, approvedBy: stri
 }
 
 // An approved `x402.execute` runs the held request body verbatim; the network follows its chain id.
-registerApprovalExecutor('x402.execute', async (a, deps, run) => {
+export const x402ExecuteExecutor: ApprovalExecutor = async (a, deps, run) => {
   if (!a.project_id) throw new ApiError(409, 'invalid_transition', 'the held execution has no project');
   const chainId = (a.tool_input as { domain?: { chainId?: unknown } }).domain?.chainId;
   const environment = chainId === deps.x402?.live?.chainId ? 'live' : 'test';
   const r = await executeAuthorization({ auth: { orgId: a.org_id, projectId: a.project_id, environment }, deps, run }, a.tool_input, a.decided_by ?? 'approval');
   return r.body as Record<string, unknown>;
-});
+};
 
 export async function x402Routes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   defineRoute(app, deps, {

@@ -15,6 +15,7 @@ import type { McpConfig } from '../mcp/config.ts';
 import type { BrowserWorker } from '../adapters/browser/worker.ts';
 import type { MerchantSites } from '../adapters/merchants/sites.ts';
 import type { WitnessEndpoint } from '../audit/witness-client.ts';
+import type { ApprovalExecutors } from './approval-executors.ts';
 
 // The application layer's floor plan. A use case (src/usecases/<feature>.ts)
 // takes plain input and a context, and returns a result or throws a
@@ -61,6 +62,8 @@ export type Ports = {
   browserWorker?: BrowserWorker | null;
   /** The witnesses of AUDIT_WITNESSES (the audit health view shows each one's lag). */
   auditWitnesses?: readonly WitnessEndpoint[];
+  /** What runs a held call once a person approves it, by tool name (listed by the composition root). */
+  approvalExecutors: ApprovalExecutors;
 };
 
 /** How a command runs: a request's run (waits for the read side) or a reactor's own handleCommand. */
