@@ -7,11 +7,11 @@ import { loadState, Rejection } from '../eventstore/handler.ts';
 import type { ProviderDef } from '../providers/catalog.ts';
 import { checkCredential, encodeCredential } from '../providers/credentials.ts';
 import { CONNECTION_METADATA_MAX_BYTES, CONNECTION_METADATA_MAX_KEYS, DISPLAY_NAME_MAX_CHARS } from '../limits.ts';
-import { ApiError } from './errors.ts';
+import { ApiError, VERIFY_ERRORS } from './errors.ts';
 import { newId } from './ids.ts';
-import { probeProvider, VERIFY_ERRORS } from './providers.ts';
+import { probeProvider } from '../usecases/providers.ts';
 import { defineRoute, type AppDeps, type RunCommand } from './route.ts';
-import { tenantOf } from './sessions.ts';
+import { tenantOf } from './tenant.ts';
 import { IdParam, Timestamp, isoText as TS } from './schemas.ts';
 
 // Provider connections (spec 2 Connection, 3 Connection, 4.4): credentials
@@ -373,7 +373,7 @@ export async function connectionRoutes(app: FastifyInstance, deps: AppDeps): Pro
         const p = providerOf(deps, body.server_id);
         if (p.auth_type !== authType) throw new ApiError(400, 'auth_type_mismatch', `${p.id} uses ${p.auth_type}, not ${authType}`, { auth_type: p.auth_type });
         const checked = checkCredential(p, body.secret);
-        return probeProvider(deps, p, auth.environment, checked.credential, String(req.id));
+        return { status: 200, body: await probeProvider(deps, p, auth.environment, checked.credential, String(req.id)) };
       },
     });
   }

@@ -98,6 +98,16 @@ export const REJECTION_STATUS: Record<string, number> = {
   not_test_environment: 422,
   not_awaiting_verification: 409,
   run_stale: 410,
+  vault_unavailable: 503,
+  fields_not_user_editable: 400,
+  no_user_fields: 400,
+  provider_has_no_inbound_webhooks: 400,
+  auth_type_mismatch: 400,
+  oauth_not_configured: 404,
+  oauth_client_not_configured: 500,
+  invalid_scope: 400,
+  browser_worker_unavailable: 503,
+  browser_worker_failed: 502,
   // hosted-browser connect
   session_used: 409,
   session_expired: 410,
@@ -135,7 +145,13 @@ export const RAW_REJECTIONS: Readonly<Record<string, (r: Rejection) => { status:
   tool_not_mocked: (r) => ({ status: 422, body: { code: r.code, message: r.message } }),
   // The open-session quota: {error, message, limit, current}.
   quota_exceeded: (r) => ({ status: 403, body: { error: r.code, message: r.message, ...r.details } }),
+  // A verify-connection failure (spec 4.5): the details are the body {ok: false, error, message, request_id, ...}; the status is its code's.
+  verify_failed: (r) => ({ status: VERIFY_STATUS[String(r.details?.error)] ?? 502, body: r.details ?? {} }),
 };
+
+/** The failures of verify-connection with their statuses (OpenAPI errors of the verify routes). */
+export const VERIFY_ERRORS = [[401, 'credential_rejected'], [404, 'server_unknown'], [409, 'redirect_not_followed'], [424, 'not_connected'], [501, 'verify_unsupported'], [502, 'provider_unreachable'], [503, 'endpoint_missing']] as const;
+const VERIFY_STATUS: Readonly<Record<string, number>> = { ...Object.fromEntries(VERIFY_ERRORS.map(([s, c]) => [c, s])), tool_unknown: 404, invalid_input: 400 };
 
 export function envelope(code: string, message: string, requestId: string, details?: Record<string, unknown>) {
   return { error: { code, message, ...(details ? { details } : {}) }, request_id: requestId };

@@ -1,13 +1,13 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import type { Credential } from '../adapters/providers/http-provider.ts';
 import { baseUrlOf, type ProviderDef } from '../providers/catalog.ts';
-import { toolErrorOf, type Environment, type ToolError } from '../providers/tools.ts';
-import { ApiError, RawHttpError } from './errors.ts';
-import { defineRoute, type AppDeps, type Reply } from './route.ts';
+import { verifyConnection } from '../usecases/providers.ts';
+import { ApiError, RawHttpError, VERIFY_ERRORS } from './errors.ts';
+import { defineRoute, type AppDeps } from './route.ts';
 
 // The provider catalog (spec 4.5) and verify-connection: a probe of the
-// provider with the stored credential, answered with the spec's matrix.
+// provider with the stored credential (src/usecases/providers.ts), answered
+// with the spec's matrix (verify_failed in src/http/errors.ts).
 
 export const ProviderView = z
   .object({
@@ -79,53 +79,6 @@ function unknownServer(deps: AppDeps, slug: string): RawHttpError {
   if (deps.providers.runtime.catalog.recipes.has(slug)) return new RawHttpError(404, { ok: false, error: 'server_unknown', server_id: slug });
   return new RawHttpError(404, { error: 'not_found', server_id: slug });
 }
-
-const STATUS_OF: Record<ToolError['code'], number> = {
-  server_unknown: 404,
-  tool_unknown: 404,
-  invalid_input: 400,
-  not_connected: 424,
-  endpoint_missing: 503,
-  verify_unsupported: 501,
-  credential_rejected: 401,
-  redirect_not_followed: 409,
-  provider_error: 502,
-  provider_unreachable: 502,
-};
-
-/** A verify failure: `{ok: false, error: <code>, message, request_id, ...}`; 502 carries `status` only when the provider answered. */
-export function verifyFailure(e: ToolError, requestId: string): RawHttpError {
-  const code = e.code === 'provider_error' ? 'provider_unreachable' : e.code;
-  return new RawHttpError(STATUS_OF[e.code], {
-    ok: false,
-    error: code,
-    message: e.message,
-    ...(e.detail !== undefined ? { detail: e.detail } : {}),
-    ...(e.code === 'provider_error' && e.status !== undefined ? { status: e.status } : {}),
-    ...(e.location !== undefined ? { location: e.location } : {}),
-    request_id: requestId,
-  });
-}
-
-/** Probes a provider with a credential (stored or candidate); the 200 body or a thrown verify failure. */
-export async function probeProvider(deps: AppDeps, p: ProviderDef, environment: Environment, credential: Credential | undefined, requestId: string): Promise<Reply> {
-  if (!p.verify) throw verifyFailure({ code: 'verify_unsupported', message: `${p.id} (${p.auth_type}) has no verification probe`, retriable: false }, requestId);
-  const base = baseUrlOf(p, environment, deps.providers.runtime.sandbox);
-  if (!base) throw verifyFailure({ code: 'endpoint_missing', message: `the catalog has no ${environment} endpoint for ${p.id}`, retriable: false }, requestId);
-  try {
-    const r = await deps.providers.runtime.client.request(p, base, credential, { method: p.verify.method, path: p.verify.path });
-    const j = r.json as Record<string, unknown> | null;
-    const account =
-      p.verify.probe === 'account' && j && typeof j === 'object' && (typeof j.id === 'string' || typeof j.id === 'number')
-        ? { id: String(j.id), name: typeof j.name === 'string' ? j.name : '', extras: Object.fromEntries(Object.entries(j).filter(([k]) => k !== 'id' && k !== 'name')) }
-        : undefined;
-    return { status: 200, body: { ok: true, provider: p.id, ...(account ? { account } : {}), latency_ms: r.latencyMs } };
-  } catch (err) {
-    throw verifyFailure(toolErrorOf(err), requestId);
-  }
-}
-
-export const VERIFY_ERRORS = [[401, 'credential_rejected'], [404, 'server_unknown'], [409, 'redirect_not_followed'], [424, 'not_connected'], [501, 'verify_unsupported'], [502, 'provider_unreachable'], [503, 'endpoint_missing']] as const;
 
 export async function providerRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   const catalog = deps.providers.runtime.catalog;
@@ -215,13 +168,7 @@ export async function providerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     async handler({ params, query, auth, deps, req }) {
       const p = catalog.get(params.slug);
       if (!p) throw unknownServer(deps, params.slug);
-      const requestId = String(req.id);
-      if (!p.verify) throw verifyFailure({ code: 'verify_unsupported', message: `${p.id} (${p.auth_type}) has no verification probe`, retriable: false }, requestId);
-      if (!baseUrlOf(p, auth.environment, deps.providers.runtime.sandbox)) throw verifyFailure({ code: 'endpoint_missing', message: `the catalog has no ${auth.environment} endpoint for ${p.id}`, retriable: false }, requestId);
-      // The connection of exactly this user_id (or the project-wide one when user_id is absent).
-      const cred = await deps.providers.credentialFor(p, auth, query.user_id ?? null, { exact: true });
-      if (!cred.ok) throw verifyFailure(cred.error, requestId);
-      return probeProvider(deps, p, auth.environment, cred.credential, requestId);
+      return { status: 200, body: await verifyConnection(deps, p, auth, query.user_id ?? null, String(req.id)) };
     },
   });
 }

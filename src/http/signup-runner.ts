@@ -6,8 +6,7 @@ import { handleCommand, Rejection, type HandleOptions } from '../eventstore/hand
 import type { Decider } from '../eventstore/handler.ts';
 import { checkCredential, encodeCredential } from '../providers/credentials.ts';
 import { upsertConnection } from './connect-links.ts';
-import { RawHttpError } from './errors.ts';
-import { probeProvider } from './providers.ts';
+import { probeProvider } from '../usecases/providers.ts';
 import type { AppDeps } from './route.ts';
 
 // The in-process task behind a browser signup run. It drives the sandbox (or
@@ -172,9 +171,9 @@ async function runSignup(deps: AppDeps, worker: BrowserWorker, a: RunArgs): Prom
   await act({ type: 'provision', connectionId });
   let probeResult: unknown;
   try {
-    probeResult = (await probeProvider(deps, p, 'test', key, a.runId)).body;
+    probeResult = await probeProvider(deps, p, 'test', key, a.runId);
   } catch (err) {
-    probeResult = err instanceof RawHttpError ? err.body : { ok: false, error: 'probe_failed' };
+    probeResult = err instanceof Rejection && err.code === 'verify_failed' ? err.details : { ok: false, error: 'probe_failed' };
   }
   await act({ type: 'probed', probeResult }).catch(() => {});
 }
