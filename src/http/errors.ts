@@ -121,6 +121,9 @@ export const REJECTION_STATUS: Record<string, number> = {
   negotiation_exists: 409,
   tool_not_found: 404,
   sweep_in_progress: 409,
+  // approvals and payments
+  settlement_outcome_unknown: 502,
+  secret_purge_failed: 503,
   // sessions and tool calls
   session_closed: 409,
   server_unknown: 404,

@@ -12,7 +12,7 @@ import { defineRoute, type AppDeps, type Ctx } from './route.ts';
 import { IdParam, Timestamp, isoText as TS } from './schemas.ts';
 import type { ApiKeyAuth } from './auth.ts';
 import { POLICY_ATTEMPTS, PolicyEngine } from '../policy/evaluator.ts';
-import { policyDenied } from './approvals.ts';
+import { policyRefusal } from '../usecases/policy-refusal.ts';
 import type { ApprovalExecutor } from '../usecases/approval-executors.ts';
 import type { Ports, RunCommand } from '../usecases/context.ts';
 
@@ -169,7 +169,7 @@ async function spend(c: SpendRun, mandateId: string, body: z.infer<typeof SpendB
         c.run,
         { fromCache: attempt === 1 },
       );
-      if (outcome.decision !== 'allowed') throw policyDenied(outcome.body);
+      if (outcome.decision !== 'allowed') throw policyRefusal(outcome);
       release = outcome.release;
       guard = outcome.guard;
     }

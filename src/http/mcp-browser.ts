@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { ApiError } from './errors.ts';
-import { defineRoute, type AppDeps } from './route.ts';
+import type { AppDeps, RouteSpec } from './route.ts';
 
 // Who may reach an MCP endpoint from a browser (the session MCP endpoint and
 // the paying gateway), one rule for both, checked before anything else of the
@@ -83,9 +83,10 @@ export function checkMcpOrigin(rule: McpOriginRule, req: FastifyRequest): string
 
 /**
  * Installs the rule on a plugin scope (every route of the scope, so call it from
- * the scope that holds the MCP routes alone) and a CORS preflight route for each URL.
+ * the scope that holds the MCP routes alone). The scope's own route module
+ * declares the preflight routes (mcpPreflight).
  */
-export function mcpBrowserRules(app: FastifyInstance, deps: AppDeps, spec: { urls: { url: string; params: z.ZodObject; operationId: string; tag: string }[]; allowHeaders: string[] }): void {
+export function mcpOriginHook(app: FastifyInstance, deps: AppDeps): void {
   const rule = mcpOriginRule(deps);
   app.addHook('onRequest', async (req, reply) => {
     const origin = checkMcpOrigin(rule, req);
@@ -94,28 +95,30 @@ export function mcpBrowserRules(app: FastifyInstance, deps: AppDeps, spec: { url
     reply.header('access-control-allow-origin', origin);
     reply.header('access-control-expose-headers', EXPOSED.join(', '));
   });
-  for (const u of spec.urls) {
-    defineRoute(app, deps, {
-      method: 'OPTIONS',
-      url: u.url,
-      operationId: u.operationId,
-      summary: 'CORS preflight: 204 for an allowed origin (the service’s own, MCP_ALLOWED_ORIGINS), 403 for any other',
-      tags: [u.tag],
-      auth: 'open',
-      params: u.params,
-      responses: { 204: null },
-      errors: [...MCP_ORIGIN_ERRORS],
-      async handler() {
-        return {
-          status: 204,
-          headers: {
-            allow: METHODS.join(', '),
-            'access-control-allow-methods': METHODS.join(', '),
-            'access-control-allow-headers': spec.allowHeaders.join(', '),
-            'access-control-max-age': '600',
-          },
-        };
-      },
-    });
-  }
+}
+
+/** The CORS preflight declaration of an MCP URL: 204 with the methods and the headers an MCP client sends. */
+export function mcpPreflight<P>(u: { url: string; params: z.ZodType<P>; operationId: string; tag: string }, allowHeaders: string[]): RouteSpec<P, unknown, unknown, 'open'> {
+  return {
+    method: 'OPTIONS',
+    url: u.url,
+    operationId: u.operationId,
+    summary: 'CORS preflight: 204 for an allowed origin (the service’s own, MCP_ALLOWED_ORIGINS), 403 for any other',
+    tags: [u.tag],
+    auth: 'open',
+    params: u.params,
+    responses: { 204: null },
+    errors: [...MCP_ORIGIN_ERRORS],
+    async handler() {
+      return {
+        status: 204,
+        headers: {
+          allow: METHODS.join(', '),
+          'access-control-allow-methods': METHODS.join(', '),
+          'access-control-allow-headers': allowHeaders.join(', '),
+          'access-control-max-age': '600',
+        },
+      };
+    },
+  };
 }

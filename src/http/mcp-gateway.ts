@@ -12,7 +12,7 @@ import { settleToolPayment, SettlementUnknown, type PricedCall } from '../mcp/se
 import { b64json, type Payment, paymentOf, paymentRequiredV1, paymentRequiredV2, readPayment, requirementsFor } from '../x402/payment.ts';
 import { X402Refusal } from '../x402/verify.ts';
 import { ApiError } from './errors.ts';
-import { MCP_ORIGIN_ERRORS, mcpBrowserRules } from './mcp-browser.ts';
+import { MCP_ORIGIN_ERRORS, mcpOriginHook, mcpPreflight } from './mcp-browser.ts';
 import { defineRoute, type AppDeps, type Reply } from './route.ts';
 
 // The paying gateway `/mcp/<slug>`: MCP Streamable HTTP towards agents (the
@@ -82,10 +82,14 @@ const JsonRpc = z.union([z.record(z.string(), z.unknown()), z.array(z.record(z.s
 export async function mcpGatewayRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   const cfg = deps.mcp ?? defaultMcpConfig(deps.baseUrl);
   // Origin and Host checked before anything runs (DNS rebinding), CORS for the allowed origins: src/http/mcp-browser.ts.
-  mcpBrowserRules(app, deps, {
-    urls: [{ url: '/mcp/:slug', params: Slug, operationId: 'mcpGatewayPreflight', tag: 'mcp-gateway' }],
-    allowHeaders: ['content-type', 'accept', 'mcp-session-id', 'mcp-protocol-version', 'last-event-id', 'payment-signature', 'x-payment', 'prefer', 'x-request-id'],
-  });
+  mcpOriginHook(app, deps);
+  defineRoute(
+    app,
+    deps,
+    mcpPreflight({ url: '/mcp/:slug', params: Slug, operationId: 'mcpGatewayPreflight', tag: 'mcp-gateway' }, [
+      'content-type', 'accept', 'mcp-session-id', 'mcp-protocol-version', 'last-event-id', 'payment-signature', 'x-payment', 'prefer', 'x-request-id',
+    ]),
+  );
 
   defineRoute(app, deps, {
     method: 'GET',
@@ -163,7 +167,7 @@ export async function mcpGatewayRoutes(app: FastifyInstance, deps: AppDeps): Pro
         overHttp = httpPayment !== null || (callParams?._meta?.[META_PAYMENT] === undefined && prefersHttp402(req.headers.prefer));
       }
       // What the HTTP transport answers instead of the MCP exchange (a refusal: 402; an unknown outcome: 502), and its PAYMENT-RESPONSE.
-      let httpAnswer: Reply | ApiError | undefined;
+      let httpAnswer: Reply | SettlementUnknown | undefined;
       let httpHeaders: Record<string, string> = {};
       const settlementDeps = { store: deps.store, now: deps.now, waitFor: (p: Parameters<typeof deps.readSide.waitFor>[0]) => deps.readSide.waitFor(p, deps.readWaitMs) };
 
@@ -260,7 +264,7 @@ export async function mcpGatewayRoutes(app: FastifyInstance, deps: AppDeps): Pro
           } catch {}
           throw new ApiError(res.status, 'mcp_protocol_error', ((rpc as { error?: { message?: string } })?.error?.message ?? 'the MCP request was refused').slice(0, 300), { jsonrpc: rpc });
         }
-        if (httpAnswer instanceof ApiError) throw httpAnswer;
+        if (httpAnswer instanceof SettlementUnknown) throw httpAnswer;
         if (httpAnswer) return httpAnswer;
         const out: Record<string, string> = { ...httpHeaders };
         res.headers.forEach((v, k) => {

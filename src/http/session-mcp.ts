@@ -6,7 +6,7 @@ import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprot
 import { ApiError, envelope } from './errors.ts';
 import { defineRoute, type AppDeps, type Ctx } from './route.ts';
 import { IdParam } from './schemas.ts';
-import { MCP_ORIGIN_ERRORS, mcpBrowserRules } from './mcp-browser.ts';
+import { MCP_ORIGIN_ERRORS, mcpOriginHook, mcpPreflight } from './mcp-browser.ts';
 import { readSession, tenantOf } from './sessions.ts';
 import { executeTool, type Run, type SessionRow } from './tool-exec.ts';
 
@@ -43,10 +43,14 @@ function mcpServer(deps: AppDeps, run: Run, s: SessionRow): Server {
 
 export async function sessionMcpRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   // Origin and Host checked before anything runs (DNS rebinding), CORS for the allowed origins: src/http/mcp-browser.ts.
-  mcpBrowserRules(app, deps, {
-    urls: [{ url: '/v1/sessions/:id/mcp', params: z.object({ id: IdParam }), operationId: 'sessionMcpPreflight', tag: 'sessions' }],
-    allowHeaders: ['authorization', 'content-type', 'accept', 'mcp-session-id', 'mcp-protocol-version', 'last-event-id', 'x-svc-project', 'x-request-id'],
-  });
+  mcpOriginHook(app, deps);
+  defineRoute(
+    app,
+    deps,
+    mcpPreflight({ url: '/v1/sessions/:id/mcp', params: z.object({ id: IdParam }), operationId: 'sessionMcpPreflight', tag: 'sessions' }, [
+      'authorization', 'content-type', 'accept', 'mcp-session-id', 'mcp-protocol-version', 'last-event-id', 'x-svc-project', 'x-request-id',
+    ]),
+  );
   // Stateless Streamable HTTP offers no standalone SSE stream: a GET answers 405
   // (as the transport's specification allows), never a stream left open for ever.
   defineRoute(app, deps, {

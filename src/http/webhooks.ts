@@ -8,10 +8,10 @@ import { loadState } from '../eventstore/handler.ts';
 import { endpointMatchesEventSql, eventServerIdSql, type WebhookDispatcher } from '../reactors/webhooks.ts';
 import { ApiError } from './errors.ts';
 import { newId } from './ids.ts';
-import { defineRoute, type AppDeps, type RunCommand } from './route.ts';
+import { defineRoute, type AppDeps } from './route.ts';
 import { IdParam, Timestamp, isoText as TS } from './schemas.ts';
 import type { ApiKeyAuth } from './auth.ts';
-import type { Tenant } from '../../commands/consumer.ts';
+import { deleteWebhookEndpoint } from '../usecases/webhook-endpoints.ts';
 
 // Outbound webhook endpoints ("triggers"), their deliveries and dead letters,
 // redelivery, draining, and event replay (spec 4.13, 6).
@@ -91,22 +91,6 @@ const DeliveryId = z.string().regex(/^\d{1,19}$/);
 function dispatcher(deps: AppDeps): WebhookDispatcher {
   if (!deps.webhooks) throw new ApiError(503, 'webhooks_unavailable', 'the webhook dispatcher is not running', { retriable: true });
   return deps.webhooks;
-}
-
-/**
- * Deletes an endpoint: its signing secrets (current and previous) are purged
- * first (503 secret_purge_failed, nothing deleted, when they cannot be), then
- * `webhook_endpoint.deleted`. Used by DELETE /v1/webhook-endpoints/{id} and by
- * the project cascade; repeating it after a crash changes nothing already done.
- */
-export async function deleteWebhookEndpoint(deps: Pick<AppDeps, 'vault'>, run: RunCommand, tenant: Tenant, e: Endpoint): Promise<void> {
-  try {
-    await deps.vault.delete(tenant.orgId, e.secretRef);
-    if (e.previousSecret) await deps.vault.delete(tenant.orgId, e.previousSecret.ref);
-  } catch {
-    throw new ApiError(503, 'secret_purge_failed', 'the signing secret could not be purged; nothing was deleted', { retriable: true });
-  }
-  await run(webhookDecider, webhookStream(e.id), { type: 'delete', tenant }, { serialize: true, orgId: tenant.orgId, projectId: tenant.projectId });
 }
 
 export async function webhookRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {

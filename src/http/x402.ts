@@ -11,7 +11,7 @@ import { ApiError } from './errors.ts';
 import { newId } from './ids.ts';
 import { defineRoute, type AppDeps } from './route.ts';
 import { POLICY_ATTEMPTS, PolicyEngine, type Run } from '../policy/evaluator.ts';
-import { policyDenied } from './approvals.ts';
+import { policyRefusal } from '../usecases/policy-refusal.ts';
 import type { ApprovalExecutor } from '../usecases/approval-executors.ts';
 import type { Ports } from '../usecases/context.ts';
 import { receiptJwks, signReceipt, type Network, type X402Deps } from '../adapters/chain/x402.ts';
@@ -143,7 +143,7 @@ async function executeAuthorization(c: ExecCtx, input: unknown, approvedBy: stri
         run,
         { fromCache: attempt === 1 },
       );
-      if (outcome.decision !== 'allowed') throw policyDenied(outcome.body);
+      if (outcome.decision !== 'allowed') throw policyRefusal(outcome);
       fauthId = newId('fauth');
       try {
         await run(nonceDecider, nonceStream(signer, a.nonce), { type: 'claim', signer, nonce: a.nonce, fauthId }, { serialize: true });

@@ -1,9 +1,8 @@
 import { mcpCallDecider, mcpCallStream, platformFee } from '../../commands/mcp.ts';
 import type { Network } from '../adapters/chain/x402.ts';
-import { type CommandContext, handleCommand } from '../eventstore/handler.ts';
+import { type CommandContext, handleCommand, Rejection } from '../eventstore/handler.ts';
 import type { EventStore, Position } from '../eventstore/port.ts';
-import { ApiError } from '../http/errors.ts';
-import { newId } from '../http/ids.ts';
+import { newId } from '../ids.ts';
 import { claimNonce, type Payment, releaseNonce, type Requirements, settle, settleResponse, verifyPayment } from '../x402/payment.ts';
 import { X402Refusal } from '../x402/verify.ts';
 
@@ -30,9 +29,9 @@ export type Settled = { callId: string; response: ReturnType<typeof settleRespon
 export type SettlementOutcome = { ok: true; settled: Settled } | { ok: false; error: string };
 
 /** Thrown when the payment was broadcast but its outcome is not known: the caller must not offer to be paid again. */
-export class SettlementUnknown extends ApiError {
+export class SettlementUnknown extends Rejection {
   constructor(readonly txHash: string) {
-    super(502, 'settlement_outcome_unknown', 'the payment was broadcast but its outcome is not known yet', { tx_hash: txHash });
+    super('settlement_outcome_unknown', 'the payment was broadcast but its outcome is not known yet', { tx_hash: txHash });
   }
 }
 

@@ -7,8 +7,8 @@ import type { EventStore } from '../eventstore/port.ts';
 import type { Vault } from '../adapters/vault.ts';
 import type { Db } from '../postgres/db.ts';
 import { deleteConnection } from '../http/connections.ts';
-import type { RunCommand } from '../http/route.ts';
-import { deleteWebhookEndpoint } from '../http/webhooks.ts';
+import type { RunCommand } from '../usecases/context.ts';
+import { deleteWebhookEndpoint } from '../usecases/webhook-endpoints.ts';
 import { PeriodicReactor } from './periodic.ts';
 
 // The cascade of a deleted project beyond the organization's stream (whose
