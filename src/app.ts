@@ -25,7 +25,10 @@ import { defaultMcpConfig, type McpConfig } from './mcp/config.ts';
 import type { X402Deps } from './adapters/chain/x402.ts';
 import type { Bank } from './adapters/bank/port.ts';
 import { type PixDeps, UnconfiguredPsp } from './adapters/psp/port.ts';
-import { pixRoutes } from './http/pix.ts';
+import { pixAccountRoutes } from './http/pix-accounts.ts';
+import { pixChargeRoutes, pixTestPaymentRoute } from './http/pix-charges.ts';
+import { pixKeyRoutes } from './http/pix-keys.ts';
+import { pixNotificationRoutes, pixReceivementRoutes } from './http/pix-receivements.ts';
 import { migrateWebhooks, type WebhookDispatcher } from './reactors/webhooks.ts';
 import type { AllowedTargets } from './adapters/outbound-http.ts';
 import type { Vault } from './adapters/vault.ts';
@@ -239,7 +242,16 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(async (scope) => policyRoutes(scope, deps));
   await app.register(async (scope) => approvalRoutes(scope, deps));
   await app.register(async (scope) => oauthRoutes(scope, deps, opts.oauth));
-  await app.register(async (scope) => pixRoutes(scope, deps));
+  // Pix: partner accounts and funding sources, keys, charges, receivements, and
+  // the PSP's notifications (in their own scope: they keep the raw body).
+  await app.register(async (scope) => {
+    await pixAccountRoutes(scope, deps);
+    await pixKeyRoutes(scope, deps);
+    await pixChargeRoutes(scope, deps);
+    await pixTestPaymentRoute(scope, deps);
+    await pixReceivementRoutes(scope, deps);
+    await scope.register(async (inner) => pixNotificationRoutes(inner, deps));
+  });
   await app.register(async (scope) => providerRoutes(scope, deps));
   await app.register(async (scope) => connectionRoutes(scope, deps));
   await app.register(async (scope) => providerWebhookRoutes(scope, deps));

@@ -5,10 +5,11 @@ import { CONTACT_CODE_MAX_ATTEMPTS, CONTACT_CODE_TTL_MS, CONTACT_VERIFICATION_WI
 import { canonicalKey, documentDigits, documentType, maskAccount } from '../../commands/pix-format.ts';
 import { loadState } from '../eventstore/handler.ts';
 import type { ApiKeyAuth } from './auth.ts';
-import { readConsumer } from './consumers.ts';
+import { readConsumer } from '../usecases/consumers.ts';
 import { ApiError } from './errors.ts';
 import { newId } from './ids.ts';
-import { accountMasked, ConsumerParams, consumerNotFound, loadAccount, notConfigured, pspNameFor, pspOf, PspError } from './pix-common.ts';
+import { ConsumerParams } from './pix-common.ts';
+import { accountMasked, consumerNotFound, loadAccount, notConfigured, pspNameFor, pspOf, PspError } from '../usecases/pix-common.ts';
 import { type AppDeps, type Ctx, defineRoute } from './route.ts';
 import { Timestamp } from './schemas.ts';
 

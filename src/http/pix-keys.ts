@@ -5,7 +5,8 @@ import { canonicalAnyKey, canonicalKey, KEY_TYPES } from '../../commands/pix-for
 import type { PspKey } from '../adapters/psp/port.ts';
 import type { ApiKeyAuth } from './auth.ts';
 import { ApiError, RawHttpError } from './errors.ts';
-import { accountMasked, ConsumerParams, loadAccount, notConfigured, pspOf, PspError } from './pix-common.ts';
+import { ConsumerParams } from './pix-common.ts';
+import { accountMasked, loadAccount, notConfigured, pspOf, PspError } from '../usecases/pix-common.ts';
 import { type AppDeps, type Ctx, defineRoute } from './route.ts';
 
 // Pix keys of a consumer's partner account. The PSP's directory is the truth;

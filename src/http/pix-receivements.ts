@@ -7,8 +7,9 @@ import { randomString } from '../ids.ts';
 import { loadState } from '../eventstore/handler.ts';
 import type { PspPix } from '../adapters/psp/port.ts';
 import { ApiError } from './errors.ts';
-import { ConsumerParams, loadAccount, notConfigured, pspOf, PspError } from './pix-common.ts';
-import { type AccountRow, recordReceivement, type Runner } from './pix-receive.ts';
+import { ConsumerParams } from './pix-common.ts';
+import { loadAccount, notConfigured, pspOf, PspError } from '../usecases/pix-common.ts';
+import { type AccountRow, recordReceivement, type Runner } from '../usecases/pix-receive.ts';
 import { type AppDeps, defineRoute } from './route.ts';
 
 // Receivements: the PSP's notifications of received Pix (verified the

@@ -2,7 +2,7 @@ import { pixChargeDecider, pixChargeStream, pixReceivementDecider, pixReceivemen
 import { valorToMinor } from '../../commands/pix-format.ts';
 import type { PspPix } from '../adapters/psp/port.ts';
 import type { CommandResult, Decider } from '../eventstore/handler.ts';
-import type { AppDeps } from './route.ts';
+import type { Ports } from './context.ts';
 
 // Recording a received Pix, shared by the PSP's notification and by lookups
 // (a charge or receivement read that finds a Pix we were not told about):
@@ -14,22 +14,22 @@ import type { AppDeps } from './route.ts';
 export type AccountRow = { consumer_id: string; org_id: string; project_id: string; account_id: string; psp: 'sandbox' | 'live'; psp_account: string };
 export type Runner = <S, C>(decider: Decider<S, C>, stream: string, command: C, opts: { orgId: string; projectId: string; expectedRevision?: 'no_stream' }) => Promise<CommandResult<S>>;
 
-export async function correlate(deps: AppDeps, accountId: string, txid: string | null): Promise<{ correlation: 'charge_matched' | 'no_correlator_returned' | 'no_charge_matched' | 'charge_ambiguous'; chargeId: string | null }> {
+export async function correlate(ports: Pick<Ports, 'db'>, accountId: string, txid: string | null): Promise<{ correlation: 'charge_matched' | 'no_correlator_returned' | 'no_charge_matched' | 'charge_ambiguous'; chargeId: string | null }> {
   if (!txid) return { correlation: 'no_correlator_returned', chargeId: null };
-  const { rows } = await deps.db.query<{ id: string }>('SELECT id FROM pix_charges WHERE account_id = $1 AND txid = $2 ORDER BY created_at LIMIT 2', [accountId, txid]);
+  const { rows } = await ports.db.query<{ id: string }>('SELECT id FROM pix_charges WHERE account_id = $1 AND txid = $2 ORDER BY created_at LIMIT 2', [accountId, txid]);
   if (rows.length === 0) return { correlation: 'no_charge_matched', chargeId: null };
   if (rows.length > 1) return { correlation: 'charge_ambiguous', chargeId: null };
   return { correlation: 'charge_matched', chargeId: rows[0]!.id };
 }
 
 /** Records an inbound Pix of an account; nothing for a movement of another type. */
-export async function recordReceivement(deps: AppDeps, run: Runner, a: AccountRow, pix: PspPix, source: 'notification' | 'lookup'): Promise<boolean> {
+export async function recordReceivement(ports: Pick<Ports, 'db' | 'now'>, run: Runner, a: AccountRow, pix: PspPix, source: 'notification' | 'lookup'): Promise<boolean> {
   if (pix.tipo !== 'PIX_RECEBIDO') return false;
   const received = valorToMinor(pix.valor);
   if (received === null) return false;
   const tenant = { orgId: a.org_id, projectId: a.project_id };
   const stream = pixReceivementStream(a.psp, pix.endToEndId);
-  const c = await correlate(deps, a.account_id, pix.txid);
+  const c = await correlate(ports, a.account_id, pix.txid);
   const r = await run(pixReceivementDecider, stream, {
     type: 'receive',
     data: {
@@ -49,7 +49,7 @@ export async function recordReceivement(deps: AppDeps, run: Runner, a: AccountRo
       correlation: c.correlation,
       charge_id: c.chargeId,
       source,
-      received_at: deps.now().toISOString(),
+      received_at: ports.now().toISOString(),
     },
   }, tenant);
   // The recorded correlation is the one that counts (a repeat may see other charges by now).

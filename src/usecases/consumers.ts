@@ -1,0 +1,102 @@
+import { type ConsumerState, consumerDecider, consumerStream } from '../../commands/consumer.ts';
+import { walletRows, type WalletFundingSource, type WalletRow } from '../../projections/consumer.ts';
+import { Rejection } from '../eventstore/handler.ts';
+import { newId } from '../ids.ts';
+import { isoText as TS } from '../postgres/iso-text.ts';
+import type { Ports, RunCommand, Tenant } from './context.ts';
+import { pixWallets } from './pix-wallet.ts';
+
+// Consumers (titulars), their wallet view per currency. A consumer belongs to
+// the organization: every project of it reads, lists and updates it; what hangs
+// off it (mandates, cards, consents) stays with the project that made it, so
+// the id lists and the wallet show the calling project's records only.
+
+export type ConsumerView = {
+  id: string;
+  display_name: string | null;
+  document: string | null;
+  document_source: string | null;
+  document_verified_at: string | null;
+  person_type: string | null;
+  tax_type: string | null;
+  status: 'unverified' | 'verified';
+  metadata: Record<string, unknown>;
+  created_at: string;
+};
+
+const COLUMNS = `id, display_name, document, document_source, ${TS('document_verified_at')} AS document_verified_at, person_type, tax_type, status, metadata, ${TS('created_at')} AS created_at`;
+
+export const consumerNotFound = () => new Rejection('not_found', 'consumer not found');
+
+/** The organization's consumer, or undefined when absent or another organization's. */
+export async function readConsumer(ports: Pick<Ports, 'db'>, tenant: Pick<Tenant, 'orgId'>, id: string): Promise<ConsumerView | undefined> {
+  const { rows } = await ports.db.query<ConsumerView>(`SELECT ${COLUMNS} FROM consumers WHERE id = $1 AND org_id = $2`, [id, tenant.orgId]);
+  return rows[0];
+}
+
+function view(s: Extract<ConsumerState, { status: 'unverified' }>): ConsumerView {
+  return { id: s.id, display_name: s.displayName, document: null, document_source: null, document_verified_at: null, person_type: null, tax_type: s.taxType, status: 'unverified', metadata: s.metadata, created_at: s.createdAt };
+}
+
+export async function createConsumer(run: RunCommand, tenant: Tenant, input: { displayName: string | null; metadata: Record<string, unknown> }): Promise<ConsumerView> {
+  const id = newId('cns');
+  const r = await run(consumerDecider, consumerStream(id), { type: 'create', consumerId: id, tenant, displayName: input.displayName, metadata: input.metadata }, { expectedRevision: 'no_stream' });
+  return view(r.state as Extract<ConsumerState, { status: 'unverified' }>);
+}
+
+export async function updateConsumer(
+  run: RunCommand,
+  tenant: Tenant,
+  id: string,
+  change: { displayName?: string | null; metadata?: Record<string, unknown>; taxType?: 'PJ' | 'MEI' | 'ME' | 'PF' },
+): Promise<ConsumerView> {
+  const r = await run(consumerDecider, consumerStream(id), { type: 'update', tenant, ...change });
+  return view(r.state as Extract<ConsumerState, { status: 'unverified' }>);
+}
+
+/** The organization's consumers (from every project), newest first. */
+export async function listConsumers(ports: Pick<Ports, 'db'>, tenant: Pick<Tenant, 'orgId'>, q: { limit: number; verified?: boolean }): Promise<ConsumerView[]> {
+  const params: unknown[] = [tenant.orgId, q.limit];
+  let filter = '';
+  if (q.verified !== undefined) {
+    params.push(q.verified ? 'verified' : 'unverified');
+    filter = ' AND status = $3';
+  }
+  const { rows } = await ports.db.query<ConsumerView>(`SELECT ${COLUMNS} FROM consumers WHERE org_id = $1${filter} ORDER BY created_at DESC, id LIMIT $2`, params);
+  return rows;
+}
+
+/** A consumer with the ids of the calling project's mandates and active cards of it. */
+export async function consumerDetail(ports: Pick<Ports, 'db'>, tenant: Tenant, id: string): Promise<ConsumerView & { mandate_ids: string[]; card_ids: string[] }> {
+  const c = await readConsumer(ports, tenant, id);
+  if (!c) throw consumerNotFound();
+  const m = await ports.db.query<{ id: string }>('SELECT id FROM mandates WHERE consumer_id = $1 AND org_id = $2 AND project_id = $3 ORDER BY created_at, id', [c.id, tenant.orgId, tenant.projectId]);
+  const cards = await ports.db.query<{ card_id: string }>(`SELECT card_id FROM mandate_cards WHERE consumer_id = $1 AND org_id = $2 AND project_id = $3 AND status = 'active' ORDER BY bound_at`, [
+    c.id,
+    tenant.orgId,
+    tenant.projectId,
+  ]);
+  return { ...c, mandate_ids: m.rows.map((r) => r.id), card_ids: cards.rows.map((r) => r.card_id) };
+}
+
+/** Per currency: authorized, spent and available (bigint: exact JSON integers on the wire), with the Pix balance. */
+export async function consumerWallet(ports: Pick<Ports, 'db' | 'now'>, tenant: Tenant, id: string): Promise<{ consumer_id: string; currencies: (WalletRow & { pix_balance_minor?: bigint })[] }> {
+  const c = await readConsumer(ports, tenant, id);
+  if (!c) throw consumerNotFound();
+  // The calling project's mandates of this consumer that still count: active or paused, not expired.
+  const { rows } = await ports.db.query<{ id: string; currency: string; cap: string; spent: string }>(
+    `SELECT id, currency, cap_minor::text AS cap, spent_minor::text AS spent FROM mandates
+     WHERE consumer_id = $1 AND org_id = $2 AND project_id = $3 AND status IN ('active', 'paused') AND expires_at > $4 ORDER BY created_at, id`,
+    [c.id, tenant.orgId, tenant.projectId, ports.now().toISOString()],
+  );
+  const mandates = rows.map((r) => ({ id: r.id, currency: r.currency, cap_minor: BigInt(r.cap), spent_minor: BigInt(r.spent) }));
+  // Funding sources: the consumer's Pix accounts at the PSP; each row also shows its Pix balance.
+  const pix = await pixWallets(ports, tenant, c.id);
+  const fundingSources: WalletFundingSource[] = pix.filter((w) => w.status === 'active').map((w) => ({ id: w.funding_source_id, currency: w.currency }));
+  const currencies: (WalletRow & { pix_balance_minor?: bigint })[] = walletRows(mandates, fundingSources);
+  for (const w of pix) {
+    const row = currencies.find((r) => r.currency === w.currency);
+    if (row) row.pix_balance_minor = (row.pix_balance_minor ?? 0n) + BigInt(w.balance_minor);
+  }
+  return { consumer_id: c.id, currencies };
+}
