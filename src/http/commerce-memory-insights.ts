@@ -7,7 +7,8 @@ import { ApiError } from './errors.ts';
 import { ExactInt } from './exact-json.ts';
 import { newId } from './ids.ts';
 import { type AppDeps, defineRoute } from './route.ts';
-import { AmountMinor, Currency, Instant, Limit, Metadata, orderedWindow, requireCounterparty } from './commerce-memory.ts';
+import { AmountMinor, Currency, Instant, Limit, Metadata, orderedWindow } from './commerce-memory-schemas.ts';
+import { requireCounterparty } from '../usecases/commerce-memory.ts';
 import { IdParam, Timestamp, isoText as TS } from './schemas.ts';
 import type { ApiKeyAuth } from './auth.ts';
 

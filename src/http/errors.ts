@@ -77,6 +77,8 @@ export const REJECTION_STATUS: Record<string, number> = {
   invalid_body: 400,
   approval_expired: 409,
   no_partner_account: 422,
+  not_wired: 501,
+  idempotent_lookup_failed: 500,
   partner_account_exists: 409,
   funding_source_not_found: 404,
   contact_verification_expired: 410,
