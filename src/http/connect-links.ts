@@ -2,15 +2,13 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { CONNECT_LINK_TTL_MS, connectLinkDecider, connectLinkStream, linkIdOf } from '../../commands/connect-link.ts';
-import { connectionDecider, connectionSlotDecider, connectionSlotStream, connectionStream } from '../../commands/connection.ts';
-import type { Tenant } from '../../commands/consumer.ts';
 import { ProviderError } from '../adapters/providers/http-provider.ts';
 import { loadState, Rejection } from '../eventstore/handler.ts';
+import { upsertConnection } from '../usecases/connections.ts';
 import { encodeCredential } from '../providers/credentials.ts';
 import { credentialOfTokens, metadataOfTokens, oauthClientOf, oauthUrlsOf, requestToken, type OAuthTokenSet } from '../providers/oauth.ts';
 import { ApiError } from './errors.ts';
-import { newId } from './ids.ts';
-import { defineRoute, type AppDeps, type Ctx } from './route.ts';
+import { defineRoute, type AppDeps } from './route.ts';
 import { Timestamp } from './schemas.ts';
 
 // OAuth connect links (spec 4.4 `POST /v1/connections/start`, alias
@@ -33,53 +31,6 @@ const StartBody = z.object({
   scopes: z.string().max(1_000).optional(),
 });
 const StartResponse = z.object({ authorize_url: z.string(), link_token: z.string(), expires_at: Timestamp }).meta({ id: 'ConnectLink' });
-
-/** What upsertConnection writes with: the app's store, vault and clock, and a command runner (a route's `ctx`, or a background task's own, with its own actor). */
-export type ConnectionWriter = { deps: Pick<AppDeps, 'store' | 'vault' | 'now'>; run: Ctx<unknown, unknown, unknown, never>['run'] };
-
-/**
- * Creates the connection of this server and end user, or rotates the credential of the live one
- * (as POST /v1/connections does) and deletes the replaced secret from the vault. Shared by the
- * OAuth callback, hosted-browser finish and browser signup runs. `metadata` undefined writes none
- * (a rotation then keeps the connection's provider metadata).
- */
-export async function upsertConnection(ctx: ConnectionWriter, tenant: Tenant, serverId: string, userId: string | null, ref: string, metadata: Record<string, unknown> | undefined, authType = 'oauth'): Promise<string> {
-  const { deps } = ctx;
-  const slot = connectionSlotStream(tenant, serverId, userId);
-  for (let attempt = 0; ; attempt++) {
-    const holder = (await loadState(deps.store, slot, connectionSlotDecider)).state.holder;
-    if (holder) {
-      const r = await ctx.run(connectionDecider, connectionStream(holder), { type: 'rotate', tenant, data: { secret_ref: ref, cert_metadata: {}, expires_at: null, ...(metadata !== undefined ? { metadata } : {}) } }, { serialize: true, orgId: tenant.orgId, projectId: tenant.projectId });
-      const rotated = r.events[0];
-      if (rotated?.type === 'connection.credential_rotated') await deps.vault.delete(tenant.orgId, rotated.data.previous_secret_ref).catch(() => {});
-      return holder;
-    }
-    const id = newId('ca');
-    try {
-      await ctx.run(connectionSlotDecider, slot, { type: 'claim', connectionId: id }, { serialize: true, maxAttempts: 1, orgId: tenant.orgId, projectId: tenant.projectId });
-    } catch (err) {
-      if (attempt < 3 && err instanceof Rejection && (err.code === 'slot_taken' || err.code === 'concurrency_conflict')) continue;
-      throw err;
-    }
-    const data = {
-      connection_id: id,
-      org_id: tenant.orgId,
-      project_id: tenant.projectId,
-      server_id: serverId,
-      auth_type: authType,
-      user_id: userId,
-      display_name: null,
-      connection_metadata: {},
-      cert_metadata: {},
-      secret_ref: ref,
-      expires_at: null,
-      created_at: deps.now().toISOString(),
-      ...(metadata !== undefined ? { metadata } : {}),
-    };
-    await ctx.run(connectionDecider, connectionStream(id), { type: 'create', data }, { expectedRevision: 'no_stream', orgId: tenant.orgId, projectId: tenant.projectId });
-    return id;
-  }
-}
 
 export async function connectLinkRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   for (const [url, operationId] of [['/v1/connections/start', 'startConnectLink'], ['/v1/connect/start', 'startConnectLinkAlias']] as const) {
@@ -204,7 +155,7 @@ export async function connectLinkRoutes(app: FastifyInstance, deps: AppDeps): Pr
       const ref = await deps.vault.put(link.org_id, `connection:${p.id}`, encodeCredential(credentialOfTokens(tokens, link.environment)));
       let connectionId: string;
       try {
-        connectionId = await upsertConnection(ctx, tenant, p.id, link.user_id, ref, metadataOfTokens(tokens, ref));
+        connectionId = await upsertConnection({ ports: deps, run: ctx.run.bind(ctx) }, tenant, p.id, link.user_id, ref, metadataOfTokens(tokens, ref));
       } catch (err) {
         await deps.vault.delete(link.org_id, ref).catch(() => {});
         throw err;

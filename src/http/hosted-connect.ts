@@ -6,8 +6,8 @@ import { HOSTED_MERCHANTS, type HostedMerchant } from '../../events/hosted-conne
 import { loadState, Rejection } from '../eventstore/handler.ts';
 import { HOSTED_INPUT_TEXT_MAX_CHARS } from '../limits.ts';
 import { encodeCredential } from '../providers/credentials.ts';
-import { upsertConnection } from './connect-links.ts';
-import { ConnectionView, readConnection } from './connections.ts';
+import { ConnectionView } from './connection-schemas.ts';
+import { readConnection, upsertConnection } from '../usecases/connections.ts';
 import { ApiError } from './errors.ts';
 import { escapeHtml, pageSecurityHeaders } from './html.ts';
 import { claimForFinish, closeFinished, closeWithApp, forwardInput, HostedStartError, liveSession, liveView, openHosted, openViewerStream, recordExpired, releaseClaim, SPECIAL_KEYS, type SpecialKey } from './hosted-browser.ts';
@@ -190,7 +190,7 @@ export async function hostedConnectRoutes(app: FastifyInstance, deps: AppDeps): 
             throw new ApiError(503, 'vault_unavailable', 'the vault could not be written; nothing was stored', { retriable: true, reason: err instanceof Error ? err.constructor.name : 'error' });
           }
           const metadata = { source: 'hosted_browser', session_id: s.session_id, captured_at: deps.now().toISOString() };
-          connectionId = await upsertConnection(ctx, tenant, merchant, null, ref, metadata, CONNECTION_AUTH_TYPE);
+          connectionId = await upsertConnection({ ports: deps, run: ctx.run.bind(ctx) }, tenant, merchant, null, ref, metadata, CONNECTION_AUTH_TYPE);
           await ctx.run(hostedConnectDecider, stream, { type: 'finish', tenant, merchant, connectionId }, { serialize: true });
         } catch (err) {
           releaseClaim(live);

@@ -5,7 +5,7 @@ import { drive, WorkerError, workerFromEnv, type BrowserSession, type BrowserWor
 import { handleCommand, Rejection, type HandleOptions } from '../eventstore/handler.ts';
 import type { Decider } from '../eventstore/handler.ts';
 import { checkCredential, encodeCredential } from '../providers/credentials.ts';
-import { upsertConnection } from './connect-links.ts';
+import { upsertConnection } from '../usecases/connections.ts';
 import { probeProvider } from '../usecases/providers.ts';
 import type { AppDeps } from './route.ts';
 
@@ -163,7 +163,7 @@ async function runSignup(deps: AppDeps, worker: BrowserWorker, a: RunArgs): Prom
     const checked = checkCredential(p, key);
     ref = await deps.vault.put(a.tenant.orgId, `connection:${p.id}`, encodeCredential(checked.credential));
     // The same create-or-rotate as the OAuth callback and hosted connect, under this run's system actor.
-    connectionId = await upsertConnection({ deps, run: commander(deps, a.tenant) }, a.tenant, p.id, a.userId, ref, undefined, p.auth_type);
+    connectionId = await upsertConnection({ ports: deps, run: commander(deps, a.tenant) }, a.tenant, p.id, a.userId, ref, undefined, p.auth_type);
   } catch (err) {
     if (ref) await deps.vault.delete(a.tenant.orgId, ref).catch(() => {});
     return void (await fail('no_credential_captured', step, (err as Error).message));

@@ -6,7 +6,7 @@ import { handleCommand, loadState } from '../eventstore/handler.ts';
 import type { EventStore } from '../eventstore/port.ts';
 import type { Vault } from '../adapters/vault.ts';
 import type { Db } from '../postgres/db.ts';
-import { deleteConnection } from '../http/connections.ts';
+import { deleteConnection } from '../usecases/connections.ts';
 import type { RunCommand } from '../usecases/context.ts';
 import { deleteWebhookEndpoint } from '../usecases/webhook-endpoints.ts';
 import { PeriodicReactor } from './periodic.ts';
