@@ -134,6 +134,7 @@ export const REJECTION_STATUS: Record<string, number> = {
   not_connected: 424,
   provider_error: 502,
   invalid_held_call: 409,
+  model_error: 502,
 };
 
 /**

@@ -3,22 +3,24 @@ import { z } from 'zod';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
-import { ApiError, envelope } from './errors.ts';
+import type { RunCommand } from '../usecases/context.ts';
+import { executeTool, ToolUnresolved } from '../usecases/session-tools.ts';
+import { activeSession, getSession, type SessionRow } from '../usecases/sessions.ts';
+import { envelope } from './errors.ts';
 import { defineRoute, type AppDeps, type Ctx } from './route.ts';
 import { IdParam } from './schemas.ts';
 import { MCP_ORIGIN_ERRORS, mcpOriginHook, mcpPreflight } from './mcp-browser.ts';
-import { readSession, tenantOf } from './sessions.ts';
-import { executeTool, type Run, type SessionRow } from './tool-exec.ts';
+import { tenantOf } from './tenant.ts';
 
 // The session's tools over MCP Streamable HTTP (stateless: a server and a
 // transport per request, JSON responses). Tool names are `<server>.<tool>`
 // (MCP names allow [A-Za-z0-9._-]); a call runs exactly as
-// POST /v1/sessions/{id}/execute does, recorded as a tool call. A provider's
+// POST /v1/sessions/{id}/execute does (executeTool), recorded as a tool call. A provider's
 // or caller's fault is a tool result with isError, not a protocol error.
 
 export const mcpToolName = (serverId: string, tool: string) => `${serverId}.${tool}`;
 
-function mcpServer(deps: AppDeps, run: Run, s: SessionRow): Server {
+function mcpServer(deps: AppDeps, run: RunCommand, s: SessionRow): Server {
   const server = new Server({ name: `session-${s.id}`, version: '1.0.0' }, { capabilities: { tools: {} } });
   server.setRequestHandler(ListToolsRequestSchema, async () => ({
     tools: s.servers.flatMap((id) => {
@@ -34,7 +36,7 @@ function mcpServer(deps: AppDeps, run: Run, s: SessionRow): Server {
       if (o.ok) return { content: [{ type: 'text' as const, text: JSON.stringify(o.output) }], structuredContent: { tool_call_id: o.id, output: o.output as unknown }, isError: false };
       return { content: [{ type: 'text' as const, text: `${o.error.code}: ${o.error.message}` }], structuredContent: { tool_call_id: o.id, error_code: o.error.code }, isError: true };
     } catch (err) {
-      if (err instanceof ApiError) return { content: [{ type: 'text' as const, text: `${err.code}: ${err.message}` }], isError: true };
+      if (err instanceof ToolUnresolved) return { content: [{ type: 'text' as const, text: `${err.code}: ${err.message}` }], isError: true };
       throw err;
     }
   });
@@ -66,7 +68,7 @@ export async function sessionMcpRoutes(app: FastifyInstance, deps: AppDeps): Pro
     errors: [[401, 'unauthorized'], [403, 'forbidden'], ...MCP_ORIGIN_ERRORS, [404, 'not_found'], [405, 'method_not_allowed']],
     async handler(ctx) {
       // Another tenant's session answers as an absent one, as on POST.
-      if (!(await readSession(ctx.deps, await tenantOf(ctx as never), ctx.params.id))) throw new ApiError(404, 'not_found', 'session not found');
+      await getSession(ctx.deps, await tenantOf(ctx), ctx.params.id);
       return { status: 405, headers: { allow: 'POST' }, body: envelope('method_not_allowed', 'the session MCP endpoint is stateless: POST JSON-RPC messages; there is no standalone SSE stream', String(ctx.req.id)) };
     },
   });
@@ -83,12 +85,9 @@ export async function sessionMcpRoutes(app: FastifyInstance, deps: AppDeps): Pro
     responses: { 200: null, 202: null, 400: null, 405: null, 406: null, 415: null },
     errors: [[401, 'unauthorized'], [403, 'forbidden'], ...MCP_ORIGIN_ERRORS, [404, 'not_found'], [409, 'session_closed']],
     async handler(ctx: Ctx<{ id: string }, unknown, unknown, never>) {
-      const tenant = await tenantOf(ctx as never);
-      const s = await readSession(ctx.deps, tenant, ctx.params.id);
-      if (!s) throw new ApiError(404, 'not_found', 'session not found');
-      if (s.status !== 'active') throw new ApiError(409, 'session_closed', 'the session is closed');
+      const s = await activeSession(ctx.deps, await tenantOf(ctx as never), ctx.params.id);
       const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-      const server = mcpServer(ctx.deps, ctx.run.bind(ctx) as Run, s);
+      const server = mcpServer(ctx.deps, ctx.run.bind(ctx), s);
       await server.connect(transport);
       const headers = new Headers();
       for (const [k, v] of Object.entries(ctx.req.headers)) if (typeof v === 'string') headers.set(k, v);

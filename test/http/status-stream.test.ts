@@ -3,7 +3,7 @@ import { EventSource } from 'eventsource';
 import { Webhook } from 'standardwebhooks';
 import t from 'tap';
 import { buildApp } from '../../src/app.ts';
-import { streamConfig, type Timers } from '../../src/http/status-stream.ts';
+import { streamConfig, type Timers } from '../../src/usecases/status-stream.ts';
 import { bootstrapOrg, SERVICE_SECRET, testApp, testClock } from '../helpers/app.ts';
 
 // The payment-status SSE stream with the `eventsource` client over a real

@@ -1,26 +1,23 @@
 import { randomBytes } from 'node:crypto';
 import { toolCallDecider, toolCallStream } from '../../commands/session.ts';
-import type { Tenant } from '../../commands/consumer.ts';
-import { type CommandResult, type Decider, type HandleOptions, Rejection } from '../eventstore/handler.ts';
+import { Rejection } from '../eventstore/handler.ts';
 import { type AppendGuard, GuardFailed } from '../eventstore/port.ts';
 import type { ProviderDef, ToolDef } from '../providers/catalog.ts';
 import type { ToolError, ToolResult } from '../providers/tools.ts';
-import { ApiError, RawHttpError } from './errors.ts';
 import { type Denial, POLICY_ATTEMPTS, type PolicyCall, PolicyEngine } from '../policy/evaluator.ts';
-import { policyDenied } from './approvals.ts';
-import type { AppDeps } from './route.ts';
+import type { ApprovalExecutor } from './approval-executors.ts';
+import type { Ports, RunCommand } from './context.ts';
+import { heldCallSession, type SessionRow } from './sessions.ts';
 
 // Executes one tool of a session: resolve it in the catalog and in the
 // session's attached servers, evaluate the policies, record `tool_call.started`,
 // call the provider through the internal tool-execution API (the guarded
 // outbound client), record `tool_call.succeeded` or `tool_call.failed`.
-// Used by POST /v1/sessions/{id}/execute, the MCP endpoint and the agent loop.
-// In a session created with test-mode mocks, a mocked tool's call is recorded
-// (routing.mocked) and answered with the mock, the provider never called; any
-// other tool is refused (tool_not_mocked) with nothing recorded.
-
-export type SessionRow = { id: string; org_id: string; project_id: string; user_id: string; servers: string[]; environment: 'live' | 'test'; status: string; mocks?: Record<string, unknown> | null };
-export type Run = <S, C>(decider: Decider<S, C>, stream: string, command: C, opts?: HandleOptions<S> & { orgId?: string; projectId?: string | null }) => Promise<CommandResult<S>>;
+// Called by POST /v1/sessions/{id}/execute, the session MCP endpoint, the agent
+// loop and approval execution (providerToolExecutor). In a session created with
+// test-mode mocks, a mocked tool's call is recorded (routing.mocked) and
+// answered with the mock, the provider never called; any other tool is refused
+// (tool_not_mocked) with nothing recorded.
 
 type CallError = ToolError | { code: string; message: string; retriable: boolean };
 /** A recorded call: its id, what it called, when, and how long the provider took. */
@@ -31,6 +28,9 @@ export type ToolCallOutcome =
   | ({ ok: false; ran: boolean; error: CallError; policy?: undefined } & Recorded)
   /** Never recorded: a policy's denial or hold, or a mocked session's tool without a mock. */
   | { ok: false; id: null; ran?: undefined; error: CallError; policy?: Denial };
+
+/** A tool name the session cannot resolve (malformed, a server not attached, a tool not in the catalog): refused before anything is recorded. */
+export class ToolUnresolved extends Rejection {}
 
 /** Failures that never reached the provider: the call's request was refused before it left. */
 const NOT_RAN = new Set(['invalid_input', 'not_connected']);
@@ -57,14 +57,14 @@ function viewOf(p: ProviderDef, tool: ToolDef, output: unknown): { view: 'paymen
 }
 
 /** Splits `<server>/<tool>`; the server must be attached to the session and the tool in the catalog. */
-export function resolveSessionTool(deps: AppDeps, session: SessionRow, name: string): { provider: ProviderDef; tool: ToolDef } {
+export function resolveSessionTool(ports: Pick<Ports, 'providers'>, session: SessionRow, name: string): { provider: ProviderDef; tool: ToolDef } {
   const i = name.indexOf('/');
   const serverId = i > 0 ? name.slice(0, i) : '';
   const toolName = i > 0 ? name.slice(i + 1) : '';
-  if (!serverId || !toolName) throw new ApiError(400, 'invalid_body', 'tool must be "<server>/<tool>"', { issues: [{ path: ['tool'], code: 'invalid_format', message: 'expected <server>/<tool>' }] });
-  if (!session.servers.includes(serverId)) throw new ApiError(404, 'server_unknown', `${serverId} is not attached to this session`, { server_id: serverId });
-  const r = deps.providers.resolveTool(serverId, toolName);
-  if (!r) throw new ApiError(404, deps.providers.runtime.catalog.get(serverId) ? 'tool_unknown' : 'server_unknown', `no tool ${name} in the catalog`, { tool: name });
+  if (!serverId || !toolName) throw new ToolUnresolved('invalid_body', 'tool must be "<server>/<tool>"', { issues: [{ path: ['tool'], code: 'invalid_format', message: 'expected <server>/<tool>' }] });
+  if (!session.servers.includes(serverId)) throw new ToolUnresolved('server_unknown', `${serverId} is not attached to this session`, { server_id: serverId });
+  const r = ports.providers.resolveTool(serverId, toolName);
+  if (!r) throw new ToolUnresolved(ports.providers.runtime.catalog.get(serverId) ? 'tool_unknown' : 'server_unknown', `no tool ${name} in the catalog`, { tool: name });
   return r;
 }
 
@@ -88,14 +88,14 @@ export type GatedCall = Pick<PolicyCall, 'toolName' | 'toolInput' | 'amountMinor
  * proxy calls alike.
  */
 export async function underPolicy(
-  deps: AppDeps,
-  run: Run,
+  ports: Pick<Ports, 'store' | 'now'>,
+  run: RunCommand,
   session: SessionRow,
   call: GatedCall,
   start: (guard: AppendGuard) => Promise<unknown>,
 ): Promise<{ ok: true; release(): Promise<void> } | { ok: false; code: 'policy_denied' | 'approval_required'; message: string; denial: Denial }> {
   for (let attempt = 1; ; attempt++) {
-    const policy = await new PolicyEngine(deps.store, deps.now).evaluate(
+    const policy = await new PolicyEngine(ports.store, ports.now).evaluate(
       { orgId: session.org_id, projectId: session.project_id, sessionId: session.id, agentId: session.user_id, ...call },
       run,
       { fromCache: attempt === 1 },
@@ -120,10 +120,11 @@ export async function underPolicy(
  * Executes one tool call. The organization's policies come first (tool name
  * `<server>/<tool>`, the session's end user as the agent); a denial or a held
  * call records nothing of the call itself and answers the policy's body.
- * `approvedBy` is set when a person approved this very call.
+ * `approvedBy` is set when a person approved this very call. Throws
+ * ToolUnresolved when the name does not resolve in the session.
  */
-export async function executeTool(deps: AppDeps, run: Run, session: SessionRow, name: string, input: unknown, approvedBy: string | null = null): Promise<ToolCallOutcome> {
-  const { provider, tool } = resolveSessionTool(deps, session, name);
+export async function executeTool(ports: Ports, run: RunCommand, session: SessionRow, name: string, input: unknown, approvedBy: string | null = null): Promise<ToolCallOutcome> {
+  const { provider, tool } = resolveSessionTool(ports, session, name);
   const key = `${provider.id}/${tool.name}`;
   // A mocked session (test keys only, checked at creation) answers from its mocks, and only from them.
   const mocked = session.mocks ? Object.hasOwn(session.mocks, key) : false;
@@ -132,10 +133,10 @@ export async function executeTool(deps: AppDeps, run: Run, session: SessionRow, 
   const toolInput = (typeof input === 'object' && input !== null && !Array.isArray(input) ? input : {}) as Record<string, unknown>;
   const amount = amountOf(toolInput);
   const id = newToolCallId();
-  const calledAt = deps.now().toISOString();
+  const calledAt = ports.now().toISOString();
   const opts = { orgId: tenant.orgId, projectId: tenant.projectId };
   const base = { tool_call_id: id, session_id: session.id, server_id: provider.id, tool_name: tool.name };
-  const gate = await underPolicy(deps, run, session, { toolName: key, toolInput, amountMinor: amount, currency: typeof toolInput.currency === 'string' ? toolInput.currency : null, approvedBy }, (guard) =>
+  const gate = await underPolicy(ports, run, session, { toolName: key, toolInput, amountMinor: amount, currency: typeof toolInput.currency === 'string' ? toolInput.currency : null, approvedBy }, (guard) =>
     run(toolCallDecider, toolCallStream(id), {
       type: 'start',
       data: { ...base, org_id: tenant.orgId, project_id: tenant.projectId, user_id: session.user_id, input: input ?? null, routing: { server_id: provider.id, environment: session.environment, auth_type: provider.auth_type, ...(mocked ? { mocked: true } : {}) }, called_at: calledAt },
@@ -146,10 +147,10 @@ export async function executeTool(deps: AppDeps, run: Run, session: SessionRow, 
   const started = Date.now();
   const r: ToolResult = mocked
     ? { ok: true, output: session.mocks![key], status: 200, latency_ms: 0, connection_id: null }
-    : await deps.providers.execute({ tenant, environment: session.environment, serverId: provider.id, toolName: tool.name, input: input ?? {}, userId: session.user_id });
+    : await ports.providers.execute({ tenant, environment: session.environment, serverId: provider.id, toolName: tool.name, input: input ?? {}, userId: session.user_id });
   const recorded = { id, server_id: provider.id, tool_name: tool.name, called_at: calledAt };
   const duration_ms = Math.max(0, Date.now() - started);
-  const at = deps.now().toISOString();
+  const at = ports.now().toISOString();
   if (r.ok) {
     const v = viewOf(provider, tool, r.output);
     const trail = [{ attempt: 1, server_id: provider.id, outcome: 'success', status: r.status, latency_ms: r.latency_ms }];
@@ -166,23 +167,25 @@ export async function executeTool(deps: AppDeps, run: Run, session: SessionRow, 
   return { ok: false, ...recorded, ran: !NOT_RAN.has(e.code), error: e, duration_ms };
 }
 
-/** The HTTP error of a failed call. Provider faults are 502 provider_error (retriable when the provider's fault is). */
-export function toolCallError(o: Extract<ToolCallOutcome, { ok: false }>): ApiError | RawHttpError {
-  // A policy denial is the spec's bare 403 {reason, ruleType, ruleId} (+ approval_id, expires_at).
-  if (o.policy) return policyDenied(o.policy);
+/**
+ * The rejection of a failed call: a policy's denial or hold carries its body
+ * (answered bare), a mocked session's missing mock `tool_not_mocked`, a refused
+ * input `invalid_input`, a missing connection `not_connected`; any provider
+ * fault is `provider_error` (retriable when the provider's fault is).
+ */
+export function toolCallRejection(o: Extract<ToolCallOutcome, { ok: false }>): Rejection {
   const e = o.error;
-  // Test-mode mock errors keep the spec's shape for them: the code at the top level.
-  if (e.code === 'tool_not_mocked') return new RawHttpError(422, { code: e.code, message: e.message });
+  if (o.policy) return new Rejection(e.code, e.message, o.policy);
+  if (e.code === 'tool_not_mocked') return new Rejection(e.code, e.message);
   const details = { ...(o.id ? { tool_call_id: o.id } : {}), retriable: e.retriable, ...('status' in e && e.status ? { provider_status: e.status } : {}), ...('issues' in e && e.issues ? { issues: e.issues } : {}) };
-  switch (e.code) {
-    case 'not_connected':
-      return new ApiError(424, 'not_connected', e.message, details);
-    case 'invalid_input':
-      return new ApiError(400, 'invalid_input', e.message, details);
-    case 'policy_denied':
-    case 'approval_required':
-      return new ApiError(403, e.code, e.message, details);
-    default:
-      return new ApiError(502, 'provider_error', e.message, { ...details, reason: e.code, retriable: e.code === 'provider_error' || e.code === 'provider_unreachable' ? true : e.retriable });
-  }
+  if (e.code === 'not_connected' || e.code === 'invalid_input') return new Rejection(e.code, e.message, details);
+  return new Rejection('provider_error', e.message, { ...details, reason: e.code, retriable: e.code === 'provider_error' || e.code === 'provider_unreachable' ? true : e.retriable });
 }
+
+/** Approval execution of a provider tool call (`<server>/<tool>`): runs in its session, with the held input verbatim. */
+export const providerToolExecutor: ApprovalExecutor = async (call, ports, run) => {
+  const s = await heldCallSession(ports, call);
+  const o = await executeTool(ports, run, s, call.tool_name, call.tool_input, call.decided_by ?? 'approval');
+  if (!o.ok) throw toolCallRejection(o);
+  return { tool_call_id: o.id, output: (o.output ?? null) as unknown, duration_ms: o.duration_ms };
+};
