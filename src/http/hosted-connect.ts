@@ -13,7 +13,7 @@ import { escapeHtml, pageSecurityHeaders } from './html.ts';
 import { claimForFinish, closeFinished, closeWithApp, forwardInput, HostedStartError, liveSession, liveView, openHosted, openViewerStream, recordExpired, releaseClaim, SPECIAL_KEYS, type SpecialKey } from './hosted-browser.ts';
 import { newId } from './ids.ts';
 import { defineRoute, type AppDeps } from './route.ts';
-import { workerOf } from './signup-runner.ts';
+import { workerOf } from '../usecases/signup-runner.ts';
 
 // Hosted-browser connect (spec 4.16): start opens a browser-worker context on
 // the merchant's login page and answers the ids and our live-view URL; the
@@ -111,7 +111,7 @@ function viewerPage(merchant: HostedMerchant, nonce: string): string {
 }
 
 export async function hostedConnectRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
-  const worker = workerOf(app, deps); // created now (hooks cannot be added after boot)
+  const worker = workerOf(deps, (hook) => app.addHook('onClose', hook)); // created now (hooks cannot be added after boot)
   closeWithApp(app, deps);
 
   for (const merchant of HOSTED_MERCHANTS) {

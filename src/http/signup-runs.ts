@@ -1,13 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import type { Tenant } from '../../commands/consumer.ts';
-import { isStale, ownRun, signupRunDecider, signupRunStream, type SignupRun } from '../../commands/signup-run.ts';
+import type { SignupRun } from '../../commands/signup-run.ts';
 import { SIGNUP_FAILURE_CODES } from '../../events/signup-run.ts';
-import { loadState, Rejection } from '../eventstore/handler.ts';
-import { ApiError } from './errors.ts';
-import { newId } from './ids.ts';
-import { defineRoute } from './route.ts';
-import { deliverCode, failUnavailable, launchRun, renewPause, resendCode, workerOf } from './signup-runner.ts';
+import { workerOf } from '../usecases/signup-runner.ts';
+import { resendVerification, signupRunStatus, startSignupRun, submitVerification } from '../usecases/signup-runs.ts';
+import { defineRoute, type AppDeps, type RunCommand } from './route.ts';
 import { IdParam } from './schemas.ts';
 
 // Browser signup runs (spec 2 "Browser signup run (status view)", 3, 4.4, 7
@@ -43,21 +40,6 @@ function viewOf(r: SignupRun): View {
   };
 }
 
-type Row = { id: string; status: SignupRun['status']; prompt: string | null; mechanism: string | null; resend: boolean; pause_expires_at: Date | null; connection_id: string | null; code: string | null; failed_step_id: string | null; probe_result: unknown; probed: boolean };
-const runOfRow = (r: Row): SignupRun =>
-  ({
-    run_id: r.id,
-    status: r.status,
-    prompt: r.prompt,
-    mechanism: r.mechanism,
-    resend: r.resend,
-    pauseExpiresAt: r.pause_expires_at ? new Date(r.pause_expires_at).toISOString() : null,
-    connectionId: r.connection_id,
-    code: r.code,
-    failedStepId: r.failed_step_id,
-    probeResult: r.probed ? { value: r.probe_result } : null,
-  }) as SignupRun;
-
 const RunParams = z.object({ id: IdParam });
 const StartBody = z.object({
   server_id: z.string().min(1).max(64),
@@ -65,11 +47,10 @@ const StartBody = z.object({
   email: z.email().max(254),
   name: z.string().min(1).max(200).optional(),
 });
-const stale = (r: SignupRun) => new ApiError(410, 'run_stale', 'the run waited on verification past its expiry', { expired_at: r.pauseExpiresAt });
 
-export async function signupRunRoutes(app: FastifyInstance, deps: import('./route.ts').AppDeps): Promise<void> {
-  const worker = workerOf(app, deps); // created now (hooks cannot be added after boot); Chromium launches per run
-  const load = async (t: Tenant, id: string) => ownRun((await loadState(deps.store, signupRunStream(id), signupRunDecider)).state, t);
+export async function signupRunRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
+  const worker = workerOf(deps, (hook) => app.addHook('onClose', hook)); // created now (hooks cannot be added after boot); Chromium launches per run
+  const useCase = (ctx: { auth: { orgId: string; projectId: string }; run: RunCommand }) => ({ ports: deps, tenant: { orgId: ctx.auth.orgId, projectId: ctx.auth.projectId }, run: ctx.run.bind(ctx) });
 
   defineRoute(app, deps, {
     method: 'POST',
@@ -83,18 +64,7 @@ export async function signupRunRoutes(app: FastifyInstance, deps: import('./rout
     responses: { 202: z.object({ run_id: z.string(), status: z.literal('running') }) },
     errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden'], [404, 'server_unknown'], [422, 'not_test_environment'], [503, 'browser_worker_unavailable']],
     async handler(ctx) {
-      const { body, auth } = ctx;
-      if (auth.environment !== 'test') throw new ApiError(422, 'not_test_environment', 'browser signup runs provision sandbox accounts: use a test key');
-      const p = deps.providers.runtime.catalog.get(body.server_id);
-      // The catalog says which providers the signup engine provisions (engine_provisionable: an engine
-      // descriptor, not quarantined); a run stores an API key, so the provider must take one.
-      if (!p || p.engine !== 'available' || p.auth_type !== 'api_key') throw new ApiError(404, 'server_unknown', `no provider ${body.server_id} the signup engine provisions (engine_provisionable, API key) in the catalog`, { server_id: body.server_id });
-      if (!worker) throw new ApiError(503, 'browser_worker_unavailable', 'no browser worker is configured');
-      const tenant = { orgId: auth.orgId, projectId: auth.projectId };
-      const runId = newId('sr');
-      const data = { run_id: runId, org_id: tenant.orgId, project_id: tenant.projectId, server_id: p.id, user_id: body.user_id, email: body.email, environment: 'test' as const, created_at: deps.now().toISOString() };
-      await ctx.run(signupRunDecider, signupRunStream(runId), { type: 'start', data }, { expectedRevision: 'no_stream' });
-      launchRun(deps, worker, { runId, tenant, serverId: p.id, userId: body.user_id, email: body.email, name: body.name ?? body.user_id });
+      const runId = await startSignupRun(useCase(ctx), ctx.auth.environment, worker, ctx.body);
       return { status: 202, body: { run_id: runId, status: 'running' as const } };
     },
   });
@@ -111,16 +81,7 @@ export async function signupRunRoutes(app: FastifyInstance, deps: import('./rout
     responses: { 200: SignupRunView },
     errors: [[401, 'unauthorized'], [404, 'not_found'], [410, 'run_stale']],
     async handler(ctx) {
-      // Served from the read model (projections/signup-run.ts).
-      const { rows } = await deps.db.query<Row>(
-        `SELECT id, status, prompt, mechanism, resend, pause_expires_at, connection_id, code, failed_step_id, probe_result, probed FROM signup_runs WHERE id = $1 AND org_id = $2 AND project_id = $3`,
-        [ctx.params.id, ctx.auth.orgId, ctx.auth.projectId],
-      );
-      const row = rows[0];
-      if (!row) throw new ApiError(404, 'not_found', 'signup run not found');
-      const r = runOfRow(row);
-      if (isStale(r, deps.now().toISOString())) throw stale(r);
-      return { status: 200, body: viewOf(r) };
+      return { status: 200, body: viewOf(await signupRunStatus(deps, ctx.auth, ctx.params.id)) };
     },
   });
 
@@ -137,14 +98,7 @@ export async function signupRunRoutes(app: FastifyInstance, deps: import('./rout
     responses: { 202: SignupRunView },
     errors: [[400, 'invalid_body'], [401, 'unauthorized'], [404, 'not_found'], [409, 'not_awaiting_verification'], [410, 'run_stale']],
     async handler(ctx) {
-      const tenant = { orgId: ctx.auth.orgId, projectId: ctx.auth.projectId };
-      const r = await load(tenant, ctx.params.id);
-      if (isStale(r, deps.now().toISOString())) throw stale(r);
-      if (r.status !== 'needs_verification') throw new Rejection('not_awaiting_verification', `the run is ${r.status}, not awaiting verification`, { status: r.status });
-      const res = await ctx.run(signupRunDecider, signupRunStream(r.run_id), { type: 'resume', tenant }, { serialize: true });
-      if (!deliverCode(r.run_id, ctx.body.code)) await failUnavailable(deps, tenant, r.run_id);
-      const after = await load(tenant, r.run_id).catch(() => undefined);
-      return { status: 202, body: viewOf(after ?? (res.state as { run: SignupRun }).run) };
+      return { status: 202, body: viewOf(await submitVerification(useCase(ctx), ctx.params.id, ctx.body.code)) };
     },
   });
 
@@ -160,24 +114,7 @@ export async function signupRunRoutes(app: FastifyInstance, deps: import('./rout
     responses: { 200: SignupRunView },
     errors: [[401, 'unauthorized'], [404, 'not_found'], [409, 'not_awaiting_verification'], [410, 'run_stale']],
     async handler(ctx) {
-      const tenant = { orgId: ctx.auth.orgId, projectId: ctx.auth.projectId };
-      const r = await load(tenant, ctx.params.id);
-      if (isStale(r, deps.now().toISOString())) throw stale(r);
-      if (r.status !== 'needs_verification') throw new Rejection('not_awaiting_verification', `the run is ${r.status}, not awaiting verification`, { status: r.status });
-      let ok = false;
-      try {
-        ok = await resendCode(r.run_id);
-      } catch {
-        ok = false;
-      }
-      if (!ok) {
-        await failUnavailable(deps, tenant, r.run_id);
-        return { status: 200, body: viewOf(await load(tenant, r.run_id)) };
-      }
-      const res = await ctx.run(signupRunDecider, signupRunStream(r.run_id), { type: 'resend', tenant }, { serialize: true });
-      const run = (res.state as { status: 'exists'; run: SignupRun }).run;
-      renewPause(r.run_id, run.pauseExpiresAt); // the page lives as long as the renewed pause
-      return { status: 200, body: viewOf(run) };
+      return { status: 200, body: viewOf(await resendVerification(useCase(ctx), ctx.params.id)) };
     },
   });
 }

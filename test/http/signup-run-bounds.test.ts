@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap';
 import { findChromium } from '../../src/adapters/browser/chromium.ts';
 import { embeddedWorker } from '../../src/adapters/browser/worker.ts';
-import { sweepPausedPages } from '../../src/http/signup-runner.ts';
+import { sweepPausedPages } from '../../src/usecases/signup-runner.ts';
 import { bootstrapOrg, testApp, testClock } from '../helpers/app.ts';
 import { until } from '../helpers/wait.ts';
 

@@ -1,13 +1,12 @@
-import type { FastifyInstance } from 'fastify';
 import type { Tenant } from '../../commands/consumer.ts';
 import { SIGNUP_PAUSE_TTL_MS, signupRunDecider, signupRunStream, type SignupRunCommand } from '../../commands/signup-run.ts';
 import { drive, WorkerError, workerFromEnv, type BrowserSession, type BrowserWorker } from '../adapters/browser/worker.ts';
 import { handleCommand, Rejection, type HandleOptions } from '../eventstore/handler.ts';
 import type { Decider } from '../eventstore/handler.ts';
 import { checkCredential, encodeCredential } from '../providers/credentials.ts';
-import { upsertConnection } from '../usecases/connections.ts';
-import { probeProvider } from '../usecases/providers.ts';
-import type { AppDeps } from './route.ts';
+import { upsertConnection } from './connections.ts';
+import { probeProvider } from './providers.ts';
+import type { Ports } from './context.ts';
 
 // The in-process task behind a browser signup run. It drives the sandbox (or
 // provider) signup site in a browser-worker context, appending each state
@@ -19,7 +18,7 @@ import type { AppDeps } from './route.ts';
 
 // A paused page is kept until the run's pause expires by the app's clock (deps.now: the
 // needs_verification event's expires_at, renewed by a resend), then closed by the sweep.
-type Paused = { deps: AppDeps; session: BrowserSession; deliver: (code: string) => void; resend: () => Promise<void>; expiresAt: number };
+type Paused = { deps: Ports; session: BrowserSession; deliver: (code: string) => void; resend: () => Promise<void>; expiresAt: number };
 const paused = new Map<string, Paused>();
 const SWEEP_EVERY_MS = 1_000;
 let sweeper: NodeJS.Timeout | undefined;
@@ -48,14 +47,18 @@ export function renewPause(runId: string, expiresAt: string | null): void {
   const p = paused.get(runId);
   if (p && expiresAt) p.expiresAt = Date.parse(expiresAt);
 }
-const workers = new WeakMap<AppDeps, BrowserWorker | null>();
+const workers = new WeakMap<Ports, BrowserWorker | null>();
 
-/** The browser worker of this app: the one the builder gave (deps.browserWorker), else the configured one (BROWSER_WORKER_URL, BROWSER_WORKER=none) or the embedded default. */
-export function workerOf(app: FastifyInstance, deps: AppDeps): BrowserWorker | undefined {
+/**
+ * The browser worker of this app: the one the builder gave (deps.browserWorker), else the configured one
+ * (BROWSER_WORKER_URL, BROWSER_WORKER=none) or the embedded default. `onClose` registers what runs when
+ * the app closes (the worker and this app's paused pages end with it).
+ */
+export function workerOf(deps: Ports, onClose: (hook: () => Promise<void>) => void): BrowserWorker | undefined {
   if (!workers.has(deps)) {
     const w = deps.browserWorker !== undefined ? (deps.browserWorker ?? undefined) : workerFromEnv(process.env);
     workers.set(deps, w ?? null);
-    app.addHook('onClose', async () => {
+    onClose(async () => {
       // Paused pages of this app end with it (their runs fail on a later verification: resume_inputs_unavailable).
       for (const [id, p] of paused)
         if (p.deps === deps) {
@@ -68,11 +71,11 @@ export function workerOf(app: FastifyInstance, deps: AppDeps): BrowserWorker | u
   return workers.get(deps) ?? undefined;
 }
 
-export const signupUrlOf = (deps: AppDeps, serverId: string) => (deps.providers.runtime.sandbox ? `${deps.providers.runtime.sandbox.http}/_sandbox/${serverId}/signup` : undefined);
+export const signupUrlOf = (deps: Ports, serverId: string) => (deps.providers.runtime.sandbox ? `${deps.providers.runtime.sandbox.http}/_sandbox/${serverId}/signup` : undefined);
 
 type RunArgs = { runId: string; tenant: Tenant; serverId: string; userId: string; email: string; name: string };
 
-function commander(deps: AppDeps, tenant: Tenant) {
+function commander(deps: Ports, tenant: Tenant) {
   const cctx = { orgId: tenant.orgId, projectId: tenant.projectId, actor: { kind: 'system' as const, id: 'signup-run' }, requestId: null, now: deps.now };
   return async <S, C>(decider: Decider<S, C>, stream: string, command: C, opts: HandleOptions<S> = {}) => {
     const r = await handleCommand(deps.store, decider, stream, command, cctx, { serialize: true, ...opts });
@@ -82,11 +85,11 @@ function commander(deps: AppDeps, tenant: Tenant) {
 }
 
 /** Starts the run in the background; every outcome is an event on the run's stream. */
-export function launchRun(deps: AppDeps, worker: BrowserWorker, a: RunArgs): void {
+export function launchRun(deps: Ports, worker: BrowserWorker, a: RunArgs): void {
   void runSignup(deps, worker, a).catch(() => {}); // every outcome it can reach is already an event
 }
 
-async function runSignup(deps: AppDeps, worker: BrowserWorker, a: RunArgs): Promise<void> {
+async function runSignup(deps: Ports, worker: BrowserWorker, a: RunArgs): Promise<void> {
   const run = commander(deps, a.tenant);
   const stream = signupRunStream(a.runId);
   const act = (c: SignupRunCommand) => run(signupRunDecider, stream, c);
@@ -201,6 +204,6 @@ export async function resendCode(runId: string): Promise<boolean> {
   }
 }
 
-export async function failUnavailable(deps: AppDeps, tenant: Tenant, runId: string): Promise<void> {
+export async function failUnavailable(deps: Ports, tenant: Tenant, runId: string): Promise<void> {
   await commander(deps, tenant)(signupRunDecider, signupRunStream(runId), { type: 'fail', code: 'resume_inputs_unavailable', failedStepId: 'await_verification', detail: 'the paused browser page is no longer available' }).catch(() => {});
 }
