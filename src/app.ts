@@ -7,13 +7,14 @@ import { IdempotencyStore, migrateIdempotency } from './http/idempotency.ts';
 import { orgRoutes } from './http/orgs.ts';
 import { agentRoutes } from './http/agents.ts';
 import { consumerRoutes } from './http/consumers.ts';
-import { mandateRoutes, mandateSpendExecutor } from './http/mandates.ts';
+import { mandateRoutes } from './http/mandates.ts';
+import { mandateSpendExecutor } from './usecases/mandates.ts';
 import { auditRoutes } from './http/audit.ts';
 import { webhookRoutes } from './http/webhooks.ts';
 import { bankConsentRoutes } from './http/bank-consents.ts';
 import { x402ExecuteExecutor, x402Routes } from './http/x402.ts';
 import { policyRoutes } from './http/policies.ts';
-import { approvalRoutes } from './http/approvals.ts';
+import { approvalRoutes, registeredApprovalExecutor } from './http/approvals.ts';
 import { ApprovalExecutors } from './usecases/approval-executors.ts';
 import { oauthRoutes } from './http/oauth.ts';
 import { oauthUrls, type OAuthOptions } from './http/oauth-common.ts';
@@ -39,10 +40,7 @@ import { providerRoutes } from './http/providers.ts';
 import { connectionRoutes } from './http/connections.ts';
 import { providerWebhookRoutes } from './http/provider-webhooks.ts';
 import { sessionRoutes } from './http/sessions.ts';
-import { toolCallRoutes } from './http/tool-calls.ts';
-import { malformedId } from './http/tool-call-errors.ts';
-import { providerToolExecutor } from './usecases/session-tools.ts';
-import { proxyExecutors } from './usecases/session-proxy.ts';
+import { malformedId, toolCallRoutes } from './http/tool-calls.ts';
 import { statusStreamRoutes } from './http/status-stream.ts';
 import { sessionMcpRoutes } from './http/session-mcp.ts';
 import { sessionSendRoutes } from './http/session-send.ts';
@@ -194,7 +192,6 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await migrateIdempotency(opts.db);
   await migrateWebhooks(opts.db);
   const orgCache = new ReadCache<unknown>(opts.readSide.progress, orgProjection.name);
-  const providerRuntime = opts.providers ?? { catalog: Catalog.load(), client: new HttpProvider({ allow: opts.webhookTargets ?? { loopback: false, private: false } }), sandbox: undefined };
   const deps: AppDeps = {
     db: opts.db,
     store: opts.store,
@@ -223,11 +220,10 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     approvalExecutors: new ApprovalExecutors([
       ['mandate.spend', mandateSpendExecutor],
       ['x402.execute', x402ExecuteExecutor],
-      // A provider tool `<server>/<tool>` in its session, and a proxy call `<server>/proxy_execute` of each catalog provider.
-      ['*/', providerToolExecutor],
-      ...proxyExecutors(providerRuntime.catalog),
+      // The provider tools (and their proxy calls) until the session routes export their executors.
+      ['*/', registeredApprovalExecutor],
     ]),
-    providers: new ProviderTools(opts.db, opts.vault, providerRuntime, { store: opts.store, now: opts.now ?? (() => new Date()), waitFor: (p, ms) => opts.readSide.waitFor(p, ms) }),
+    providers: new ProviderTools(opts.db, opts.vault, opts.providers ?? { catalog: Catalog.load(), client: new HttpProvider({ allow: opts.webhookTargets ?? { loopback: false, private: false } }), sandbox: undefined }, { store: opts.store, now: opts.now ?? (() => new Date()), waitFor: (p, ms) => opts.readSide.waitFor(p, ms) }),
   };
 
   app.decorate('routeSpecs', deps.routes);

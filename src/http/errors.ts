@@ -126,6 +126,13 @@ export const REJECTION_STATUS: Record<string, number> = {
   // approvals and payments
   settlement_outcome_unknown: 502,
   secret_purge_failed: 503,
+  // a spend's declines (commands/mandate.ts SPEND_CODES; mandate_not_found and mandate_not_active above)
+  mandate_already_revoked: 409,
+  mandate_already_expired: 410,
+  currency_not_authorized: 403,
+  merchant_not_allowed: 403,
+  per_tx_cap_exceeded: 422,
+  total_cap_exceeded: 422,
   // sessions and tool calls
   session_closed: 409,
   server_unknown: 404,
@@ -134,7 +141,6 @@ export const REJECTION_STATUS: Record<string, number> = {
   not_connected: 424,
   provider_error: 502,
   invalid_held_call: 409,
-  model_error: 502,
 };
 
 /**

@@ -2,19 +2,15 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { agentDecider, agentStream } from '../../commands/agent.ts';
 import { consumerDecider, consumerStream, ownConsumer } from '../../commands/consumer.ts';
-import { effectiveStatus, type Mandate, mandateDecider, mandateStream, type MandateState, SPEND_CODES, type SpendCode } from '../../commands/mandate.ts';
+import { effectiveStatus, type Mandate, mandateDecider, mandateStream, type MandateState, SPEND_CODES } from '../../commands/mandate.ts';
 import { Currency } from '../../events/mandate.ts';
 import { loadState, Rejection } from '../eventstore/handler.ts';
-import { type AppendGuard, GuardFailed } from '../eventstore/port.ts';
 import { ApiError } from './errors.ts';
 import { newId } from './ids.ts';
-import { defineRoute, type AppDeps, type Ctx } from './route.ts';
+import { defineRoute, type AppDeps } from './route.ts';
 import { IdParam, Timestamp, isoText as TS } from './schemas.ts';
 import type { ApiKeyAuth } from './auth.ts';
-import { POLICY_ATTEMPTS, PolicyEngine } from '../policy/evaluator.ts';
-import { policyRefusal } from '../usecases/policy-refusal.ts';
-import type { ApprovalExecutor } from '../usecases/approval-executors.ts';
-import type { Ports, RunCommand } from '../usecases/context.ts';
+import { spend } from '../usecases/mandates.ts';
 
 // Mandates (spec 4.7): creation, reads, pause/resume/revoke, spends against
 // them, and the virtual card bound to one.
@@ -105,19 +101,6 @@ function validateCreate(raw: Record<string, unknown>, now: Date) {
   return { ...b, purpose: raw.purpose.trim(), cap, perTx, expiresAt: new Date(b.expires_at * 1000).toISOString() };
 }
 
-type MCtx = Ctx<{ id: string }, unknown, unknown, ApiKeyAuth>;
-
-/** A spend decision as the response: 201 approved, else the refusal's status and code (the decline is recorded either way). */
-function spendReply(r: { state: MandateState; events: { type: string; data: unknown }[] }) {
-  const e = r.events[r.events.length - 1]!;
-  const d = e.data as { transaction_id: string; mandate_id: string; amount_minor: string; currency: string; merchant: string; remaining_minor?: string; code?: SpendCode; at: string };
-  if (e.type === 'mandate.spend_declined') {
-    const code = d.code!;
-    throw new ApiError(SPEND_CODES[code], code, `the spend was declined: ${code.replaceAll('_', ' ')}`, { transaction_id: d.transaction_id, decision: 'declined' });
-  }
-  return { transaction_id: d.transaction_id, mandate_id: d.mandate_id, amount_minor: d.amount_minor, currency: d.currency, merchant: d.merchant, decision: 'approved' as const, remaining_minor: d.remaining_minor!, at: d.at };
-}
-
 const SpendBody = z.object({
   amount_minor: z.union([z.string().regex(/^[1-9]\d{0,15}$/), z.number().int().positive().max(Number.MAX_SAFE_INTEGER).transform(String)]),
   currency: z.string().min(1).max(10),
@@ -126,80 +109,6 @@ const SpendBody = z.object({
 });
 const SpendResult = z.object({ transaction_id: z.string(), mandate_id: z.string(), amount_minor: z.string(), currency: z.string(), merchant: z.string(), decision: z.literal('approved'), remaining_minor: z.string(), at: Timestamp });
 const spendErrors = Object.entries(SPEND_CODES).map(([code, status]) => [status, code] as const);
-
-// A mandate's agent, organization and project never change once granted, so a
-// found answer is remembered (bounded); a miss is always asked again.
-const agentsOfMandates = new Map<string, string>();
-const AGENT_CACHE_MAX = 50_000;
-
-/** The mandate's agent, for policy matching; null when the mandate is not the tenant's (the decider answers that). */
-async function mandateAgent(deps: Ports, tenant: { orgId: string; projectId: string }, mandateId: string): Promise<string | null> {
-  const key = `${tenant.orgId}\u0000${tenant.projectId}\u0000${mandateId}`;
-  const known = agentsOfMandates.get(key);
-  if (known !== undefined) return known;
-  const { rows } = await deps.db.query<{ agent_id: string }>('SELECT agent_id FROM mandates WHERE id = $1 AND org_id = $2 AND project_id = $3', [mandateId, tenant.orgId, tenant.projectId]);
-  const agent = rows[0]?.agent_id ?? null;
-  if (agent !== null) {
-    if (agentsOfMandates.size >= AGENT_CACHE_MAX) agentsOfMandates.clear();
-    agentsOfMandates.set(key, agent);
-  }
-  return agent;
-}
-
-type SpendRun = { deps: Ports; run: RunCommand; tenant: { orgId: string; projectId: string } };
-
-/**
- * A spend: the organization's policies first (tool name `mandate.spend`, the
- * mandate's agent), then the mandate's own rules. Policy counters consumed for
- * a spend the mandate then declines are released.
- */
-async function spend(c: SpendRun, mandateId: string, body: z.infer<typeof SpendBody>, channel: 'api' | 'card', approvedBy: string | null = null) {
-  const agentId = await mandateAgent(c.deps, c.tenant, mandateId);
-  // The policies are taken from this process's folded copy first, without a
-  // read; the spend is appended guarded by the policy stream's revision, so a
-  // change acknowledged anywhere before the append refuses it (nothing written),
-  // and the spend is evaluated again on a fresh read.
-  for (let attempt = 1; ; attempt++) {
-    let release = async () => {};
-    let guard: AppendGuard | undefined;
-    if (agentId) {
-      const toolInput = { mandate_id: mandateId, amount_minor: body.amount_minor, currency: body.currency, merchant: body.merchant, description: body.description ?? null, channel };
-      const outcome = await new PolicyEngine(c.deps.store, c.deps.now).evaluate(
-        { orgId: c.tenant.orgId, projectId: c.tenant.projectId, agentId, toolName: 'mandate.spend', toolInput, amountMinor: BigInt(body.amount_minor), currency: body.currency, approvedBy },
-        c.run,
-        { fromCache: attempt === 1 },
-      );
-      if (outcome.decision !== 'allowed') throw policyRefusal(outcome);
-      release = outcome.release;
-      guard = outcome.guard;
-    }
-    try {
-      const r = await c.run(
-        mandateDecider,
-        mandateStream(mandateId),
-        {
-          type: 'spend',
-          tenant: c.tenant,
-          spend: { transactionId: newId('txn'), channel, amount: BigInt(body.amount_minor), currency: body.currency, merchant: body.merchant, description: body.description ?? null },
-        },
-        { serialize: true, orgId: c.tenant.orgId, projectId: c.tenant.projectId, ...(guard ? { guard } : {}) },
-      );
-      return spendReply(r);
-    } catch (err) {
-      await release();
-      if (!(err instanceof GuardFailed)) throw err;
-      if (attempt >= POLICY_ATTEMPTS) throw new Rejection('concurrency_conflict', 'the policies kept changing; retry the request', { attempts: attempt });
-    }
-  }
-}
-
-// An approved `mandate.spend` runs the held spend with its verbatim input.
-export const mandateSpendExecutor: ApprovalExecutor = async (a, ports, run) => {
-  const input = a.tool_input as { mandate_id: string; amount_minor: string; currency: string; merchant: string; description: string | null; channel?: 'api' | 'card' };
-  if (!a.project_id) throw new ApiError(409, 'invalid_transition', 'the held spend has no project');
-  const result = await spend({ deps: ports, run, tenant: { orgId: a.org_id, projectId: a.project_id } }, input.mandate_id, { amount_minor: input.amount_minor, currency: input.currency, merchant: input.merchant, description: input.description }, input.channel ?? 'api', a.decided_by ?? 'approval');
-  return result as unknown as Record<string, unknown>;
-};
 
 const Card = z.object({ card_id: z.string(), consumer_id: z.string(), status: z.string(), bound_at: Timestamp });
 const Authorization = z.object({ transaction_id: z.string(), amount_minor: z.string(), currency: z.string(), decision: z.enum(['approved', 'declined']), at: Timestamp });
@@ -358,7 +267,7 @@ export async function mandateRoutes(app: FastifyInstance, deps: AppDeps): Promis
     errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden'], ...spendErrors],
     idempotent: true,
     async handler(ctx) {
-      return { status: 201, body: await spend({ run: ctx.run, deps: ctx.deps, tenant: ctx.auth }, ctx.params.id, ctx.body, 'api') };
+      return { status: 201, body: await spend({ run: ctx.run, ports: ctx.deps, tenant: ctx.auth }, ctx.params.id, ctx.body, 'api') };
     },
   });
 
@@ -447,7 +356,7 @@ export async function mandateRoutes(app: FastifyInstance, deps: AppDeps): Promis
         ctx.auth.projectId,
       ]);
       if (!rows[0]) throw new ApiError(404, 'card_not_found', 'no active card with this id');
-      return { status: 201, body: await spend({ run: ctx.run, deps: ctx.deps, tenant: ctx.auth }, rows[0].mandate_id, ctx.body, 'card') };
+      return { status: 201, body: await spend({ run: ctx.run, ports: ctx.deps, tenant: ctx.auth }, rows[0].mandate_id, ctx.body, 'card') };
     },
   });
 }
