@@ -15,8 +15,9 @@ import { tenantOf } from './tenant.ts';
 // The session's tools over MCP Streamable HTTP (stateless: a server and a
 // transport per request, JSON responses). Tool names are `<server>.<tool>`
 // (MCP names allow [A-Za-z0-9._-]); a call runs exactly as
-// POST /v1/sessions/{id}/execute does (executeTool), recorded as a tool call. A provider's
-// or caller's fault is a tool result with isError, not a protocol error.
+// POST /v1/sessions/{id}/execute does (the use case executeTool), recorded as
+// a tool call. A provider's or caller's fault is a tool result with isError,
+// not a protocol error.
 
 export const mcpToolName = (serverId: string, tool: string) => `${serverId}.${tool}`;
 

@@ -90,6 +90,12 @@ const Mocks = z
   .meta({ description: 'Test keys only: "<server>/<tool>" → the output that tool returns in this session without calling the provider; a tool without a mock then answers 422 tool_not_mocked' });
 
 export async function sessionRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
+  lifecycleRoutes(app, deps);
+  toolRoutes(app, deps);
+}
+
+/** Open, read and close a session. */
+function lifecycleRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'POST',
     url: '/v1/sessions',
@@ -142,7 +148,10 @@ export async function sessionRoutes(app: FastifyInstance, deps: AppDeps): Promis
       return { status: 200, body: view(ctx.deps, await closeSession(ctx.deps, ctx.run.bind(ctx), tenant, ctx.params.id), tenant) };
     },
   });
+}
 
+/** The session's providers and tools, and executing one. */
+function toolRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'GET',
     url: '/v1/sessions/:id/connections',
