@@ -17,7 +17,8 @@ import { policyRoutes } from './http/policies.ts';
 import { approvalRoutes, registeredApprovalExecutor } from './http/approvals.ts';
 import { ApprovalExecutors } from './usecases/approval-executors.ts';
 import { oauthRoutes } from './http/oauth.ts';
-import { oauthUrls, type OAuthOptions } from './http/oauth-common.ts';
+import { consentRoutes } from './http/oauth-consent.ts';
+import { oauthShared, oauthUrls, type OAuthOptions } from './http/oauth-common.ts';
 import { commerceMemoryRoutes } from './http/commerce-memory.ts';
 import { commerceMemoryInsightRoutes } from './http/commerce-memory-insights.ts';
 import { mcpServerRoutes } from './http/mcp-servers.ts';
@@ -242,7 +243,12 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(async (scope) => x402Routes(scope, deps));
   await app.register(async (scope) => policyRoutes(scope, deps));
   await app.register(async (scope) => approvalRoutes(scope, deps));
-  await app.register(async (scope) => oauthRoutes(scope, deps, opts.oauth));
+  // OAuth: the token and registration endpoints and the consent pages share one set of per-address limits.
+  await app.register(async (scope) => {
+    const oauth = oauthShared(deps, opts.oauth);
+    await oauthRoutes(scope, deps, oauth);
+    await consentRoutes(scope, deps, oauth);
+  });
   // Pix: partner accounts and funding sources, keys, charges, receivements, and
   // the PSP's notifications (in their own scope: they keep the raw body).
   await app.register(async (scope) => {

@@ -1,15 +1,35 @@
 import type { FastifyRequest } from 'fastify';
 import { OAUTH_RATE_BURST, OAUTH_RATE_PER_SECOND } from '../limits.ts';
 import { RawHttpError } from './errors.ts';
-import type { PasteGuardConfig } from './oauth-paste-guard.ts';
+import { defaultPasteGuard, type PasteGuardConfig } from './oauth-paste-guard.ts';
 import { RateLimiter, type RateLimitConfig } from './ratelimit.ts';
-import type { RouteSpec } from './route.ts';
+import type { AppDeps, RouteSpec } from './route.ts';
 
 // What the OAuth endpoints share: the issuer and endpoint URLs, the scope
 // vocabulary, redirect URI rules, and per-address rate limits.
 
 /** perAddress: token buckets per endpoint; keyPaste: failed API key pastes per address in a window (oauth-paste-guard.ts). */
 export type OAuthOptions = { rateLimit?: { perAddress?: RateLimitConfig; keyPaste?: PasteGuardConfig } };
+
+/** What the OAuth route modules (oauth.ts, oauth-consent.ts) share at run time; the composition root makes one and mounts both. */
+export type OAuthShared = {
+  urls: ReturnType<typeof oauthUrls>;
+  /** One set of per-address buckets for the token, registration and consent endpoints. */
+  limits: AddressLimits;
+  pasteGuard: PasteGuardConfig;
+  /** The scope vocabulary, computed once the routes are declared. */
+  scopes: () => string[];
+};
+
+export function oauthShared(deps: Pick<AppDeps, 'baseUrl' | 'now' | 'routes'>, opts: OAuthOptions = {}): OAuthShared {
+  let vocabulary: string[] | undefined;
+  return {
+    urls: oauthUrls(deps.baseUrl),
+    limits: AddressLimits.from(opts, deps.now),
+    pasteGuard: opts.rateLimit?.keyPaste ?? defaultPasteGuard,
+    scopes: () => (vocabulary ??= scopeVocabulary(deps.routes)),
+  };
+}
 
 /** The issuer is the public base URL exactly (RFC 8414 §2); endpoints hang off it without a doubled slash. */
 export function oauthUrls(baseUrl: string) {

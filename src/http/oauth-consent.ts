@@ -8,7 +8,7 @@ import { OAUTH_CODE_TTL_MS, OAUTH_CONSENT_TTL_MS, OAUTH_STATE_MAX_CHARS } from '
 import type { Db } from '../postgres/db.ts';
 import { API_KEY_PATTERN, hashKey, hasScope } from './auth.ts';
 import { RawHttpError } from './errors.ts';
-import { type AddressLimits, type oauthUrls, param, redirectUriMatches } from './oauth-common.ts';
+import { type AddressLimits, type OAuthShared, param, redirectUriMatches } from './oauth-common.ts';
 import { mintSecret, newGrantId } from './oauth-tokens.ts';
 import { migratePasteGuard, PasteGuard, type PasteAttempt, type PasteGuardConfig } from './oauth-paste-guard.ts';
 import type { AppDeps } from './route.ts';
@@ -129,7 +129,8 @@ export const CONSENT_PAGES: PageSpec[] = [
   },
 ];
 
-export async function consentRoutes(app: FastifyInstance, deps: AppDeps, limits: AddressLimits, pasteGuard: PasteGuardConfig, urls: ReturnType<typeof oauthUrls>, vocabulary: () => string[]): Promise<void> {
+export async function consentRoutes(app: FastifyInstance, deps: AppDeps, shared: OAuthShared): Promise<void> {
+  const { limits, pasteGuard, urls, scopes: vocabulary } = shared;
   await migrateConsent(deps.db);
   (deps.pages ??= []).push(...CONSENT_PAGES);
   await migratePasteGuard(deps.db);

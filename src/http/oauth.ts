@@ -6,9 +6,7 @@ import { randomString } from '../ids.ts';
 import { OAUTH_ACCESS_TTL_SECONDS, OAUTH_CLIENT_NAME_MAX_CHARS, OAUTH_REDIRECT_URI_MAX_CHARS, OAUTH_REDIRECT_URIS_MAX, OAUTH_REFRESH_TTL_MS } from '../limits.ts';
 import { OAuthKeyRevocationReactor } from '../reactors/oauth-key-revocation.ts';
 import { RawHttpError } from './errors.ts';
-import { AddressLimits, type OAuthOptions, oauthUrls, param, redirectUriProblem, scopeVocabulary } from './oauth-common.ts';
-import { consentRoutes } from './oauth-consent.ts';
-import { defaultPasteGuard } from './oauth-paste-guard.ts';
+import { type OAuthShared, param, redirectUriProblem } from './oauth-common.ts';
 import { grantOf, mintSecret } from './oauth-tokens.ts';
 import { defineRoute, type AppDeps, READ_SIDE_HEADER } from './route.ts';
 
@@ -24,11 +22,9 @@ const oauthError = (status: number, error: string, description: string) => new R
 const OAuthError = z.object({ error: z.string(), error_description: z.string() });
 const Strings = z.array(z.string());
 
-export async function oauthRoutes(app: FastifyInstance, deps: AppDeps, opts: OAuthOptions = {}): Promise<void> {
-  const urls = oauthUrls(deps.baseUrl);
-  const limits = AddressLimits.from(opts, deps.now);
-  let vocabulary: string[] | undefined;
-  const scopes = () => (vocabulary ??= scopeVocabulary(deps.routes));
+/** The token, registration and metadata endpoints; the consent pages (oauth-consent.ts) are mounted beside them with the same `shared`. */
+export async function oauthRoutes(app: FastifyInstance, deps: AppDeps, shared: OAuthShared): Promise<void> {
+  const { urls, limits, scopes } = shared;
 
   // Grants of a revoked key are revoked as facts (authentication refuses them at once anyway).
   const revoker = new OAuthKeyRevocationReactor(deps.db, deps.store, deps.now);
@@ -255,5 +251,4 @@ export async function oauthRoutes(app: FastifyInstance, deps: AppDeps, opts: OAu
     },
   });
 
-  await consentRoutes(app, deps, limits, opts.rateLimit?.keyPaste ?? defaultPasteGuard, urls, scopes);
 }
