@@ -14,7 +14,7 @@ import { webhookRoutes } from './http/webhooks.ts';
 import { bankConsentRoutes } from './http/bank-consents.ts';
 import { x402ExecuteExecutor, x402Routes } from './http/x402.ts';
 import { policyRoutes } from './http/policies.ts';
-import { approvalRoutes, registeredApprovalExecutor } from './http/approvals.ts';
+import { approvalRoutes } from './http/approvals.ts';
 import { ApprovalExecutors } from './usecases/approval-executors.ts';
 import { oauthRoutes } from './http/oauth.ts';
 import { consentRoutes } from './http/oauth-consent.ts';
@@ -41,7 +41,10 @@ import { providerRoutes } from './http/providers.ts';
 import { connectionRoutes } from './http/connections.ts';
 import { providerWebhookRoutes } from './http/provider-webhooks.ts';
 import { sessionRoutes } from './http/sessions.ts';
-import { malformedId, toolCallRoutes } from './http/tool-calls.ts';
+import { toolCallRoutes } from './http/tool-calls.ts';
+import { malformedId } from './http/tool-call-errors.ts';
+import { providerToolExecutor } from './usecases/session-tools.ts';
+import { proxyExecutors } from './usecases/session-proxy.ts';
 import { statusStreamRoutes } from './http/status-stream.ts';
 import { sessionMcpRoutes } from './http/session-mcp.ts';
 import { sessionSendRoutes } from './http/session-send.ts';
@@ -193,6 +196,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await migrateIdempotency(opts.db);
   await migrateWebhooks(opts.db);
   const orgCache = new ReadCache<unknown>(opts.readSide.progress, orgProjection.name);
+  const providerRuntime = opts.providers ?? { catalog: Catalog.load(), client: new HttpProvider({ allow: opts.webhookTargets ?? { loopback: false, private: false } }), sandbox: undefined };
   const deps: AppDeps = {
     db: opts.db,
     store: opts.store,
@@ -221,10 +225,11 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     approvalExecutors: new ApprovalExecutors([
       ['mandate.spend', mandateSpendExecutor],
       ['x402.execute', x402ExecuteExecutor],
-      // The provider tools (and their proxy calls) until the session routes export their executors.
-      ['*/', registeredApprovalExecutor],
+      // A provider tool `<server>/<tool>` in its session, and a proxy call `<server>/proxy_execute` of each catalog provider.
+      ['*/', providerToolExecutor],
+      ...proxyExecutors(providerRuntime.catalog),
     ]),
-    providers: new ProviderTools(opts.db, opts.vault, opts.providers ?? { catalog: Catalog.load(), client: new HttpProvider({ allow: opts.webhookTargets ?? { loopback: false, private: false } }), sandbox: undefined }, { store: opts.store, now: opts.now ?? (() => new Date()), waitFor: (p, ms) => opts.readSide.waitFor(p, ms) }),
+    providers: new ProviderTools(opts.db, opts.vault, providerRuntime, { store: opts.store, now: opts.now ?? (() => new Date()), waitFor: (p, ms) => opts.readSide.waitFor(p, ms) }),
   };
 
   app.decorate('routeSpecs', deps.routes);

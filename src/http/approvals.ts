@@ -1,10 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { migrateApprovalSweeps } from '../reactors/approval-expiry.ts';
-import type { Run } from '../policy/evaluator.ts';
-import type { ApprovalExecutor as HeldCallExecutor } from '../usecases/approval-executors.ts';
 import { approvalsHealth, decideApproval, findApproval, getApproval, listApprovals } from '../usecases/approvals.ts';
-import { forbidden, RawHttpError, errorResponse } from './errors.ts';
+import { forbidden, errorResponse } from './errors.ts';
 import { defineRoute, type AppDeps } from './route.ts';
 import { IdParam, Timestamp } from './schemas.ts';
 import { type Auth, type ServiceAuth } from './auth.ts';
@@ -35,29 +33,6 @@ export const Approval = z
   })
   .meta({ id: 'Approval' });
 export type ApprovalView = z.infer<typeof Approval>;
-
-/** What executes a held call once a person approves it, by tool name; answers the execution result. */
-export type ApprovalExecutor = (approval: ApprovalView, deps: AppDeps, run: Run) => Promise<Record<string, unknown>>;
-const executors = new Map<string, ApprovalExecutor>();
-// Each family whose calls policies can hold registers how to run one: an exact
-// name (`mandate.spend`), a prefix ending in `/`, or the key "*" followed by "/"
-// for every provider tool `<server>/<tool>`.
-export function registerApprovalExecutor(toolName: string, fn: ApprovalExecutor): void {
-  executors.set(toolName, fn);
-}
-function executorFor(toolName: string): ApprovalExecutor | undefined {
-  return executors.get(toolName) ?? [...executors].find(([k]) => k.endsWith('/') && toolName.startsWith(k))?.[1] ?? (toolName.includes('/') ? executors.get('*/') : undefined);
-}
-/**
- * Until every family exports its executor to the composition root's list, the
- * ones still registered here run through this one entry (src/app.ts lists it
- * under the provider tools' key); it goes away with registerApprovalExecutor.
- */
-export const registeredApprovalExecutor: HeldCallExecutor = async (call, ports, run) => {
-  const exec = executorFor(call.tool_name);
-  if (!exec) return { error: { code: 'no_executor', message: `no executor for ${call.tool_name}` } };
-  return exec(call as ApprovalView, ports as AppDeps, run);
-};
 
 /** An executor's failure as the approval records it: the status and the error body it would have answered. */
 function failureResult(err: unknown): Record<string, unknown> {
@@ -197,9 +172,4 @@ ${form}</body></html>`;
       return { status: 200, body: await getApproval(deps, orgPath(auth, params.orgId), params.id) };
     },
   });
-}
-
-/** The policy denial body (Part 7): a bare 403 `{reason, ruleType, ruleId}` plus approval_id and expires_at when an approval was created. */
-export function policyDenied(body: Record<string, unknown>): RawHttpError {
-  return new RawHttpError(403, body);
 }
