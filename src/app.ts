@@ -10,6 +10,7 @@ import { consumerRoutes } from './http/consumers.ts';
 import { mandateRoutes } from './http/mandates.ts';
 import { mandateSpendExecutor } from './usecases/mandates.ts';
 import { auditRoutes } from './http/audit.ts';
+import { auditProofRoutes } from './http/audit-proofs.ts';
 import { webhookRoutes } from './http/webhooks.ts';
 import { bankConsentRoutes } from './http/bank-consents.ts';
 import { x402ExecuteExecutor, x402Routes } from './http/x402.ts';
@@ -242,7 +243,10 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(async (scope) => agentRoutes(scope, deps));
   await app.register(async (scope) => consumerRoutes(scope, deps));
   await app.register(async (scope) => mandateRoutes(scope, deps));
-  await app.register(async (scope) => auditRoutes(scope, deps));
+  await app.register(async (scope) => {
+    await auditRoutes(scope, deps);
+    await auditProofRoutes(scope, deps);
+  });
   await app.register(async (scope) => webhookRoutes(scope, deps));
   await app.register(async (scope) => bankConsentRoutes(scope, deps));
   await app.register(async (scope) => x402Routes(scope, deps));
