@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { completeConnectLink, startConnectLink } from '../usecases/connect-links.ts';
+import { CALLBACK_PATH, completeConnectLink, startConnectLink } from '../usecases/connect-links.ts';
 import { defineRoute, type AppDeps } from './route.ts';
 import { Timestamp } from './schemas.ts';
 
