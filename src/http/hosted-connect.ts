@@ -1,33 +1,20 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { hostedConnectDecider, hostedConnectStream, ownSession, usable } from '../../commands/hosted-connect.ts';
 import { HOSTED_MERCHANTS, type HostedMerchant } from '../../events/hosted-connect.ts';
-import { loadState, Rejection } from '../eventstore/handler.ts';
 import { HOSTED_INPUT_TEXT_MAX_CHARS } from '../limits.ts';
-import { encodeCredential } from '../providers/credentials.ts';
+import { closeWithApp, forwardInput, liveView, openViewerStream, SPECIAL_KEYS, type SpecialKey } from '../usecases/hosted-browser.ts';
+import { finishHostedConnect, LIVE_VIEW_PATH, startHostedConnect } from '../usecases/hosted-connect.ts';
+import { workerOf } from '../usecases/signup-runner.ts';
 import { ConnectionView } from './connection-schemas.ts';
-import { readConnection, upsertConnection } from '../usecases/connections.ts';
 import { ApiError } from './errors.ts';
 import { escapeHtml, pageSecurityHeaders } from './html.ts';
-import { claimForFinish, closeFinished, closeWithApp, forwardInput, HostedStartError, liveSession, liveView, openHosted, openViewerStream, recordExpired, releaseClaim, SPECIAL_KEYS, type SpecialKey } from './hosted-browser.ts';
-import { newId } from './ids.ts';
-import { defineRoute, type AppDeps } from './route.ts';
-import { workerOf } from '../usecases/signup-runner.ts';
+import { defineRoute, type AppDeps, type RunCommand } from './route.ts';
 
-// Hosted-browser connect (spec 4.16): start opens a browser-worker context on
-// the merchant's login page and answers the ids and our live-view URL; the
-// person logs in on the merchant's page through the live view (a DevTools
-// screencast, their clicks and keys forwarded); finish captures the logged-in
-// state into the vault as a connection (auth_type `browser_session`). The
-// session id is single use and bound to the organization and project that
-// started it. 502 `browser_worker_failed` when the worker refused or failed
-// (a retry mints a new context and session), 503 `browser_worker_unavailable`
-// when none is configured.
+// Hosted-browser connect (spec 4.16): the routes and the live view's page;
+// start and finish are src/usecases/hosted-connect.ts, the live browser
+// contexts src/usecases/hosted-browser.ts.
 
-export const MERCHANT_A_NOTE = 'Checkout is not supported for merchant-a yet; your login is stored for later use.';
-export const LIVE_VIEW_PATH = '/connect/live';
-const CONNECTION_AUTH_TYPE = 'browser_session';
 const NAMES: Record<HostedMerchant, string> = { 'merchant-a': 'Merchant A', 'merchant-b': 'Merchant B' };
 
 const StartResponse = z
@@ -111,8 +98,10 @@ function viewerPage(merchant: HostedMerchant, nonce: string): string {
 }
 
 export async function hostedConnectRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
-  const worker = workerOf(deps, (hook) => app.addHook('onClose', hook)); // created now (hooks cannot be added after boot)
-  closeWithApp(app, deps);
+  const onClose = (hook: () => Promise<void>) => app.addHook('onClose', hook);
+  const worker = workerOf(deps, onClose); // created now (hooks cannot be added after boot)
+  closeWithApp(deps, onClose);
+  const useCase = (ctx: { auth: { orgId: string; projectId: string }; run: RunCommand }) => ({ ports: deps, tenant: { orgId: ctx.auth.orgId, projectId: ctx.auth.projectId }, run: ctx.run.bind(ctx) });
 
   for (const merchant of HOSTED_MERCHANTS) {
     const camel = merchant === 'merchant-a' ? 'MerchantA' : 'MerchantB';
@@ -128,31 +117,7 @@ export async function hostedConnectRoutes(app: FastifyInstance, deps: AppDeps): 
       responses: { 200: StartResponse },
       errors: [[401, 'unauthorized'], [403, 'forbidden'], [502, 'browser_worker_failed'], [503, 'browser_worker_unavailable']],
       async handler(ctx) {
-        const tenant = { orgId: ctx.auth.orgId, projectId: ctx.auth.projectId };
-        if (!worker) throw new ApiError(503, 'browser_worker_unavailable', 'no browser worker is configured (BROWSER_WORKER=none); hosted connect cannot run here', { retriable: false });
-        const site = deps.merchants[merchant];
-        if (!site) throw new ApiError(503, 'browser_worker_unavailable', `no login page is configured for ${merchant}`, { retriable: false });
-        const sessionId = newId('hcs', 24);
-        let opened: { contextId: string; viewToken: string };
-        try {
-          opened = await openHosted(deps, worker, site, { tenant, merchant, sessionId }, async (contextId) => {
-            await ctx.run(hostedConnectDecider, hostedConnectStream(sessionId), { type: 'start', data: { session_id: sessionId, context_id: contextId, merchant, org_id: tenant.orgId, project_id: tenant.projectId, created_at: deps.now().toISOString() } }, { expectedRevision: 'no_stream' });
-          });
-        } catch (err) {
-          if (!(err instanceof HostedStartError)) throw err;
-          await ctx
-            .run(hostedConnectDecider, hostedConnectStream(sessionId), { type: 'fail_start', data: { session_id: sessionId, merchant, org_id: tenant.orgId, project_id: tenant.projectId, code: err.reason, detail: err.message.slice(0, 500) } }, { expectedRevision: 'no_stream' })
-            .catch(() => {});
-          throw new ApiError(502, 'browser_worker_failed', 'the browser worker refused or failed to open the merchant login page; retry to get a new session', { reason: err.reason, retriable: true });
-        }
-        const body = {
-          merchant,
-          context_id: opened.contextId,
-          session_id: sessionId,
-          live_view_url: `${deps.baseUrl}${LIVE_VIEW_PATH}/${opened.viewToken}`,
-          ...(merchant === 'merchant-a' ? { checkout_supported: false as const, note: MERCHANT_A_NOTE } : {}),
-        };
-        return { status: 200, body, headers: { 'cache-control': 'no-store' } };
+        return { status: 200, body: await startHostedConnect(useCase(ctx), worker, merchant), headers: { 'cache-control': 'no-store' } };
       },
     });
 
@@ -168,38 +133,7 @@ export async function hostedConnectRoutes(app: FastifyInstance, deps: AppDeps): 
       responses: { 200: FinishResponse },
       errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found'], [409, 'not_logged_in'], [409, 'session_used'], [410, 'session_expired'], [503, 'vault_unavailable']],
       async handler(ctx) {
-        const tenant = { orgId: ctx.auth.orgId, projectId: ctx.auth.projectId };
-        const stream = hostedConnectStream(ctx.body.session_id);
-        const s = ownSession((await loadState(deps.store, stream, hostedConnectDecider)).state, tenant, merchant);
-        usable(s);
-        const site = deps.merchants[merchant];
-        const live = liveSession(deps, s.session_id);
-        if (!live || !site) {
-          await recordExpired(deps, tenant, s.session_id, 'context_lost');
-          throw new Rejection('session_expired', 'the hosted browser session is no longer open (expired, or the service restarted); start a new one');
-        }
-        const claim = await claimForFinish(live, site);
-        if (claim.state === 'busy') throw new Rejection('session_used', 'this session id is being used to finish a connect');
-        if (claim.state === 'not_logged_in') throw new Rejection('not_logged_in', `the person has not logged in to ${merchant} yet: finish after they log in through the live view`);
-        let connectionId: string;
-        try {
-          let ref: string;
-          try {
-            ref = await deps.vault.put(tenant.orgId, `connection:${merchant}`, encodeCredential({ storage_state: claim.storageState }));
-          } catch (err) {
-            throw new ApiError(503, 'vault_unavailable', 'the vault could not be written; nothing was stored', { retriable: true, reason: err instanceof Error ? err.constructor.name : 'error' });
-          }
-          const metadata = { source: 'hosted_browser', session_id: s.session_id, captured_at: deps.now().toISOString() };
-          connectionId = await upsertConnection({ ports: deps, run: ctx.run.bind(ctx) }, tenant, merchant, null, ref, metadata, CONNECTION_AUTH_TYPE);
-          await ctx.run(hostedConnectDecider, stream, { type: 'finish', tenant, merchant, connectionId }, { serialize: true });
-        } catch (err) {
-          releaseClaim(live);
-          throw err;
-        }
-        await closeFinished(live);
-        const connection = await readConnection(deps, tenant, connectionId);
-        if (!connection) throw new Error('the connection just written is not readable');
-        return { status: 200, body: { merchant, session_id: s.session_id, connection } };
+        return { status: 200, body: await finishHostedConnect(useCase(ctx), merchant, ctx.body.session_id) };
       },
     });
   }

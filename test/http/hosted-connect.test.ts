@@ -3,8 +3,8 @@ import t from 'tap';
 import { findChromium, launchChromium } from '../../src/adapters/browser/chromium.ts';
 import { embeddedWorker, WorkerError, type BrowserWorker } from '../../src/adapters/browser/worker.ts';
 import { LOGIN_LAYOUT, SANDBOX_MERCHANT_USER } from '../../src/adapters/merchants/sandbox-merchants.ts';
-import { hostedConfig } from '../../src/http/hosted-browser.ts';
-import { MERCHANT_A_NOTE } from '../../src/http/hosted-connect.ts';
+import { hostedConfig } from '../../src/usecases/hosted-browser.ts';
+import { MERCHANT_A_NOTE } from '../../src/usecases/hosted-connect.ts';
 import { bootstrapOrg, testApp } from '../helpers/app.ts';
 import { until } from '../helpers/wait.ts';
 

@@ -1,6 +1,5 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { PassThrough } from 'node:stream';
-import type { FastifyInstance } from 'fastify';
 import type { CDPSession } from 'playwright-core';
 import { hostedConnectDecider, hostedConnectStream } from '../../commands/hosted-connect.ts';
 import type { Tenant } from '../../commands/consumer.ts';
@@ -9,7 +8,7 @@ import { WorkerError, type BrowserSession, type BrowserWorker } from '../adapter
 import type { MerchantSite } from '../adapters/merchants/sites.ts';
 import { handleCommand } from '../eventstore/handler.ts';
 import { HOSTED_CONNECT_IDLE_MS, HOSTED_CONNECT_MAX_MS } from '../limits.ts';
-import type { AppDeps } from './route.ts';
+import type { Ports } from './context.ts';
 
 // The open browser contexts of hosted-browser connect (spec 4.16), held in this
 // process like the paused pages of signup runs: a worker context on the
@@ -24,7 +23,7 @@ export type Frame = { seq: number; image: string; width: number; height: number;
 type Viewer = (event: 'frame' | 'ended', data: unknown) => void;
 
 type Live = {
-  deps: AppDeps;
+  deps: Ports;
   tenant: Tenant;
   merchant: HostedMerchant;
   sessionId: string;
@@ -45,18 +44,18 @@ type Live = {
 
 const byId = new Map<string, Live>();
 const byView = new Map<string, Live>();
-const closeHooked = new WeakSet<AppDeps>();
+const closeHooked = new WeakSet<Ports>();
 
 /** Tunables tests may shrink (idle deadline, lifetime). */
 export const hostedConfig = { idleMs: HOSTED_CONNECT_IDLE_MS, maxMs: HOSTED_CONNECT_MAX_MS, navigationMs: 30_000 };
 
 const viewKeyOf = (token: string) => createHash('sha256').update(token).digest('hex');
 
-/** Closes this app's contexts when it closes (registered while the app boots). */
-export function closeWithApp(app: FastifyInstance, deps: AppDeps): void {
+/** Closes this app's contexts when it closes (`onClose` registers the hook while the app boots). */
+export function closeWithApp(deps: Ports, onClose: (hook: () => Promise<void>) => void): void {
   if (closeHooked.has(deps)) return;
   closeHooked.add(deps);
-  app.addHook('onClose', async () => {
+  onClose(async () => {
     // No event here: the log may be closing too. A later finish finds no context and records `context_lost`.
     for (const live of [...byId.values()]) if (live.deps === deps) await end(live, 'app_closed');
   });
@@ -87,7 +86,7 @@ function withTimeout<T>(p: Promise<T>, ms: number, fallback: T): Promise<T> {
  * whatever it opened; `register` runs before the context is published (the
  * started event), and the context is dropped if it throws.
  */
-export async function openHosted(deps: AppDeps, worker: BrowserWorker, site: MerchantSite, a: { tenant: Tenant; merchant: HostedMerchant; sessionId: string }, register: (contextId: string) => Promise<void>): Promise<{ contextId: string; viewToken: string }> {
+export async function openHosted(deps: Ports, worker: BrowserWorker, site: MerchantSite, a: { tenant: Tenant; merchant: HostedMerchant; sessionId: string }, register: (contextId: string) => Promise<void>): Promise<{ contextId: string; viewToken: string }> {
   let session: BrowserSession;
   try {
     session = await worker.open();
@@ -200,14 +199,14 @@ async function expire(live: Live, reason: 'idle' | 'lifetime'): Promise<void> {
   await recordExpired(live.deps, live.tenant, live.sessionId, reason);
 }
 
-export async function recordExpired(deps: AppDeps, tenant: Tenant, sessionId: string, reason: 'idle' | 'lifetime' | 'context_lost'): Promise<void> {
+export async function recordExpired(deps: Ports, tenant: Tenant, sessionId: string, reason: 'idle' | 'lifetime' | 'context_lost'): Promise<void> {
   const cctx = { orgId: tenant.orgId, projectId: tenant.projectId, actor: { kind: 'system' as const, id: 'hosted-connect' }, requestId: null, now: deps.now };
   const r = await handleCommand(deps.store, hostedConnectDecider, hostedConnectStream(sessionId), { type: 'expire', reason }, cctx, { serialize: true }).catch(() => undefined);
   if (r?.lastPosition) await deps.readSide.waitFor(r.lastPosition, deps.readWaitMs).catch(() => {});
 }
 
 /** The open context of a session in this process (undefined after a restart, expiry or finish). */
-export function liveSession(deps: AppDeps, sessionId: string): Live | undefined {
+export function liveSession(deps: Ports, sessionId: string): Live | undefined {
   const l = byId.get(sessionId);
   return l && l.deps === deps && l.state !== 'ended' ? l : undefined;
 }
@@ -218,7 +217,7 @@ export function liveSession(deps: AppDeps, sessionId: string): Live | undefined 
  * copy of the URL opened anywhere else later is refused as if it did not exist.
  * Returns the cookie value to set when this call bound the view.
  */
-export function liveView(deps: AppDeps, token: string, viewerCookie: string | undefined, claim = false): { live: Live; setCookie: string | undefined } | undefined {
+export function liveView(deps: Ports, token: string, viewerCookie: string | undefined, claim = false): { live: Live; setCookie: string | undefined } | undefined {
   const l = byView.get(viewKeyOf(token));
   if (!l || l.deps !== deps || l.state === 'ended') return undefined;
   if (l.viewerKey === undefined) {

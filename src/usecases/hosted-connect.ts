@@ -1,0 +1,89 @@
+import { hostedConnectDecider, hostedConnectStream, ownSession, usable } from '../../commands/hosted-connect.ts';
+import type { HostedMerchant } from '../../events/hosted-connect.ts';
+import type { BrowserWorker } from '../adapters/browser/worker.ts';
+import { loadState, Rejection } from '../eventstore/handler.ts';
+import { newId } from '../ids.ts';
+import { encodeCredential } from '../providers/credentials.ts';
+import type { UseCaseCtx } from './context.ts';
+import { readConnection, upsertConnection, type ConnectionRow } from './connections.ts';
+import { claimForFinish, closeFinished, HostedStartError, liveSession, openHosted, recordExpired, releaseClaim } from './hosted-browser.ts';
+
+// Hosted-browser connect (spec 4.16): start opens a browser-worker context on
+// the merchant's login page (src/usecases/hosted-browser.ts keeps it live);
+// finish captures the logged-in state into the vault as a connection
+// (auth_type `browser_session`). The session id is single use and bound to the
+// organization and project that started it. `browser_worker_failed` (502) when
+// the worker refused or failed (a retry mints a new context and session),
+// `browser_worker_unavailable` (503) when none is configured.
+
+export const MERCHANT_A_NOTE = 'Checkout is not supported for merchant-a yet; your login is stored for later use.';
+export const LIVE_VIEW_PATH = '/connect/live';
+const CONNECTION_AUTH_TYPE = 'browser_session';
+
+type HostedCtx = Pick<UseCaseCtx, 'ports' | 'tenant' | 'run'>;
+
+export type HostedStart = { merchant: HostedMerchant; context_id: string; session_id: string; live_view_url: string; checkout_supported?: false; note?: string };
+
+/** Opens a hosted browser on the merchant's login page: the ids and the live-view URL. */
+export async function startHostedConnect(ctx: HostedCtx, worker: BrowserWorker | undefined, merchant: HostedMerchant): Promise<HostedStart> {
+  const { ports, tenant } = ctx;
+  if (!worker) throw new Rejection('browser_worker_unavailable', 'no browser worker is configured (BROWSER_WORKER=none); hosted connect cannot run here', { retriable: false });
+  const site = ports.merchants[merchant];
+  if (!site) throw new Rejection('browser_worker_unavailable', `no login page is configured for ${merchant}`, { retriable: false });
+  const sessionId = newId('hcs', 24);
+  let opened: { contextId: string; viewToken: string };
+  try {
+    opened = await openHosted(ports, worker, site, { tenant, merchant, sessionId }, async (contextId) => {
+      await ctx.run(hostedConnectDecider, hostedConnectStream(sessionId), { type: 'start', data: { session_id: sessionId, context_id: contextId, merchant, org_id: tenant.orgId, project_id: tenant.projectId, created_at: ports.now().toISOString() } }, { expectedRevision: 'no_stream' });
+    });
+  } catch (err) {
+    if (!(err instanceof HostedStartError)) throw err;
+    await ctx
+      .run(hostedConnectDecider, hostedConnectStream(sessionId), { type: 'fail_start', data: { session_id: sessionId, merchant, org_id: tenant.orgId, project_id: tenant.projectId, code: err.reason, detail: err.message.slice(0, 500) } }, { expectedRevision: 'no_stream' })
+      .catch(() => {});
+    throw new Rejection('browser_worker_failed', 'the browser worker refused or failed to open the merchant login page; retry to get a new session', { reason: err.reason, retriable: true });
+  }
+  return {
+    merchant,
+    context_id: opened.contextId,
+    session_id: sessionId,
+    live_view_url: `${ports.baseUrl}${LIVE_VIEW_PATH}/${opened.viewToken}`,
+    ...(merchant === 'merchant-a' ? { checkout_supported: false as const, note: MERCHANT_A_NOTE } : {}),
+  };
+}
+
+/** Captures the person's logged-in session into the vault as a connection; the session id is spent and the browser closes. */
+export async function finishHostedConnect(ctx: HostedCtx, merchant: HostedMerchant, sessionId: string): Promise<{ merchant: HostedMerchant; session_id: string; connection: ConnectionRow }> {
+  const { ports, tenant } = ctx;
+  const stream = hostedConnectStream(sessionId);
+  const s = ownSession((await loadState(ports.store, stream, hostedConnectDecider)).state, tenant, merchant);
+  usable(s);
+  const site = ports.merchants[merchant];
+  const live = liveSession(ports, s.session_id);
+  if (!live || !site) {
+    await recordExpired(ports, tenant, s.session_id, 'context_lost');
+    throw new Rejection('session_expired', 'the hosted browser session is no longer open (expired, or the service restarted); start a new one');
+  }
+  const claim = await claimForFinish(live, site);
+  if (claim.state === 'busy') throw new Rejection('session_used', 'this session id is being used to finish a connect');
+  if (claim.state === 'not_logged_in') throw new Rejection('not_logged_in', `the person has not logged in to ${merchant} yet: finish after they log in through the live view`);
+  let connectionId: string;
+  try {
+    let ref: string;
+    try {
+      ref = await ports.vault.put(tenant.orgId, `connection:${merchant}`, encodeCredential({ storage_state: claim.storageState }));
+    } catch (err) {
+      throw new Rejection('vault_unavailable', 'the vault could not be written; nothing was stored', { retriable: true, reason: err instanceof Error ? err.constructor.name : 'error' });
+    }
+    const metadata = { source: 'hosted_browser', session_id: s.session_id, captured_at: ports.now().toISOString() };
+    connectionId = await upsertConnection(ctx, tenant, merchant, null, ref, metadata, CONNECTION_AUTH_TYPE);
+    await ctx.run(hostedConnectDecider, stream, { type: 'finish', tenant, merchant, connectionId }, { serialize: true });
+  } catch (err) {
+    releaseClaim(live);
+    throw err;
+  }
+  await closeFinished(live);
+  const connection = await readConnection(ports, tenant, connectionId);
+  if (!connection) throw new Error('the connection just written is not readable');
+  return { merchant, session_id: s.session_id, connection };
+}
