@@ -110,6 +110,7 @@ export const REJECTION_STATUS: Record<string, number> = {
   invalid_scope: 400,
   browser_worker_unavailable: 503,
   browser_worker_failed: 502,
+  cascade_pending: 503,
   // hosted-browser connect
   session_used: 409,
   session_expired: 410,
@@ -163,6 +164,7 @@ export const REJECTION_STATUS: Record<string, number> = {
   not_connected: 424,
   provider_error: 502,
   invalid_held_call: 409,
+  model_error: 502,
 };
 
 /**

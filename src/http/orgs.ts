@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { type ActiveOrg, orgDecider, orgStream } from '../../commands/org.ts';
+import { projectView } from '../usecases/projects.ts';
 import { hashKey } from './auth.ts';
 import { newId, randomString } from './ids.ts';
 import { defineRoute, type AppDeps } from './route.ts';
@@ -28,11 +29,6 @@ export const ApiKey = z
 
 export function newApiKey(environment: 'live' | 'test'): string {
   return `sk_${environment}_${randomString(32)}`;
-}
-
-export function projectView(orgId: string, id: string, s: ActiveOrg): z.infer<typeof Project> {
-  const p = s.projects.get(id)!;
-  return { id, org_id: orgId, name: p.name, slug: p.slug, is_default: p.isDefault, environment: p.environment, created_at: p.createdAt };
 }
 
 export async function orgRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {

@@ -1,21 +1,15 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { type ActiveOrg, orgDecider, orgStream } from '../../commands/org.ts';
-import { cascadeProjectDeletion, ProjectCascadeReactor } from '../reactors/project-cascade.ts';
+import { ProjectCascadeReactor } from '../reactors/project-cascade.ts';
 import { PROJECTS_LIST_DEFAULT, PROJECTS_LIST_MAX } from '../limits.ts';
+import { createProject, deleteProject, listProjectMembers, listProjects, readProject, removeProjectMember, setProjectMember, updateProject } from '../usecases/projects.ts';
 import { ApiError, forbidden } from './errors.ts';
-import { newId } from './ids.ts';
-import { projectView } from './orgs.ts';
 import { defineRoute, READ_SIDE_HEADER, type AppDeps } from './route.ts';
 import { IdParam, Project, QueryBool, Timestamp } from './schemas.ts';
-import { ROLE_RANK, type Role, type ServiceAuth } from './auth.ts';
+import type { ServiceAuth } from './auth.ts';
 
-// The projects family (spec 4.2), members included. Reads come from the
-// projects read model; writes are decided in the organization's stream.
-
-const PROJECT_COLUMNS = `id, org_id, name, slug, is_default, environment, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at`;
-
-const notFound = () => new ApiError(404, 'not_found', 'project not found');
+// The projects family (spec 4.2), members included: the routes; the use cases
+// are src/usecases/projects.ts.
 
 const Member = z
   .object({
@@ -28,13 +22,6 @@ const Member = z
     added_at: Timestamp,
   })
   .meta({ id: 'ProjectMember' });
-
-async function projectOf(deps: AppDeps, orgId: string, id: string): Promise<z.infer<typeof Project> | undefined> {
-  return (await deps.orgCache.get(`project-row:${orgId}:${id}`, async () => {
-    const { rows } = await deps.db.query<z.infer<typeof Project>>(`SELECT ${PROJECT_COLUMNS} FROM projects WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL`, [orgId, id]);
-    return rows[0];
-  })) as z.infer<typeof Project> | undefined;
-}
 
 /** A key bound to one project manages that project only (spec Part 5: "a project-scoped key managing another project answers 403 forbidden"). */
 function mayManage(auth: { projectBound: boolean; projectId: string }, projectId: string | undefined): void {
@@ -63,20 +50,7 @@ export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promis
     responses: { 200: z.object({ projects: z.array(Project), data: z.array(Project), total: z.number().int(), limit: z.number().int(), offset: z.number().int() }) },
     errors: [[400, 'invalid_query'], [401, 'unauthorized'], [403, 'forbidden']],
     async handler({ auth, query, deps }) {
-      const filter = query.is_default === undefined ? '' : ' AND is_default = $4';
-      const params: unknown[] = [auth.orgId, query.limit, query.offset];
-      if (query.is_default !== undefined) params.push(query.is_default);
-      const { rows } = await deps.db.query<z.infer<typeof Project> & { total: string }>(
-        `SELECT ${PROJECT_COLUMNS}, count(*) OVER ()::text AS total FROM projects WHERE org_id = $1 AND deleted_at IS NULL${filter}
-         ORDER BY created_at, id LIMIT $2 OFFSET $3`,
-        params,
-      );
-      let total = rows[0] ? Number(rows[0].total) : 0;
-      if (!rows[0] && query.offset > 0) {
-        const c = await deps.db.query<{ n: string }>(`SELECT count(*)::text AS n FROM projects WHERE org_id = $1 AND deleted_at IS NULL${filter.replace('$4', '$2')}`, query.is_default === undefined ? [auth.orgId] : [auth.orgId, query.is_default]);
-        total = Number(c.rows[0]!.n);
-      }
-      const projects = rows.map(({ total: _t, ...p }) => p);
+      const { projects, total } = await listProjects(deps, auth.orgId, query);
       return { status: 200, body: { projects, data: projects, total, limit: query.limit, offset: query.offset } };
     },
   });
@@ -100,16 +74,7 @@ export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promis
     idempotent: true,
     authorize: ({ auth }) => mayManage(auth, undefined),
     async handler({ auth, body, run }) {
-      const projectId = newId('prj');
-      const r = await run(orgDecider, orgStream(auth.orgId), {
-        type: 'create_project',
-        projectId,
-        name: body.name,
-        slug: body.slug,
-        environment: body.environment ?? auth.environment,
-        settings: body.settings ?? {},
-      });
-      return { status: 201, body: projectView(auth.orgId, projectId, r.state as ActiveOrg) };
+      return { status: 201, body: await createProject(run, auth.orgId, { name: body.name, slug: body.slug, environment: body.environment ?? auth.environment, settings: body.settings ?? {} }) };
     },
   });
 
@@ -125,8 +90,8 @@ export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promis
     responses: { 200: Project },
     errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
     async handler({ auth, params, deps }) {
-      const p = await projectOf(deps, auth.orgId, params.id);
-      if (!p) throw notFound();
+      const p = await readProject(deps, auth.orgId, params.id);
+      if (!p) throw new ApiError(404, 'not_found', 'project not found');
       return { status: 200, body: p };
     },
   });
@@ -146,14 +111,7 @@ export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promis
     idempotent: true,
     authorize: ({ auth, params }) => mayManage(auth, params.id),
     async handler({ auth, params, body, run }) {
-      const r = await run(orgDecider, orgStream(auth.orgId), {
-        type: 'update_project',
-        projectId: params.id,
-        ...(body.name !== undefined ? { name: body.name } : {}),
-        ...(body.slug !== undefined ? { slug: body.slug } : {}),
-        makeDefault: body.is_default === true,
-      });
-      return { status: 200, body: projectView(auth.orgId, params.id, r.state as ActiveOrg) };
+      return { status: 200, body: await updateProject(run, auth.orgId, params.id, body) };
     },
   });
 
@@ -171,27 +129,10 @@ export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promis
     idempotent: true,
     authorize: ({ auth, params }) => mayManage(auth, params.id),
     async handler(ctx) {
-      const { auth, params, run, deps, req } = ctx;
-      // Consumer records live in their own streams; a project holding any keeps
-      // them reachable, so it cannot be deleted (checked on the read model, which
-      // the consumer's own creation waited for).
-      const held = await deps.db.query('SELECT 1 FROM consumers WHERE org_id = $1 AND project_id = $2 LIMIT 1', [auth.orgId, params.id]);
-      if (held.rowCount > 0 && (await projectOf(deps, auth.orgId, params.id))) {
-        throw new ApiError(409, 'cannot_delete_with_consumer_records', 'the project holds consumer records; it cannot be deleted');
-      }
-      await run(orgDecider, orgStream(auth.orgId), { type: 'delete_project', projectId: params.id });
-      // The cascade beyond the organization's stream (connections, webhook endpoints,
-      // sessions with their tool calls), done before answering: a 200 means it is
-      // done and visible. A crash or failure meanwhile leaves it to the reactor.
-      try {
-        await cascadeProjectDeletion(deps, ctx.run.bind(ctx), auth.orgId, params.id);
-      } catch (err) {
-        req.log.warn({ project_id: params.id, reason: err instanceof Error ? err.constructor.name : 'error' }, 'project cascade left to the reactor');
-        throw new ApiError(503, 'cascade_pending', 'the project is deleted; removing its records did not finish and continues in the background', { retriable: false, project_id: params.id });
-      }
-      // The reactor may have appended some of the deletions meanwhile (then our own command
-      // appended nothing and waited for nothing): wait for the read side to hold the whole log.
-      if (!(await deps.readSide.waitFor(await deps.store.headPosition(), deps.readWaitMs))) ctx.reply.header(READ_SIDE_HEADER, 'behind');
+      const { auth, params, req } = ctx;
+      const warn = (reason: string) => req.log.warn({ project_id: params.id, reason }, 'project cascade left to the reactor');
+      const { caughtUp } = await deleteProject(ctx.deps, ctx.run.bind(ctx), auth.orgId, params.id, warn);
+      if (!caughtUp) ctx.reply.header(READ_SIDE_HEADER, 'behind');
       return { status: 200, body: { id: params.id, deleted: true } };
     },
   });
@@ -201,10 +142,6 @@ export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promis
   const ProjectParams = z.object({ id: IdParam });
   const MemberParams = z.object({ id: IdParam, user_id: IdParam });
   const memberErrors = [[401, 'unauthorized'], [403, 'insufficient_role'], [404, 'not_found'], [404, 'user_not_in_org'], [409, 'cannot_override_owner']] as const;
-
-  async function requireProject(orgId: string, id: string) {
-    if (!(await projectOf(deps, orgId, id))) throw notFound();
-  }
 
   defineRoute(app, deps, {
     method: 'GET',
@@ -218,21 +155,7 @@ export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promis
     // Any member of the organization may read the list: no role refusal.
     errors: [[401, 'unauthorized'], [404, 'not_found']],
     async handler({ auth, params, deps }) {
-      await requireProject(auth.orgId, params.id);
-      const { rows } = await deps.db.query<z.infer<typeof Member>>(
-        `SELECT u.user_id,
-                CASE WHEN u.role = 'owner' THEN 'owner' ELSE coalesce(pm.role, u.role) END AS role,
-                CASE WHEN pm.role IS NOT NULL AND u.role <> 'owner' THEN 'project' ELSE 'org' END AS source,
-                u.email, u.display_name, NULL AS avatar_url,
-                to_char(CASE WHEN pm.role IS NOT NULL AND u.role <> 'owner' THEN pm.added_at ELSE u.added_at END AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS added_at
-         FROM users u
-         LEFT JOIN project_members pm ON pm.user_id = u.user_id AND pm.project_id = $2 AND NOT pm.removed
-         WHERE u.org_id = $1`,
-        [auth.orgId, params.id],
-      );
-      const rank = (r: Role) => 3 - ROLE_RANK[r];
-      rows.sort((a, b) => rank(a.role) - rank(b.role) || a.added_at.localeCompare(b.added_at) || a.user_id.localeCompare(b.user_id));
-      return { status: 200, body: { members: rows } };
+      return { status: 200, body: { members: await listProjectMembers(deps, auth.orgId, params.id) } };
     },
   });
 
@@ -253,9 +176,8 @@ export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promis
     errors: [[400, 'invalid_body'], ...memberErrors],
     idempotent: true,
     authorize: ({ auth, params }) => requireAdmin(auth, params.id!),
-    async handler({ auth, params, body, run }) {
-      await requireProject(auth.orgId, params.id);
-      const r = await run(orgDecider, orgStream(auth.orgId), { type: 'set_project_member', projectId: params.id, userId: body.user_id, role: body.role });
+    async handler({ auth, params, body, run, deps }) {
+      const r = await setProjectMember(deps, run, auth.orgId, params.id, body.user_id, body.role);
       return { status: 200, body: { project_id: params.id, user_id: body.user_id, role: body.role, changed: r.changed } };
     },
   });
@@ -274,10 +196,7 @@ export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promis
     idempotent: true,
     authorize: ({ auth, params }) => requireAdmin(auth, params.id!),
     async handler({ auth, params, body, run, deps }) {
-      await requireProject(auth.orgId, params.id);
-      const { rows } = await deps.db.query('SELECT 1 FROM project_members WHERE project_id = $1 AND user_id = $2 AND NOT removed', [params.id, params.user_id]);
-      if (rows.length === 0) throw new ApiError(404, 'not_found', 'this user has no role override in the project');
-      const r = await run(orgDecider, orgStream(auth.orgId), { type: 'set_project_member', projectId: params.id, userId: params.user_id, role: body.role });
+      const r = await setProjectMember(deps, run, auth.orgId, params.id, params.user_id, body.role, true);
       return { status: 200, body: { project_id: params.id, user_id: params.user_id, role: body.role, changed: r.changed } };
     },
   });
@@ -294,9 +213,8 @@ export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promis
     errors: memberErrors,
     idempotent: true,
     authorize: ({ auth, params }) => requireAdmin(auth, params.id!),
-    async handler({ auth, params, run }) {
-      await requireProject(auth.orgId, params.id);
-      await run(orgDecider, orgStream(auth.orgId), { type: 'remove_project_member', projectId: params.id, userId: params.user_id });
+    async handler({ auth, params, run, deps }) {
+      await removeProjectMember(deps, run, auth.orgId, params.id, params.user_id);
       return { status: 204 };
     },
   });
