@@ -11,6 +11,7 @@ import { mandateRoutes } from './http/mandates.ts';
 import { mandateSpendExecutor } from './usecases/mandates.ts';
 import { auditRoutes } from './http/audit.ts';
 import { auditProofRoutes } from './http/audit-proofs.ts';
+import { auditConfigRoutes } from './http/audit-config.ts';
 import { webhookRoutes } from './http/webhooks.ts';
 import { bankConsentRoutes } from './http/bank-consents.ts';
 import { x402Routes } from './http/x402.ts';
@@ -246,6 +247,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(async (scope) => mandateRoutes(scope, deps));
   await app.register(async (scope) => {
     await auditRoutes(scope, deps);
+    await auditConfigRoutes(scope, deps);
     await auditProofRoutes(scope, deps);
   });
   await app.register(async (scope) => webhookRoutes(scope, deps));
