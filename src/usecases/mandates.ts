@@ -1,7 +1,10 @@
-import { mandateDecider, mandateStream, type MandateState, SPEND_CODES, type SpendCode } from '../../commands/mandate.ts';
-import { Rejection } from '../eventstore/handler.ts';
+import { agentDecider, agentStream } from '../../commands/agent.ts';
+import { consumerDecider, consumerStream, ownConsumer } from '../../commands/consumer.ts';
+import { type Mandate, mandateDecider, mandateStream, type MandateState, SPEND_CODES, type SpendCode } from '../../commands/mandate.ts';
+import { loadState, Rejection } from '../eventstore/handler.ts';
 import { type AppendGuard, GuardFailed } from '../eventstore/port.ts';
 import { newId } from '../ids.ts';
+import { isoText as TS } from '../postgres/iso-text.ts';
 import { POLICY_ATTEMPTS, PolicyEngine } from '../policy/evaluator.ts';
 import type { ApprovalExecutor } from './approval-executors.ts';
 import type { Ports, RunCommand, Tenant } from './context.ts';
@@ -100,3 +103,159 @@ export const mandateSpendExecutor: ApprovalExecutor = async (a, ports, run) => {
   const result = await spend({ ports, run, tenant: { orgId: a.org_id, projectId: a.project_id } }, input.mandate_id, { amount_minor: input.amount_minor, currency: input.currency, merchant: input.merchant, description: input.description }, input.channel ?? 'api', a.decided_by ?? 'approval');
   return result as unknown as Record<string, unknown>;
 };
+
+// Mandates (spec 4.7): creation, reads, pause/resume/revoke, and the virtual
+// card bound to one.
+
+/** A mandate as stored in the read model (the HTTP answer's shape). */
+export type MandateRow = {
+  id: string;
+  consumer_id: string;
+  agent_id: string;
+  purpose: string;
+  display_name: string | null;
+  intent_note: string | null;
+  merchant_allowlist: string[];
+  merchant_pin_kind: 'pix-key' | 'merchant-id' | 'mcc';
+  cap_minor: string;
+  per_tx_cap_minor: string;
+  currency: string;
+  status: 'active' | 'paused' | 'revoked' | 'expired';
+  expires_at: string;
+  created_at: string;
+};
+
+/** What a grant needs, validated (src/http/mandates.ts checks the body's shape). */
+export type CreateInput = {
+  consumer_id: string;
+  agent_id: string;
+  purpose: string;
+  display_name?: string | null | undefined;
+  intent_note?: string | null | undefined;
+  merchant_allowlist: string[];
+  merchant_pin_kind: 'pix-key' | 'merchant-id' | 'mcc';
+  cap: bigint;
+  perTx: bigint;
+  currency: string;
+  expiresAt: string;
+};
+
+const DID_SAFE = /^[A-Za-z0-9._-]{1,64}$/;
+const granted = (s: MandateState) => (s as Extract<MandateState, { status: 'exists' }>).m;
+
+/** A grant: the consumer must be the organization's; the agent's state decides whether it may be granted (the decider answers). */
+export async function createMandate(c: SpendCtx, b: CreateInput): Promise<Mandate> {
+  const consumer = await loadState(c.ports.store, consumerStream(b.consumer_id), consumerDecider);
+  try {
+    ownConsumer(consumer.state, c.tenant);
+  } catch {
+    throw new Rejection('not_found', 'consumer not found', { field: 'consumer_id' });
+  }
+  const agent = DID_SAFE.test(b.agent_id) ? (await loadState(c.ports.store, agentStream(c.tenant.orgId, b.agent_id), agentDecider)).state : { status: 'none' as const };
+  const agentActive = agent.status === 'active' && agent.keys.some((k) => k.status === 'active');
+  const id = newId('mdt');
+  const r = await c.run(
+    mandateDecider,
+    mandateStream(id),
+    {
+      type: 'create',
+      mandateId: id,
+      tenant: c.tenant,
+      consumerId: b.consumer_id,
+      agentId: b.agent_id,
+      agentDid: agent.status === 'none' ? '' : agent.did,
+      agentActive,
+      purpose: b.purpose,
+      displayName: b.display_name ?? null,
+      intentNote: b.intent_note ?? null,
+      allowlist: b.merchant_allowlist,
+      pinKind: b.merchant_pin_kind,
+      cap: b.cap,
+      perTx: b.perTx,
+      currency: b.currency,
+      expiresAt: b.expiresAt,
+    },
+    { expectedRevision: 'no_stream' },
+  );
+  return granted(r.state);
+}
+
+/** Pause, resume or revoke; a move to the status it has writes nothing (changed: false). */
+export async function moveMandate(c: SpendCtx, id: string, to: 'paused' | 'active' | 'revoked', reason: string | null): Promise<{ mandate: Mandate; changed: boolean }> {
+  const r = await c.run(
+    mandateDecider,
+    mandateStream(id),
+    { type: 'move', tenant: c.tenant, to, reason },
+    {
+      // The write is guarded on the status that was read: a move that lost a
+      // race to another move answers transition_conflict; a spend in between retries.
+      conflictCode: 'transition_conflict',
+      retryIf: (first, latest) => first.status === 'exists' && latest.status === 'exists' && first.m.status === latest.m.status,
+    },
+  );
+  return { mandate: granted(r.state), changed: r.changed };
+}
+
+const EFFECTIVE = `CASE WHEN status IN ('active', 'paused') AND expires_at <= $NOW THEN 'expired' ELSE status END`;
+const columns = (nowParam: string) =>
+  `id, consumer_id, agent_id, purpose, display_name, intent_note, merchant_allowlist, merchant_pin_kind, cap_minor::text, per_tx_cap_minor::text, currency,
+   ${EFFECTIVE.replace('$NOW', nowParam)} AS status, ${TS('expires_at')} AS expires_at, ${TS('created_at')} AS created_at`;
+
+/** The tenant's mandates, newest first (status is effective: past expires_at reads expired). */
+export async function listMandates(ports: Ports, tenant: Tenant, q: { consumer_id?: string | undefined; status?: MandateRow['status'] | undefined; limit: number }): Promise<MandateRow[]> {
+  const params: unknown[] = [tenant.orgId, tenant.projectId, q.limit, ports.now().toISOString()];
+  let where = 'org_id = $1 AND project_id = $2';
+  if (q.consumer_id) {
+    params.push(q.consumer_id);
+    where += ` AND consumer_id = $${params.length}`;
+  }
+  if (q.status) {
+    params.push(q.status);
+    where += ` AND ${EFFECTIVE.replace('$NOW', '$4')} = $${params.length}`;
+  }
+  const { rows } = await ports.db.query<MandateRow>(`SELECT ${columns('$4')} FROM mandates WHERE ${where} ORDER BY created_at DESC, id LIMIT $3`, params);
+  return rows;
+}
+
+/** One of the tenant's mandates; another tenant's answers mandate_not_found. */
+export async function readMandate(ports: Ports, tenant: Tenant, id: string): Promise<MandateRow> {
+  const { rows } = await ports.db.query<MandateRow>(`SELECT ${columns('$4')} FROM mandates WHERE id = $1 AND org_id = $2 AND project_id = $3`, [id, tenant.orgId, tenant.projectId, ports.now().toISOString()]);
+  if (!rows[0]) throw new Rejection('mandate_not_found', 'mandate not found');
+  return rows[0];
+}
+
+export type CardRow = { card_id: string; consumer_id: string; status: string; bound_at: string };
+export type CardAuthorization = { transaction_id: string; amount_minor: string; currency: string; decision: 'approved' | 'declined'; at: string };
+
+/** The mandate's active card and its authorizations, newest first. */
+export async function readMandateCard(ports: Ports, tenant: Tenant, id: string, limit: number): Promise<{ mandate_id: string; card: CardRow | null; authorizations: CardAuthorization[] }> {
+  const m = await readMandate(ports, tenant, id);
+  const card = await ports.db.query<CardRow>(`SELECT card_id, consumer_id, status, ${TS('bound_at')} AS bound_at FROM mandate_cards WHERE mandate_id = $1 AND status = 'active' LIMIT 1`, [m.id]);
+  const auths = await ports.db.query<CardAuthorization>(
+    `SELECT transaction_id, amount_minor::text, currency, decision, ${TS('at')} AS at FROM mandate_authorizations WHERE mandate_id = $1 ORDER BY position DESC LIMIT $2`,
+    [m.id, limit],
+  );
+  return { mandate_id: m.id, card: card.rows[0] ?? null, authorizations: auths.rows };
+}
+
+/** Binds a card from the environment's issuer (the sandbox issuer for test keys; no live issuer is wired). */
+export async function bindMandateCard(c: SpendCtx, environment: 'live' | 'test', id: string): Promise<{ mandate_id: string; card: CardRow; changed: boolean }> {
+  if (environment === 'live') throw new Rejection('not_wired', 'no live card issuer is configured');
+  const r = await c.run(mandateDecider, mandateStream(id), { type: 'bind_card', tenant: c.tenant, cardId: newId('card'), issuer: 'sandbox' }, { serialize: true });
+  const m = granted(r.state);
+  return { mandate_id: m.id, card: { card_id: m.card!.cardId, consumer_id: m.card!.consumerId, status: 'active', bound_at: m.card!.boundAt }, changed: r.changed };
+}
+
+export async function revokeMandateCard(c: SpendCtx, id: string): Promise<{ mandate_id: string; card_id: string; revoked: true }> {
+  const r = await c.run(mandateDecider, mandateStream(id), { type: 'revoke_card', tenant: c.tenant }, { serialize: true });
+  const e = r.events[0]!;
+  return { mandate_id: id, card_id: e.type === 'mandate.card_revoked' ? e.data.card_id : '', revoked: true };
+}
+
+/** The sandbox card network: an authorization on an active card is a spend against its mandate (test keys only). */
+export async function sandboxCardAuthorization(c: SpendCtx, environment: 'live' | 'test', cardId: string, body: SpendInput): Promise<SpendResult> {
+  if (environment !== 'test') throw new Rejection('sandbox_funding_not_permitted', 'the sandbox card network takes test keys only');
+  const { rows } = await c.ports.db.query<{ mandate_id: string }>(`SELECT mandate_id FROM mandate_cards WHERE card_id = $1 AND org_id = $2 AND project_id = $3 AND status = 'active'`, [cardId, c.tenant.orgId, c.tenant.projectId]);
+  if (!rows[0]) throw new Rejection('card_not_found', 'no active card with this id');
+  return spend(c, rows[0].mandate_id, body, 'card');
+}
