@@ -111,6 +111,9 @@ export const REJECTION_STATUS: Record<string, number> = {
   browser_worker_unavailable: 503,
   browser_worker_failed: 502,
   cascade_pending: 503,
+  webhook_signature_invalid: 401,
+  webhook_timestamp_stale: 400,
+  invalid_webhook_body: 400,
   // hosted-browser connect
   session_used: 409,
   session_expired: 410,
@@ -165,17 +168,6 @@ export const REJECTION_STATUS: Record<string, number> = {
   provider_error: 502,
   invalid_held_call: 409,
   model_error: 502,
-  // bank consents (src/usecases/bank-consents.ts; not_found and invalid_transition above)
-  unknown_bank: 400,
-  bank_refused: 502,
-  bank_unavailable: 502,
-  consent_active_for_consumer: 409,
-  bank_consent_held_elsewhere: 409,
-  consent_lock_timeout: 503,
-  consent_disappeared: 500,
-  missing_bank_consent_id: 500,
-  consent_not_authorised: 409,
-  consent_missing_tokens: 500,
 };
 
 /**
