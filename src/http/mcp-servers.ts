@@ -1,27 +1,20 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { atomicToPrice, type McpServerCommand, mcpServerDecider, mcpServerStream, mcpSlugDecider, mcpSlugStream, priceToAtomic } from '../../commands/mcp.ts';
-import { listUpstreamTools, UpstreamError } from '../adapters/mcp/upstream.ts';
-import { checkResolved, checkUrl, UnsafeTarget } from '../adapters/outbound-http.ts';
-import type { CommandContext } from '../eventstore/handler.ts';
-import { defaultMcpConfig } from '../mcp/config.ts';
-import { orgSeed, PaytoUnavailable, serverAddress } from '../mcp/payto.ts';
-import { runSweep } from '../mcp/sweep.ts';
 import type { Queryable } from '../postgres/db.ts';
+import { getServer, HEADER_NAME, listServers, mcpConfigOf, type McpServerRow, patchServer, patchTool, registerServer, sweepPlatformFees, toolsOf, validateUpstream } from '../usecases/mcp-servers.ts';
+import type { UseCaseCtx } from '../usecases/context.ts';
 import { type ApiKeyAuth, ROLE_RANK, type Role } from './auth.ts';
-import { ApiError, RawHttpError } from './errors.ts';
-import { newId } from './ids.ts';
+import { RawHttpError } from './errors.ts';
 import { defineRoute, type AppDeps } from './route.ts';
-import { IdParam, Timestamp, isoText as TS } from './schemas.ts';
+import { IdParam, Timestamp } from './schemas.ts';
 
 // Monetized MCP servers (spec 2 "MCP server", 4.14): validate an upstream with
 // a real MCP client, register a server (global slug claim, provisioned
 // receiving address, prices in USDC atomic units, upstream auth in the vault),
-// read and patch the listing, and sweep platform fees. Every route needs an
-// API key with the route's scope and an admin named in `x-svc-user`.
+// read and patch the listing, and sweep platform fees (src/usecases/mcp-servers.ts).
+// Every route needs an API key with the route's scope and an admin named in `x-svc-user`.
 
 const SLUG = /^[a-z0-9_-]{1,64}$/;
-const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$/;
 
 const Tool = z.object({ id: z.string(), tool_name: z.string(), description: z.string(), pricing_model: z.string(), price: z.string(), price_atomic: z.string(), active: z.boolean() }).meta({ id: 'McpTool' });
 const ServerBase = z.object({
@@ -59,20 +52,6 @@ const CreateBody = z.object({
   overview_md: z.string().max(65_536).optional(),
   platform_fee_bps: z.number().int().min(0).max(10_000).optional(),
 });
-
-type Row = z.infer<typeof ServerBase> & { org_id: string };
-
-const COLS = `id, org_id, project_id, slug, name, description, overview_md, category, consumer_id, upstream_url, environment, payto_kind, payto_address, platform_fee_bps, tool_count, active, ${TS('created_at')} AS created_at`;
-
-export async function readServer(db: Queryable, auth: { orgId: string; projectId: string }, id: string) {
-  const { rows } = await db.query<Omit<Row, 'gateway_url'>>(`SELECT ${COLS} FROM mcp_servers WHERE id = $1 AND org_id = $2 AND project_id = $3`, [id, auth.orgId, auth.projectId]);
-  return rows[0];
-}
-
-async function toolsOf(db: Queryable, id: string) {
-  const { rows } = await db.query<z.infer<typeof Tool>>(`SELECT id, tool_name, description, pricing_model, price, price_atomic::text, active FROM mcp_tools WHERE server_id = $1 ORDER BY ordinal`, [id]);
-  return rows;
-}
 
 /** The 403 family of 4.14: the role of the admin named in `x-svc-user`, within the key's organization and project. */
 async function requireAdmin(db: Queryable, req: FastifyRequest, auth: ApiKeyAuth): Promise<void> {
@@ -114,27 +93,15 @@ const FORBIDDEN_FAMILY = [
   [403, 'bearer_admin_role_unresolved'],
 ] as const;
 
-/** Refuses an upstream URL the outbound guard would refuse, with the spec's details. */
-async function guardUpstream(deps: AppDeps, raw: string, resolve: boolean): Promise<URL> {
-  try {
-    const url = checkUrl(raw, deps.webhookTargets);
-    // Registration checks the URL itself; validation also what its name resolves to (and
-    // every connection is checked again at connect time by the guarded client).
-    if (resolve) await checkResolved(url.hostname, deps.webhookTargets).catch((err: unknown) => {
-      if (err instanceof UnsafeTarget) throw err;
-      throw new UnsafeTarget(`the host does not resolve: ${(err as Error).message}`);
-    });
-    return url;
-  } catch (err) {
-    if (err instanceof UnsafeTarget) throw new ApiError(400, 'invalid_upstream_url', `the upstream URL is refused: ${err.reason}`, { upstream_url: raw, reason: err.reason });
-    throw err;
-  }
+/** A request's use-case context: the key's tenant, the key as the actor. */
+function useCase(ctx: { deps: AppDeps; auth: ApiKeyAuth; req: FastifyRequest; run: UseCaseCtx['run'] }): UseCaseCtx {
+  return { ports: ctx.deps, tenant: { orgId: ctx.auth.orgId, projectId: ctx.auth.projectId }, actor: { kind: 'api_key', id: ctx.auth.keyId }, requestId: String(ctx.req.id), run: ctx.run };
 }
 
 export async function mcpServerRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
-  const cfg = deps.mcp ?? defaultMcpConfig(deps.baseUrl);
+  const cfg = mcpConfigOf(deps);
   const gateway = (slug: string) => `${cfg.gatewayUrl.replace(/\/+$/, '')}/mcp/${slug}`;
-  const view = async (row: Omit<Row, 'gateway_url'>, withTools: boolean) => {
+  const view = async (row: McpServerRow, withTools: boolean) => {
     const { org_id: _o, ...rest } = row;
     const base = { ...rest, gateway_url: gateway(row.slug) };
     return withTools ? { ...base, tools: await toolsOf(deps.db, row.id) } : base;
@@ -157,20 +124,8 @@ export async function mcpServerRoutes(app: FastifyInstance, deps: AppDeps): Prom
     responses: { 200: z.object({ valid: z.boolean(), count: z.number().int(), tools: z.array(z.object({ name: z.string(), description: z.string() })), error: z.string().optional() }) },
     errors: [[400, 'invalid_body'], [400, 'invalid_upstream_url'], ...FORBIDDEN_FAMILY],
     authorize: ({ auth, req }) => guard(req, auth, 'mcp:write'),
-    async handler({ auth, body }) {
-      const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(body.upstream_url)?.[1]?.toLowerCase();
-      if (scheme !== 'http' && scheme !== 'https') return { status: 200, body: { valid: false, count: 0, tools: [], error: 'invalid_url' } };
-      await guardUpstream(deps, body.upstream_url, true);
-      const headers: Record<string, string> = {};
-      const a = body.auth as { header?: unknown; value?: unknown } | undefined;
-      if (a && typeof a.header === 'string' && typeof a.value === 'string' && HEADER_NAME.test(a.header)) headers[a.header] = a.value;
-      try {
-        const tools = await listUpstreamTools({ url: body.upstream_url, headers }, deps.webhookTargets, cfg.timeouts);
-        return { status: 200, body: { valid: true, count: tools.length, tools } };
-      } catch (err) {
-        if (err instanceof UpstreamError) return { status: 200, body: { valid: false, count: 0, tools: [], error: err.code } };
-        throw err;
-      }
+    async handler({ body }) {
+      return { status: 200, body: await validateUpstream(deps, body.upstream_url, body.auth as { header?: unknown; value?: unknown } | undefined) };
     },
   });
 
@@ -187,69 +142,8 @@ export async function mcpServerRoutes(app: FastifyInstance, deps: AppDeps): Prom
     responses: { 201: ServerView },
     errors: [[400, 'invalid_body'], [400, 'invalid_upstream_url'], [400, 'slug_conflict'], ...FORBIDDEN_FAMILY, [503, 'payto_provisioning_failed'], [503, 'vault_unavailable']],
     authorize: ({ auth, req }) => guard(req, auth, 'mcp:write'),
-    async handler({ auth, body, req, run }) {
-      const tools = body.tools.map((t, i) => {
-        const atomic = priceToAtomic(t.price);
-        if (atomic === null) throw new ApiError(400, 'invalid_body', 'a tool price must be a positive USDC amount with at most six decimals', { issues: [{ path: ['tools', i, 'price'], code: 'invalid_price', message: 'positive, six decimal places' }] });
-        return { id: newId('mct'), tool_name: t.tool_name, description: t.description ?? '', pricing_model: 'per_call' as const, price: atomicToPrice(atomic), price_atomic: atomic.toString(), active: true };
-      });
-      const names = new Set<string>();
-      for (const t of tools) {
-        if (names.has(t.tool_name)) throw new ApiError(400, 'slug_conflict', `the tool name ${t.tool_name} is repeated`, { tool_name: t.tool_name });
-        names.add(t.tool_name);
-      }
-      await guardUpstream(deps, body.upstream_url, false);
-      const serverId = newId('mcs');
-      const cctx: CommandContext = { orgId: auth.orgId, projectId: auth.projectId, actor: { kind: 'api_key', id: auth.keyId }, requestId: String(req.id), now: deps.now };
-      // Provision first: a failure leaves nothing behind.
-      let payto: string;
-      try {
-        payto = serverAddress(await orgSeed(deps.store, deps.vault, cctx), serverId);
-      } catch (err) {
-        if (err instanceof PaytoUnavailable) throw new ApiError(503, 'payto_provisioning_failed', 'the receiving address could not be provisioned; nothing was created', { retriable: true });
-        throw err;
-      }
-      let upstreamAuth: { header: string; vault_ref: string } | null = null;
-      if (body.upstream_auth) {
-        try {
-          upstreamAuth = { header: body.upstream_auth.header, vault_ref: await deps.vault.put(auth.orgId, 'mcp_upstream_auth', Buffer.from(body.upstream_auth.value, 'utf8')) };
-        } catch {
-          throw new ApiError(503, 'vault_unavailable', 'the upstream credential could not be stored; nothing was created', { retriable: true });
-        }
-      }
-      const create: McpServerCommand = {
-        type: 'create',
-        data: {
-          server_id: serverId,
-          org_id: auth.orgId,
-          project_id: auth.projectId,
-          slug: body.slug,
-          name: body.name,
-          description: body.description ?? '',
-          overview_md: body.overview_md ?? '',
-          category: body.category ?? null,
-          consumer_id: body.consumer_id,
-          upstream_url: body.upstream_url,
-          upstream_auth: upstreamAuth,
-          environment: auth.environment,
-          payto_kind: 'provisioned',
-          payto_address: payto,
-          platform_fee_bps: body.platform_fee_bps ?? 0,
-          tools,
-        },
-      };
-      try {
-        // The server's events must fit one append of the store (413 otherwise):
-        // checked before the slug is claimed, so a refusal leaves no claim behind.
-        await run(mcpServerDecider, mcpServerStream(serverId), create, { checkOnly: true });
-        await run(mcpSlugDecider, mcpSlugStream(body.slug), { slug: body.slug, serverId, orgId: auth.orgId });
-      } catch (err) {
-        if (upstreamAuth) await deps.vault.delete(auth.orgId, upstreamAuth.vault_ref).catch(() => {});
-        throw err;
-      }
-      await run(mcpServerDecider, mcpServerStream(serverId), create);
-      const row = await readServer(deps.db, auth, serverId);
-      return { status: 201, body: await view(row!, true) };
+    async handler(ctx) {
+      return { status: 201, body: await view(await registerServer(useCase(ctx), ctx.auth.environment, ctx.body), true) };
     },
   });
 
@@ -266,8 +160,7 @@ export async function mcpServerRoutes(app: FastifyInstance, deps: AppDeps): Prom
     errors: [...FORBIDDEN_FAMILY],
     authorize: ({ auth, req }) => guard(req, auth, 'mcp:read'),
     async handler({ auth }) {
-      const { rows } = await deps.db.query<Omit<Row, 'gateway_url'>>(`SELECT ${COLS} FROM mcp_servers WHERE org_id = $1 AND project_id = $2 ORDER BY created_at DESC, id LIMIT 500`, [auth.orgId, auth.projectId]);
-      return { status: 200, body: { mcp_servers: await Promise.all(rows.map((r) => view(r, false))) } };
+      return { status: 200, body: { mcp_servers: await Promise.all((await listServers(deps, auth)).map((r) => view(r, false))) } };
     },
   });
 
@@ -285,9 +178,7 @@ export async function mcpServerRoutes(app: FastifyInstance, deps: AppDeps): Prom
     errors: [...FORBIDDEN_FAMILY, [404, 'not_found']],
     authorize: ({ auth, req }) => guard(req, auth, 'mcp:read'),
     async handler({ auth, params }) {
-      const row = await readServer(deps.db, auth, params.id);
-      if (!row) throw new ApiError(404, 'not_found', 'no such MCP server');
-      return { status: 200, body: await view(row, true) };
+      return { status: 200, body: await view(await getServer(deps, auth, params.id), true) };
     },
   });
 
@@ -305,10 +196,8 @@ export async function mcpServerRoutes(app: FastifyInstance, deps: AppDeps): Prom
     responses: { 200: ServerView },
     errors: [[400, 'invalid_body'], ...FORBIDDEN_FAMILY, [404, 'not_found']],
     authorize: ({ auth, req }) => guard(req, auth, 'mcp:write'),
-    async handler({ auth, params, body, run }) {
-      if (!(await readServer(deps.db, auth, params.id))) throw new ApiError(404, 'not_found', 'no such MCP server');
-      await run(mcpServerDecider, mcpServerStream(params.id), { type: 'update', changes: body });
-      return { status: 200, body: await view((await readServer(deps.db, auth, params.id))!, true) };
+    async handler(ctx) {
+      return { status: 200, body: await view(await patchServer(useCase(ctx), ctx.params.id, ctx.body), true) };
     },
   });
 
@@ -326,16 +215,8 @@ export async function mcpServerRoutes(app: FastifyInstance, deps: AppDeps): Prom
     responses: { 200: ServerView },
     errors: [[400, 'invalid_body'], ...FORBIDDEN_FAMILY, [404, 'not_found'], [404, 'tool_not_found']],
     authorize: ({ auth, req }) => guard(req, auth, 'mcp:write'),
-    async handler({ auth, params, body, run }) {
-      if (!(await readServer(deps.db, auth, params.id))) throw new ApiError(404, 'not_found', 'no such MCP server');
-      let price: { price: string; price_atomic: string } | undefined;
-      if (body.price !== undefined) {
-        const atomic = priceToAtomic(body.price);
-        if (atomic === null) throw new ApiError(400, 'invalid_body', 'a tool price must be a positive USDC amount with at most six decimals', { issues: [{ path: ['price'], code: 'invalid_price', message: 'positive, six decimal places' }] });
-        price = { price: atomicToPrice(atomic), price_atomic: atomic.toString() };
-      }
-      await run(mcpServerDecider, mcpServerStream(params.id), { type: 'update_tool', toolName: params.tool, changes: { active: body.active, description: body.description, ...price } });
-      return { status: 200, body: await view((await readServer(deps.db, auth, params.id))!, true) };
+    async handler(ctx) {
+      return { status: 200, body: await view(await patchTool(useCase(ctx), ctx.params.id, ctx.params.tool, ctx.body), true) };
     },
   });
 
@@ -354,17 +235,8 @@ export async function mcpServerRoutes(app: FastifyInstance, deps: AppDeps): Prom
     },
     errors: [...FORBIDDEN_FAMILY, [409, 'sweep_in_progress'], [503, 'sweep_failed']],
     authorize: ({ auth, req }) => guard(req, auth, 'mcp:write'),
-    async handler({ auth, req }) {
-      const cctx: CommandContext = { orgId: auth.orgId, projectId: auth.projectId, actor: { kind: 'api_key', id: auth.keyId }, requestId: String(req.id), now: deps.now };
-      let out;
-      try {
-        out = await runSweep({ db: deps.db, store: deps.store, vault: deps.vault, x402: deps.x402, mcp: cfg, waitFor: (p) => deps.readSide.waitFor(p, deps.readWaitMs) }, cctx);
-      } catch (err) {
-        if ((err as { code?: string }).code === 'sweep_in_progress') throw new ApiError(409, 'sweep_in_progress', 'another sweep holds the lock; retry later');
-        throw new ApiError(503, 'sweep_failed', `the sweep pass failed: ${(err as Error).message}`.slice(0, 300), { retriable: true });
-      }
-      if (out.kind === 'failed') throw new ApiError(503, 'sweep_failed', `the sweep pass failed: ${out.body.reason}`, { retriable: true, transfers: out.body.transfers });
-      return { status: 200, body: out.body };
+    async handler(ctx) {
+      return { status: 200, body: await sweepPlatformFees(useCase(ctx)) };
     },
   });
 }
