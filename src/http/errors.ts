@@ -163,28 +163,6 @@ export const REJECTION_STATUS: Record<string, number> = {
   trigger_event_mismatch: 400,
   trigger_not_active: 409,
   // end of approvals & payments
-  // the x402 facilitator's execution (src/usecases/x402.ts)
-  facilitator_unavailable: 503,
-  mainnet_not_enabled: 501,
-  missing_required_field: 400,
-  invalid_payload: 400,
-  malformed_authorization: 400,
-  network_mismatch: 400,
-  unsupported_asset: 400,
-  bad_signature: 401,
-  signer_mismatch: 401,
-  authorization_not_yet_valid: 422,
-  authorization_expired: 422,
-  payee_authorization_mismatch: 422,
-  x402_mainnet_cap_exceeded: 422,
-  settlement_failed: 502,
-  // mandates (src/usecases/mandates.ts)
-  mandate_purpose_required: 400,
-  invalid_purpose_encoding: 400,
-  expires_at_in_past: 400,
-  sandbox_funding_not_permitted: 403,
-  card_not_found: 404,
-  // end of approvals & payments
   secret_purge_failed: 503,
   // a spend's declines (commands/mandate.ts SPEND_CODES; mandate_not_found and mandate_not_active above)
   mandate_already_revoked: 409,
