@@ -180,6 +180,22 @@ export const REJECTION_STATUS: Record<string, number> = {
   provider_error: 502,
   invalid_held_call: 409,
   model_error: 502,
+  // bank consents (src/usecases/bank-consents.ts; not_found and invalid_transition above)
+  unknown_bank: 400,
+  bank_refused: 502,
+  bank_unavailable: 502,
+  consent_active_for_consumer: 409,
+  bank_consent_held_elsewhere: 409,
+  consent_lock_timeout: 503,
+  consent_disappeared: 500,
+  missing_bank_consent_id: 500,
+  consent_not_authorised: 409,
+  consent_missing_tokens: 500,
+  // pix charges (src/usecases/pix-charges.ts)
+  wallet_not_active: 409,
+  pix_key_required: 409,
+  charge_reference_ambiguous: 409,
+  payment_refused: 422,
 };
 
 /**
