@@ -12,7 +12,8 @@ import { mandateSpendExecutor } from './usecases/mandates.ts';
 import { auditRoutes } from './http/audit.ts';
 import { auditProofRoutes } from './http/audit-proofs.ts';
 import { auditConfigRoutes } from './http/audit-config.ts';
-import { webhookRoutes } from './http/webhooks.ts';
+import { webhookEndpointRoutes } from './http/webhook-endpoints.ts';
+import { webhookDeliveryRoutes } from './http/webhook-deliveries.ts';
 import { bankConsentRoutes } from './http/bank-consents.ts';
 import { x402Routes } from './http/x402.ts';
 import { x402ExecuteExecutor } from './usecases/x402.ts';
@@ -250,7 +251,10 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     await auditConfigRoutes(scope, deps);
     await auditProofRoutes(scope, deps);
   });
-  await app.register(async (scope) => webhookRoutes(scope, deps));
+  await app.register(async (scope) => {
+    await webhookEndpointRoutes(scope, deps);
+    await webhookDeliveryRoutes(scope, deps);
+  });
   await app.register(async (scope) => bankConsentRoutes(scope, deps));
   await app.register(async (scope) => x402Routes(scope, deps));
   await app.register(async (scope) => policyRoutes(scope, deps));
