@@ -1,16 +1,13 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { type Negotiation, negotiationDecider, type NegotiationState, negotiationStream, discountBps } from '../../commands/commerce-memory.ts';
 import { CounterpartyKind, NegotiationOutcome } from '../../events/commerce-memory.ts';
-import { counterpartySummary, negotiationStats, topCounterparties, type Window } from '../../projections/commerce-memory-insights.ts';
+import type { Window } from '../../projections/commerce-memory-insights.ts';
 import { ApiError } from './errors.ts';
 import { ExactInt } from './exact-json.ts';
-import { newId } from './ids.ts';
 import { type AppDeps, defineRoute } from './route.ts';
 import { AmountMinor, Currency, Instant, Limit, Metadata, orderedWindow } from './commerce-memory-schemas.ts';
-import { requireCounterparty } from '../usecases/commerce-memory.ts';
-import { IdParam, Timestamp, isoText as TS } from './schemas.ts';
-import type { ApiKeyAuth } from './auth.ts';
+import { getNegotiation, insightNegotiationStats, insightSummary, insightTopCounterparties, listNegotiations, recordNegotiation } from '../usecases/commerce-memory-insights.ts';
+import { IdParam, Timestamp } from './schemas.ts';
 
 // Commerce memory insights (spec 4.8), answered from the bucket read models,
 // and the negotiations resource they count (negotiation-stats).
@@ -67,8 +64,6 @@ export const NegotiationView = z
     created_at: Timestamp,
   })
   .meta({ id: 'Negotiation' });
-type NegotiationView = z.infer<typeof NegotiationView>;
-
 const NegotiationBody = z
   .object({
     counterparty_id: z.string().min(1).max(200),
@@ -98,38 +93,10 @@ const NegotiationQuery = z
   })
   .superRefine(orderedWindow);
 
-const NG_COLUMNS = `id, counterparty_id, item_ref, outcome, currency, list_price_minor::text AS list_price_minor, final_price_minor::text AS final_price_minor, discount_bps::text AS discount_bps,
-  ${TS('started_at')} AS started_at, ${TS('ended_at')} AS ended_at, metadata, ${TS('created_at')} AS created_at`;
-type NegotiationRow = Omit<NegotiationView, 'list_price_minor' | 'final_price_minor' | 'discount_bps'> & { list_price_minor: string | null; final_price_minor: string | null; discount_bps: string | null };
-const num = (v: string | null) => (v === null ? null : Number(v));
-const negotiationRow = (r: NegotiationRow): NegotiationView => ({ ...r, list_price_minor: num(r.list_price_minor), final_price_minor: num(r.final_price_minor), discount_bps: num(r.discount_bps) });
-
-function negotiationView(n: Negotiation): NegotiationView {
-  const d = discountBps(n.list_price_minor === null ? null : BigInt(n.list_price_minor), n.final_price_minor === null ? null : BigInt(n.final_price_minor));
-  return {
-    id: n.negotiation_id,
-    counterparty_id: n.counterparty_id,
-    item_ref: n.item_ref,
-    outcome: n.outcome,
-    currency: n.currency,
-    list_price_minor: num(n.list_price_minor),
-    final_price_minor: num(n.final_price_minor),
-    discount_bps: d === null ? null : Number(d),
-    started_at: new Date(n.started_at).toISOString(),
-    ended_at: n.ended_at === null ? null : new Date(n.ended_at).toISOString(),
-    metadata: n.metadata,
-    created_at: n.created_at,
-  };
-}
-
-async function readNegotiation(deps: AppDeps, auth: ApiKeyAuth, id: string): Promise<NegotiationView | undefined> {
-  const { rows } = await deps.db.query<NegotiationRow>(`SELECT ${NG_COLUMNS} FROM negotiations WHERE id = $1 AND org_id = $2 AND project_id = $3`, [id, auth.orgId, auth.projectId]);
-  return rows[0] ? negotiationRow(rows[0]) : undefined;
-}
-
 const INSIGHT_ERRORS = [[400, 'invalid_query'], [401, 'unauthorized'], [403, 'forbidden']] as const;
 
-export async function commerceMemoryInsightRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
+/** The insights over the bucket read models. */
+function insightRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'GET',
     url: '/v1/commerce-memory/insights/counterparty-summary',
@@ -143,7 +110,7 @@ export async function commerceMemoryInsightRoutes(app: FastifyInstance, deps: Ap
     errors: INSIGHT_ERRORS,
     async handler({ auth, query, deps }) {
       const w = windowOf(query, deps.now());
-      const rows = await counterpartySummary(deps.db, { orgId: auth.orgId, projectId: auth.projectId, kind: query.kind, limit: query.limit }, w);
+      const rows = await insightSummary(deps, auth, query, w);
       return { status: 200, body: { window: windowView(w), rows } };
     },
   });
@@ -161,7 +128,7 @@ export async function commerceMemoryInsightRoutes(app: FastifyInstance, deps: Ap
     errors: INSIGHT_ERRORS,
     async handler({ auth, query, deps }) {
       const w = windowOf(query, deps.now());
-      const rows = await topCounterparties(deps.db, { orgId: auth.orgId, projectId: auth.projectId, kind: query.kind, limit: query.limit }, w);
+      const rows = await insightTopCounterparties(deps, auth, query, w);
       return { status: 200, body: { kind: query.kind ?? null, window: windowView(w), rows } };
     },
   });
@@ -179,11 +146,15 @@ export async function commerceMemoryInsightRoutes(app: FastifyInstance, deps: Ap
     errors: INSIGHT_ERRORS,
     async handler({ auth, query, deps }) {
       const w = windowOf(query, deps.now());
-      const rows = await negotiationStats(deps.db, { orgId: auth.orgId, projectId: auth.projectId, itemRef: query.item_ref }, w);
+      const rows = await insightNegotiationStats(deps, auth, query.item_ref, w);
       return { status: 200, body: { item_ref: query.item_ref ?? null, window: windowView(w), rows: rows as z.infer<typeof StatsRow>[] } };
     },
   });
 
+}
+
+/** The negotiations resource negotiation-stats counts. */
+function negotiationRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'POST',
     url: '/v1/commerce-memory/negotiations',
@@ -197,31 +168,7 @@ export async function commerceMemoryInsightRoutes(app: FastifyInstance, deps: Ap
     errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden'], [404, 'counterparty_not_found']],
     idempotent: true,
     async handler({ auth, body, run, deps }) {
-      const cp = await requireCounterparty(deps, auth, body.counterparty_id);
-      const id = newId('neg');
-      const r = await run(
-        negotiationDecider,
-        negotiationStream(id),
-        {
-          type: 'record',
-          negotiation: {
-            negotiation_id: id,
-            org_id: auth.orgId,
-            project_id: auth.projectId,
-            counterparty_id: cp.id,
-            item_ref: body.item_ref,
-            outcome: body.outcome,
-            currency: body.currency ?? null,
-            list_price_minor: body.list_price_minor == null ? null : String(body.list_price_minor),
-            final_price_minor: body.final_price_minor == null ? null : String(body.final_price_minor),
-            started_at: body.started_at ? body.started_at.toISOString() : null,
-            ended_at: body.ended_at ? body.ended_at.toISOString() : null,
-            metadata: body.metadata ?? {},
-          },
-        },
-        { expectedRevision: 'no_stream' },
-      );
-      return { status: 201, body: negotiationView((r.state as Extract<NegotiationState, { status: 'exists' }>).n) };
+      return { status: 201, body: await recordNegotiation(deps, run, auth, body) };
     },
   });
 
@@ -237,19 +184,7 @@ export async function commerceMemoryInsightRoutes(app: FastifyInstance, deps: Ap
     responses: { 200: z.object({ negotiations: z.array(NegotiationView) }) },
     errors: [[400, 'invalid_query'], [401, 'unauthorized'], [403, 'forbidden']],
     async handler({ auth, query, deps }) {
-      const params: unknown[] = [auth.orgId, auth.projectId, query.limit];
-      let where = 'org_id = $1 AND project_id = $2';
-      const add = (sql: string, v: unknown) => {
-        params.push(v);
-        where += ` AND ${sql.replace('?', `$${params.length}`)}`;
-      };
-      if (query.counterparty_id) add('counterparty_id = ?', query.counterparty_id);
-      if (query.item_ref) add('item_ref = ?', query.item_ref);
-      if (query.outcome) add('outcome = ?', query.outcome);
-      if (query.since) add('started_at >= ?', query.since.toISOString());
-      if (query.until) add('started_at < ?', query.until.toISOString());
-      const { rows } = await deps.db.query<NegotiationRow>(`SELECT ${NG_COLUMNS} FROM negotiations WHERE ${where} ORDER BY started_at DESC, id DESC LIMIT $3`, params);
-      return { status: 200, body: { negotiations: rows.map(negotiationRow) } };
+      return { status: 200, body: { negotiations: await listNegotiations(deps, auth, query) } };
     },
   });
 
@@ -265,9 +200,13 @@ export async function commerceMemoryInsightRoutes(app: FastifyInstance, deps: Ap
     responses: { 200: NegotiationView },
     errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
     async handler({ auth, params, deps }) {
-      const n = await readNegotiation(deps, auth, params.id);
-      if (!n) throw new ApiError(404, 'not_found', 'negotiation not found');
+      const n = await getNegotiation(deps, auth, params.id);
       return { status: 200, body: n };
     },
   });
+}
+
+export async function commerceMemoryInsightRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
+  insightRoutes(app, deps);
+  negotiationRoutes(app, deps);
 }
