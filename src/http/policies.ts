@@ -1,16 +1,15 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { policySetDecider, policiesStream, type PolicyFields } from '../../commands/policy.ts';
 import { PolicyType } from '../../events/policy.ts';
 import { CONFIG_SCHEMAS, Pattern } from '../policy/config.ts';
-import { ApiError, forbidden, toIssues } from './errors.ts';
-import { newId } from './ids.ts';
+import { createPolicy, deletePolicy, getPolicy, listPolicies, type PolicyRow, reorderPolicies, updatePolicy } from '../usecases/policies.ts';
+import { forbidden } from './errors.ts';
 import { defineRoute, type AppDeps } from './route.ts';
-import { IdParam, isoText as TS, Timestamp } from './schemas.ts';
+import { IdParam, Timestamp } from './schemas.ts';
 
-// Policies (spec 4.11): per organization, ordered; every change is an event in
-// the organization's policy stream, which the engine folds on every
-// evaluation (so a 2xx PATCH is enforced by the next request on any instance).
+// Policies (spec 4.11): the declarations of src/usecases/policies.ts; every
+// change is an event in the organization's policy stream, which the engine
+// folds on every evaluation (so a 2xx PATCH is enforced by the next request on any instance).
 
 const Policy = z
   .object({
@@ -44,16 +43,7 @@ const PatchBody = z
   .partial()
   .strict();
 
-type Row = { id: string; name: string; type: z.infer<typeof PolicyType>; config: Record<string, unknown>; agents: string[]; tools: string[]; enabled: boolean; ord: number; created_at: string; updated_at: string };
-const COLUMNS = `id, name, type, config, agents, tools, enabled, ord, ${TS('created_at')} AS created_at, ${TS('updated_at')} AS updated_at`;
-const view = (r: Row) => ({ id: r.id, name: r.name, type: r.type, config: r.config, agents: r.agents, tools: r.tools, enabled: r.enabled, order: r.ord, createdAt: r.created_at, updatedAt: r.updated_at });
-
-/** A config checked against its type: the parsed form (defaults applied) or 400 invalid_body with the issues under `config`. */
-function checkedConfig(type: z.infer<typeof PolicyType>, config: unknown): Record<string, unknown> {
-  const r = CONFIG_SCHEMAS[type].safeParse(config ?? {});
-  if (!r.success) throw new ApiError(400, 'invalid_body', `the config does not fit a ${type} policy`, { issues: toIssues(r.error.issues.map((i) => ({ ...i, path: ['config', ...i.path] }))) });
-  return r.data as Record<string, unknown>;
-}
+const view = (r: PolicyRow) => ({ id: r.id, name: r.name, type: r.type, config: r.config, agents: r.agents, tools: r.tools, enabled: r.enabled, order: r.ord, createdAt: r.created_at, updatedAt: r.updated_at });
 
 /** Policies govern every project of the organization: a key bound to one project may read them, not change them (spec Part 5). */
 function organizationWide(auth: { projectBound: boolean }): void {
@@ -61,13 +51,6 @@ function organizationWide(auth: { projectBound: boolean }): void {
 }
 
 export async function policyRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
-  const one = async (orgId: string, id: string) => (await deps.db.query<Row>(`SELECT ${COLUMNS} FROM policies WHERE org_id = $1 AND id = $2`, [orgId, id])).rows[0];
-  const mustOne = async (orgId: string, id: string) => {
-    const r = await one(orgId, id);
-    if (!r) throw new ApiError(404, 'not_found', 'policy not found');
-    return r;
-  };
-
   defineRoute(app, deps, {
     method: 'GET',
     url: '/v1/policies',
@@ -79,8 +62,7 @@ export async function policyRoutes(app: FastifyInstance, deps: AppDeps): Promise
     responses: { 200: z.array(Policy) },
     errors: [[401, 'unauthorized'], [403, 'forbidden']],
     async handler({ auth }) {
-      const { rows } = await deps.db.query<Row>(`SELECT ${COLUMNS} FROM policies WHERE org_id = $1 ORDER BY ord, created_at, id`, [auth.orgId]);
-      return { status: 200, body: rows.map(view) };
+      return { status: 200, body: (await listPolicies(deps, auth.orgId)).map(view) };
     },
   });
 
@@ -98,10 +80,7 @@ export async function policyRoutes(app: FastifyInstance, deps: AppDeps): Promise
     idempotent: true,
     authorize: ({ auth }) => organizationWide(auth),
     async handler({ auth, body, run }) {
-      const id = newId('pol');
-      const fields: PolicyFields = { name: body.name, type: body.type, config: checkedConfig(body.type, body.config), agents: body.agents ?? [], tools: body.tools ?? [], enabled: body.enabled ?? true };
-      await run(policySetDecider, policiesStream(auth.orgId), { type: 'create', orgId: auth.orgId, policyId: id, fields }, { serialize: true });
-      return { status: 201, body: view(await mustOne(auth.orgId, id)) };
+      return { status: 201, body: view(await createPolicy({ ports: deps, run, orgId: auth.orgId }, body)) };
     },
   });
 
@@ -118,7 +97,7 @@ export async function policyRoutes(app: FastifyInstance, deps: AppDeps): Promise
     errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
     authorize: ({ auth }) => organizationWide(auth),
     async handler({ auth, body, run }) {
-      await run(policySetDecider, policiesStream(auth.orgId), { type: 'reorder', orgId: auth.orgId, ids: body.ids }, { serialize: true });
+      await reorderPolicies({ ports: deps, run, orgId: auth.orgId }, body.ids);
       return { status: 204 };
     },
   });
@@ -135,7 +114,7 @@ export async function policyRoutes(app: FastifyInstance, deps: AppDeps): Promise
     responses: { 200: Policy },
     errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
     async handler({ auth, params }) {
-      return { status: 200, body: view(await mustOne(auth.orgId, params.id)) };
+      return { status: 200, body: view(await getPolicy(deps, auth.orgId, params.id)) };
     },
   });
 
@@ -153,15 +132,7 @@ export async function policyRoutes(app: FastifyInstance, deps: AppDeps): Promise
     errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
     authorize: ({ auth }) => organizationWide(auth),
     async handler({ auth, params, body, run }) {
-      const current = await mustOne(auth.orgId, params.id);
-      const changes: Partial<PolicyFields> = { ...body };
-      // A new type or a new config is checked as the pair the policy will hold.
-      if (body.type !== undefined || body.config !== undefined) {
-        const type = body.type ?? current.type;
-        changes.config = checkedConfig(type, body.config ?? (body.type !== undefined && body.type !== current.type ? {} : current.config));
-      }
-      await run(policySetDecider, policiesStream(auth.orgId), { type: 'update', policyId: params.id, changes }, { serialize: true });
-      return { status: 200, body: view(await mustOne(auth.orgId, params.id)) };
+      return { status: 200, body: view(await updatePolicy({ ports: deps, run, orgId: auth.orgId }, params.id, body)) };
     },
   });
 
@@ -178,7 +149,7 @@ export async function policyRoutes(app: FastifyInstance, deps: AppDeps): Promise
     errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
     authorize: ({ auth }) => organizationWide(auth),
     async handler({ auth, params, run }) {
-      await run(policySetDecider, policiesStream(auth.orgId), { type: 'delete', policyId: params.id }, { serialize: true });
+      await deletePolicy({ ports: deps, run, orgId: auth.orgId }, params.id);
       return { status: 204 };
     },
   });
