@@ -3,10 +3,10 @@ import { z } from 'zod';
 import { OAUTH_PLATFORM_ORG, oauthClientDecider, oauthClientStream, oauthGrantDecider, oauthGrantStream, type IssuedPair, sha256Hex } from '../../commands/oauth.ts';
 import { handleCommand, Rejection } from '../eventstore/handler.ts';
 import { randomString } from '../ids.ts';
-import { OAUTH_ACCESS_TTL_SECONDS, OAUTH_CLIENT_NAME_MAX_CHARS, OAUTH_REDIRECT_URI_MAX_CHARS, OAUTH_REDIRECT_URIS_MAX, OAUTH_REFRESH_TTL_MS } from '../limits.ts';
+import { OAUTH_ACCESS_TTL_SECONDS, OAUTH_REFRESH_TTL_MS } from '../limits.ts';
 import { OAuthKeyRevocationReactor } from '../reactors/oauth-key-revocation.ts';
-import { RawHttpError } from './errors.ts';
-import { type OAuthShared, param, redirectUriProblem } from './oauth-common.ts';
+import type { OAuthShared } from './oauth-common.ts';
+import { clientMetadata, NO_STORE, oauthError, tokenRequest } from './oauth-requests.ts';
 import { grantOf, mintSecret } from './oauth-tokens.ts';
 import { defineRoute, type AppDeps, READ_SIDE_HEADER } from './route.ts';
 
@@ -16,21 +16,23 @@ import { defineRoute, type AppDeps, READ_SIDE_HEADER } from './route.ts';
 // The consent pages are in oauth-consent.ts. Errors here use RFC 6749 / 7591's
 // own shape `{error, error_description}` (the string `error` of Part 7's exceptions).
 
-const NO_STORE = { 'cache-control': 'no-store', pragma: 'no-cache' };
-const oauthError = (status: number, error: string, description: string) => new RawHttpError(status, { error, error_description: description }, { ...NO_STORE });
-
 const OAuthError = z.object({ error: z.string(), error_description: z.string() });
 const Strings = z.array(z.string());
 
 /** The token, registration and metadata endpoints; the consent pages (oauth-consent.ts) are mounted beside them with the same `shared`. */
 export async function oauthRoutes(app: FastifyInstance, deps: AppDeps, shared: OAuthShared): Promise<void> {
-  const { urls, limits, scopes } = shared;
-
   // Grants of a revoked key are revoked as facts (authentication refuses them at once anyway).
   const revoker = new OAuthKeyRevocationReactor(deps.db, deps.store, deps.now);
   revoker.start();
   app.addHook('onClose', () => revoker.stop());
 
+  metadataRoutes(app, deps, shared);
+  registrationRoute(app, deps, shared);
+  tokenRoute(app, deps, shared);
+}
+
+/** Authorization server (RFC 8414) and protected resource (RFC 9728) metadata. */
+function metadataRoutes(app: FastifyInstance, deps: AppDeps, { urls, scopes }: OAuthShared): void {
   defineRoute(app, deps, {
     method: 'GET',
     url: '/.well-known/oauth-authorization-server',
@@ -91,6 +93,10 @@ export async function oauthRoutes(app: FastifyInstance, deps: AppDeps, shared: O
     });
   }
 
+}
+
+/** Dynamic client registration of public clients (RFC 7591). */
+function registrationRoute(app: FastifyInstance, deps: AppDeps, { limits }: OAuthShared): void {
   const Client = z.object({
     client_id: z.string(),
     client_name: z.string().optional(),
@@ -114,33 +120,8 @@ export async function oauthRoutes(app: FastifyInstance, deps: AppDeps, shared: O
     ],
     async handler({ req, run }) {
       limits.take('register', req);
-      const body = req.body;
-      const bad = (error: string, d: string) => oauthError(400, error, d);
-      if (typeof body !== 'object' || body === null || Array.isArray(body)) throw bad('invalid_client_metadata', 'the body must be a JSON object of client metadata');
-      const m = body as Record<string, unknown>;
-      const uris = m.redirect_uris;
-      if (!Array.isArray(uris) || uris.length === 0) throw bad('invalid_redirect_uri', 'redirect_uris must be a non-empty array');
-      if (uris.length > OAUTH_REDIRECT_URIS_MAX) throw bad('invalid_redirect_uri', `at most ${OAUTH_REDIRECT_URIS_MAX} redirect URIs`);
-      for (const u of uris) {
-        if (typeof u !== 'string' || u.length > OAUTH_REDIRECT_URI_MAX_CHARS) throw bad('invalid_redirect_uri', 'each redirect URI must be a string');
-        const problem = redirectUriProblem(u);
-        if (problem) throw bad('invalid_redirect_uri', problem);
-      }
-      const list = (name: string, allowed: readonly string[], dflt: string[]): string[] => {
-        const v = m[name];
-        if (v === undefined) return dflt;
-        if (!Array.isArray(v) || v.length === 0 || v.some((x) => typeof x !== 'string' || !allowed.includes(x))) throw bad('invalid_client_metadata', `${name} may hold only ${allowed.join(', ')}`);
-        return [...new Set(v as string[])];
-      };
-      const grantTypes = list('grant_types', ['authorization_code', 'refresh_token'], ['authorization_code', 'refresh_token']);
-      if (!grantTypes.includes('authorization_code')) throw bad('invalid_client_metadata', 'grant_types must include authorization_code');
-      const responseTypes = list('response_types', ['code'], ['code']);
-      if (m.token_endpoint_auth_method !== undefined && m.token_endpoint_auth_method !== 'none') throw bad('invalid_client_metadata', 'only public clients are registered: token_endpoint_auth_method must be none');
-      if (m.client_name !== undefined && m.client_name !== null && typeof m.client_name !== 'string') throw bad('invalid_client_metadata', 'client_name must be a string');
-      // Part 8: truncated to 256 characters (code points, so no surrogate is split).
-      const clientName = typeof m.client_name === 'string' && m.client_name !== '' ? Array.from(m.client_name).slice(0, OAUTH_CLIENT_NAME_MAX_CHARS).join('') : null;
+      const { redirectUris, grantTypes, responseTypes, clientName } = clientMetadata(req.body);
       const clientId = `ocl_${randomString(24)}`;
-      const redirectUris = [...new Set(uris as string[])];
       await run(oauthClientDecider, oauthClientStream(clientId), { type: 'register', clientId, clientName, redirectUris, grantTypes, responseTypes }, { orgId: OAUTH_PLATFORM_ORG, projectId: null, expectedRevision: 'no_stream' });
       return {
         status: 201,
@@ -149,7 +130,10 @@ export async function oauthRoutes(app: FastifyInstance, deps: AppDeps, shared: O
       };
     },
   });
+}
 
+/** The token endpoint: authorization_code (PKCE S256) and refresh_token grants. */
+function tokenRoute(app: FastifyInstance, deps: AppDeps, { limits, scopes }: OAuthShared): void {
   const TokenResponse = z.object({ access_token: z.string(), token_type: z.literal('Bearer'), expires_in: z.number().int(), refresh_token: z.string(), scope: z.string() });
   defineRoute(app, deps, {
     method: 'POST',
@@ -169,37 +153,7 @@ export async function oauthRoutes(app: FastifyInstance, deps: AppDeps, shared: O
     ],
     async handler({ req, reply }) {
       limits.take('token', req);
-      const body = req.body;
-      const p = (name: string): string | undefined => {
-        const v = param(body, name);
-        if (v === null) throw oauthError(400, 'invalid_request', `${name} must be given once, as a string`);
-        return v;
-      };
-      const need = (name: string): string => {
-        const v = p(name);
-        if (v === undefined || v === '') throw oauthError(400, 'invalid_request', `${name} is required`);
-        return v;
-      };
-      const grantType = need('grant_type');
-      if (grantType !== 'authorization_code' && grantType !== 'refresh_token') throw oauthError(400, 'unsupported_grant_type', 'grant_type must be authorization_code or refresh_token');
-      const clientId = need('client_id');
-      const client = await deps.db.query('SELECT 1 FROM oauth_clients WHERE client_id = $1', [clientId]);
-      if (client.rowCount === 0) throw oauthError(401, 'invalid_client', 'unknown client_id');
-
-      const secret = need(grantType === 'authorization_code' ? 'code' : 'refresh_token');
-      let requested: string[] | null = null;
-      let redirectUri = '';
-      let verifier = '';
-      if (grantType === 'authorization_code') {
-        verifier = need('code_verifier');
-        redirectUri = need('redirect_uri');
-      } else {
-        const scope = p('scope');
-        if (scope !== undefined) {
-          requested = [...new Set(scope.split(' ').filter((s) => s !== ''))];
-          if (requested.length === 0 || requested.some((s) => !scopes().includes(s))) throw oauthError(400, 'invalid_scope', 'scope names an unknown scope');
-        }
-      }
+      const { grantType, clientId, secret, requested, redirectUri, verifier } = await tokenRequest(deps, req.body, scopes);
       const grantId = grantOf(grantType === 'authorization_code' ? 'code' : 'refresh', secret);
       if (!grantId) throw oauthError(400, 'invalid_grant', grantType === 'authorization_code' ? 'the code is invalid' : 'the refresh token is invalid');
       const { rows } = await deps.db.query<{ org_id: string; project_id: string | null; key_id: string; key_active: boolean }>(
@@ -210,32 +164,7 @@ export async function oauthRoutes(app: FastifyInstance, deps: AppDeps, shared: O
       const g = rows[0];
       if (!g) throw oauthError(400, 'invalid_grant', grantType === 'authorization_code' ? 'the code is invalid' : 'the refresh token is invalid');
 
-      const at = deps.now();
-      const access = mintSecret('access', grantId);
-      const refresh = mintSecret('refresh', grantId);
-      const pair: IssuedPair = {
-        accessHash: sha256Hex(access),
-        accessExpiresAt: new Date(at.getTime() + OAUTH_ACCESS_TTL_SECONDS * 1000).toISOString(),
-        refreshHash: sha256Hex(refresh),
-        refreshExpiresAt: new Date(at.getTime() + OAUTH_REFRESH_TTL_MS).toISOString(),
-      };
-      const command =
-        grantType === 'authorization_code'
-          ? { type: 'redeem' as const, codeHash: sha256Hex(secret), clientId, redirectUri, codeVerifier: verifier, keyActive: g.key_active, pair }
-          : { type: 'refresh' as const, refreshHash: sha256Hex(secret), clientId, scopes: requested, keyActive: g.key_active, pair };
-      let result;
-      try {
-        result = await handleCommand(deps.store, oauthGrantDecider, oauthGrantStream(grantId), command, {
-          orgId: g.org_id,
-          projectId: g.project_id,
-          actor: { kind: 'api_key', id: g.key_id },
-          requestId: String(req.id),
-          now: () => at,
-        }, { serialize: true });
-      } catch (err) {
-        if (err instanceof Rejection && (err.code === 'invalid_grant' || err.code === 'invalid_scope')) throw oauthError(400, err.code, err.message);
-        throw err;
-      }
+      const { result, access, refresh } = await redeem(deps, String(req.id), grantId, g, grantType === 'authorization_code' ? { type: 'redeem', codeHash: sha256Hex(secret), clientId, redirectUri, codeVerifier: verifier } : { type: 'refresh', refreshHash: sha256Hex(secret), clientId, scopes: requested });
       if (result.lastPosition && !(await deps.readSide.waitFor(result.lastPosition, deps.readWaitMs))) reply.header(READ_SIDE_HEADER, 'behind');
       const issued = result.events[0];
       if (issued?.type !== 'oauth_grant.code_redeemed' && issued?.type !== 'oauth_grant.refreshed') {
@@ -250,5 +179,34 @@ export async function oauthRoutes(app: FastifyInstance, deps: AppDeps, shared: O
       };
     },
   });
+}
 
+type GrantCommand = { type: 'redeem'; codeHash: string; clientId: string; redirectUri: string; codeVerifier: string } | { type: 'refresh'; refreshHash: string; clientId: string; scopes: string[] | null };
+
+/** A new access and refresh pair for the grant, recorded by the grant's decider (which may refuse or revoke). */
+async function redeem(deps: AppDeps, requestId: string, grantId: string, g: { org_id: string; project_id: string | null; key_id: string; key_active: boolean }, cmd: GrantCommand) {
+  const at = deps.now();
+  const access = mintSecret('access', grantId);
+  const refresh = mintSecret('refresh', grantId);
+  const pair: IssuedPair = {
+    accessHash: sha256Hex(access),
+    accessExpiresAt: new Date(at.getTime() + OAUTH_ACCESS_TTL_SECONDS * 1000).toISOString(),
+    refreshHash: sha256Hex(refresh),
+    refreshExpiresAt: new Date(at.getTime() + OAUTH_REFRESH_TTL_MS).toISOString(),
+  };
+  const command = { ...cmd, keyActive: g.key_active, pair };
+  let result;
+  try {
+    result = await handleCommand(deps.store, oauthGrantDecider, oauthGrantStream(grantId), command, {
+      orgId: g.org_id,
+      projectId: g.project_id,
+      actor: { kind: 'api_key', id: g.key_id },
+      requestId,
+      now: () => at,
+    }, { serialize: true });
+  } catch (err) {
+    if (err instanceof Rejection && (err.code === 'invalid_grant' || err.code === 'invalid_scope')) throw oauthError(400, err.code, err.message);
+    throw err;
+  }
+  return { result, access, refresh };
 }
