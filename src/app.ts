@@ -46,7 +46,7 @@ import { connectionRoutes } from './http/connections.ts';
 import { providerWebhookRoutes } from './http/provider-webhooks.ts';
 import { sessionRoutes } from './http/sessions.ts';
 import { toolCallRoutes } from './http/tool-calls.ts';
-import { malformedId } from './http/tool-call-errors.ts';
+import { malformedId } from './http/errors.ts';
 import { providerToolExecutor } from './usecases/session-tools.ts';
 import { proxyExecutors } from './usecases/session-proxy.ts';
 import { statusStreamRoutes } from './http/status-stream.ts';

@@ -3,8 +3,10 @@ import type { FastifyRequest } from 'fastify';
 import type { Queryable } from '../postgres/db.ts';
 import type { ReadCache } from '../projector/readcache.ts';
 import { ApiError, forbidden, insufficientRole, projectResolutionFailed, unauthorized } from './errors.ts';
-import { ACCESS_TOKEN_PATTERN, grantOf } from './oauth-tokens.ts';
+import { ACCESS_TOKEN_PATTERN, grantOf } from '../usecases/oauth-tokens.ts';
 import { sameHash } from '../../commands/oauth.ts';
+import type { Tenant } from '../usecases/context.ts';
+import type { Ctx } from './route.ts';
 
 // Credentials (spec Part 5). API keys (`Authorization: Bearer sk_<env>_...`)
 // resolve to an organization, an environment, a project and scopes. The
@@ -269,4 +271,13 @@ export class Authenticator {
     const { rows } = await this.db.query<{ role: Role }>('SELECT role FROM project_members WHERE project_id = $1 AND user_id = $2 AND NOT removed', [projectId, auth.userId]);
     return rows[0]?.role ?? auth.role;
   }
+}
+
+// The tenant a request serves, from its credential.
+/** The organization and project of a key, or of a service call (both resolved by the authenticator: x-svc-project, else the default project). */
+export async function tenantOf(ctx: Pick<Ctx<unknown, unknown, unknown, ApiKeyAuth | ServiceAuth>, 'auth'>): Promise<Tenant> {
+  const { auth } = ctx;
+  if (auth.kind === 'api_key') return { orgId: auth.orgId, projectId: auth.projectId };
+  if (!auth.projectId) throw projectResolutionFailed();
+  return { orgId: auth.orgId, projectId: auth.projectId };
 }

@@ -18,7 +18,7 @@ import { ConnectionView } from './connection-schemas.ts';
 import { ApiError, VERIFY_ERRORS } from './errors.ts';
 import { defineRoute, type AppDeps, type Ctx } from './route.ts';
 import { IdParam } from './schemas.ts';
-import { tenantOf } from './tenant.ts';
+import { tenantOf } from './auth.ts';
 import type { ApiKeyAuth, ServiceAuth } from './auth.ts';
 
 // Provider connections (spec 2 Connection, 3 Connection, 4.4): the routes;

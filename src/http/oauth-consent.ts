@@ -9,7 +9,7 @@ import type { Db } from '../postgres/db.ts';
 import { API_KEY_PATTERN, hashKey, hasScope } from './auth.ts';
 import { RawHttpError } from './errors.ts';
 import { type AddressLimits, type OAuthShared, param, redirectUriMatches } from './oauth-common.ts';
-import { mintSecret, newGrantId } from './oauth-tokens.ts';
+import { mintSecret, newGrantId } from '../usecases/oauth-tokens.ts';
 import { migratePasteGuard, PasteGuard, type PasteAttempt, type PasteGuardConfig } from './oauth-paste-guard.ts';
 import type { AppDeps } from './route.ts';
 import type { PageSpec } from './openapi.ts';

@@ -7,7 +7,7 @@ import { OAUTH_ACCESS_TTL_SECONDS, OAUTH_REFRESH_TTL_MS } from '../limits.ts';
 import { OAuthKeyRevocationReactor } from '../reactors/oauth-key-revocation.ts';
 import type { OAuthShared } from './oauth-common.ts';
 import { clientMetadata, NO_STORE, oauthError, tokenRequest } from './oauth-requests.ts';
-import { grantOf, mintSecret } from './oauth-tokens.ts';
+import { grantOf, mintSecret } from '../usecases/oauth-tokens.ts';
 import { defineRoute, type AppDeps, READ_SIDE_HEADER } from './route.ts';
 
 // OAuth 2.0 for remote clients (spec Part 4.1, Part 5 item 10): metadata

@@ -8,7 +8,7 @@ import type { ApiKeyAuth } from './auth.ts';
 import { readConsumer } from '../usecases/consumers.ts';
 import { ApiError } from './errors.ts';
 import { newId } from './ids.ts';
-import { ConsumerParams } from './pix-common.ts';
+import { ConsumerParams } from './schemas.ts';
 import { accountMasked, consumerNotFound, loadAccount, notConfigured, pspNameFor, pspOf, PspError } from '../usecases/pix-common.ts';
 import { type AppDeps, type Ctx, defineRoute } from './route.ts';
 import { Timestamp } from './schemas.ts';

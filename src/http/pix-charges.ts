@@ -2,9 +2,9 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { STATIC_TXID } from '../../commands/pix-brcode.ts';
 import { ApiError } from './errors.ts';
-import { ConsumerParams } from './pix-common.ts';
+import { ConsumerParams } from './schemas.ts';
 import { chargeBrCode, type ChargeProvider, type ChargeRow, chargeStatusOf, createPixCharge, getPixCharge, simulatePixPayment } from '../usecases/pix-charges.ts';
-import { qrPng, qrPngDataUri, qrSvg } from './pix-qr.ts';
+import { qrPng, qrPngDataUri, qrSvg } from '../usecases/pix-qr.ts';
 import { type AppDeps, defineRoute } from './route.ts';
 import { Timestamp } from './schemas.ts';
 

@@ -5,7 +5,7 @@ import { canonicalAnyKey, canonicalKey, KEY_TYPES } from '../../commands/pix-for
 import type { PspKey } from '../adapters/psp/port.ts';
 import type { ApiKeyAuth } from './auth.ts';
 import { ApiError, RawHttpError } from './errors.ts';
-import { ConsumerParams } from './pix-common.ts';
+import { ConsumerParams } from './schemas.ts';
 import { accountMasked, loadAccount, notConfigured, pspOf, PspError } from '../usecases/pix-common.ts';
 import { type AppDeps, type Ctx, defineRoute } from './route.ts';
 

@@ -7,7 +7,7 @@ import { randomString } from '../ids.ts';
 import { loadState } from '../eventstore/handler.ts';
 import type { PspPix } from '../adapters/psp/port.ts';
 import { ApiError } from './errors.ts';
-import { ConsumerParams } from './pix-common.ts';
+import { ConsumerParams } from './schemas.ts';
 import { loadAccount, notConfigured, pspOf, PspError } from '../usecases/pix-common.ts';
 import { type AccountRow, recordReceivement, type Runner } from '../usecases/pix-receive.ts';
 import { type AppDeps, defineRoute } from './route.ts';

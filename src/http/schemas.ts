@@ -45,3 +45,6 @@ export const IdParam = z.string().min(1).max(200);
 
 /** SQL rendering a timestamptz column as the API's ISO 8601 text (lives below src/http, for the use cases' reads). */
 export { isoText } from '../postgres/iso-text.ts';
+
+/** The consumer's path parameter of the Pix routes. */
+export const ConsumerParams = z.object({ consumerId: z.string().min(1).max(200) });

@@ -10,7 +10,7 @@ import { envelope } from './errors.ts';
 import { defineRoute, type AppDeps, type Ctx } from './route.ts';
 import { IdParam } from './schemas.ts';
 import { MCP_ORIGIN_ERRORS, mcpOriginHook, mcpPreflight } from './mcp-browser.ts';
-import { tenantOf } from './tenant.ts';
+import { tenantOf } from './auth.ts';
 
 // The session's tools over MCP Streamable HTTP (stateless: a server and a
 // transport per request, JSON responses). Tool names are `<server>.<tool>`

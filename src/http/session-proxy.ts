@@ -4,7 +4,7 @@ import { ProxyRequest, proxyExecute } from '../usecases/session-proxy.ts';
 import { activeSession } from '../usecases/sessions.ts';
 import { defineRoute, type AppDeps } from './route.ts';
 import { IdParam } from './schemas.ts';
-import { tenantOf } from './tenant.ts';
+import { tenantOf } from './auth.ts';
 
 // POST /v1/sessions/{id}/proxy_execute {server, endpoint, method, params?,
 // body?, headers?}: one request to a connected provider's own API with the

@@ -5,7 +5,7 @@ import { Rejection } from '../eventstore/handler.ts';
 import { agentOf, sendMessage } from '../usecases/session-send.ts';
 import { defineRoute, type AppDeps } from './route.ts';
 import { IdParam } from './schemas.ts';
-import { tenantOf } from './tenant.ts';
+import { tenantOf } from './auth.ts';
 
 // POST /v1/sessions/{id}/send {"message": "..."}: the agent loop
 // (src/usecases/session-send.ts) turns the message into tool calls, each run

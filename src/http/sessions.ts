@@ -5,7 +5,7 @@ import { activeSession, closeSession, createSession, getSession, sessionConnecti
 import type { Tenant } from '../usecases/context.ts';
 import { defineRoute, type AppDeps } from './route.ts';
 import { IdParam, Timestamp } from './schemas.ts';
-import { tenantOf } from './tenant.ts';
+import { tenantOf } from './auth.ts';
 
 // Sessions (spec 4.3, client 0.3 wire shape): POST /v1/sessions
 // {"servers": [...], "user_id": "...", "mocks"?: {"<server>/<tool>": output}};

@@ -3,8 +3,8 @@ import { z } from 'zod';
 import { listToolCalls, readStatusRow, readToolCall, statusView } from '../usecases/tool-calls.ts';
 import { defineRoute, type AppDeps } from './route.ts';
 import { Instant, Timestamp } from './schemas.ts';
-import { tenantOf } from './tenant.ts';
-import { notVisible, toolCallIdParam } from './tool-call-errors.ts';
+import { tenantOf } from './auth.ts';
+import { notVisible, toolCallIdParam } from './errors.ts';
 
 // Tool calls (spec 2 Tool call, 4.3): the list (before, since, limit,
 // count_only → {count}), one call, and its payment and verification status
