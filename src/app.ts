@@ -120,10 +120,10 @@ export type BuildOptions = {
   browserWorker?: BrowserWorker | null;
 };
 
-/** did:web domain of a base URL: the host, a port percent-encoded (did:web spec). */
 /** The status views (and their streams) of a tool call. */
 const TOOL_CALL_STATUS_PATH = /^\/v1\/tool-calls\/[^/]+\/(payment|verification)-status(\/stream)?$/;
 
+/** did:web domain of a base URL: the host, a port percent-encoded (did:web spec). */
 export function didDomainOf(baseUrl: string): string {
   const u = new URL(baseUrl);
   return u.port ? `${u.hostname}%3A${u.port}` : u.hostname;
@@ -132,6 +132,24 @@ export function didDomainOf(baseUrl: string): string {
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
+  const { app, registered } = createFastify(opts);
+  await migrateIdempotency(opts.db);
+  await migrateWebhooks(opts.db);
+  const deps = composeDeps(opts);
+
+  app.decorate('routeSpecs', deps.routes);
+  app.decorate('registeredRoutes', registered);
+  // Before the route plugins, so its request hooks reach every route.
+  registerMetrics(app, deps, { token: opts.metricsToken });
+  await registerCoreRoutes(app, deps, opts);
+  await registerSessionRoutes(app, deps);
+
+  await app.ready();
+  return app;
+}
+
+/** The fastify instance: logging, request ids, the framework errors' envelope, the body parsers, the error handling. */
+function createFastify(opts: BuildOptions): { app: FastifyInstance; registered: { method: string; url: string }[] } {
   const app = Fastify({
     // Every line through the one redaction rule (src/redact.ts): capabilities and personal data in URLs never reach the log.
     logger: { level: opts.logLevel ?? 'info', stream: redactingStream(opts.logStream ?? process.stdout) },
@@ -168,6 +186,17 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     reply.header('x-request-id', req.id);
     done();
   });
+  registerBodyParsers(app);
+  registerErrorHandling(app);
+  // Every route fastify registers, so a test can hold the OpenAPI document to all of them.
+  const registered: { method: string; url: string }[] = [];
+  app.addHook('onRoute', (r) => {
+    for (const m of [r.method].flat()) if (m !== 'HEAD') registered.push({ method: m, url: r.url });
+  });
+  return { app, registered };
+}
+
+function registerBodyParsers(app: FastifyInstance): void {
   // JSON only (its parameters, `charset=utf-8` say, allowed); an empty body is
   // "no body" (routes whose body is optional accept it).
   app.removeAllContentTypeParsers();
@@ -190,18 +219,13 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     }
     done(null, out);
   });
-  registerErrorHandling(app);
-  // Every route fastify registers, so a test can hold the OpenAPI document to all of them.
-  const registered: { method: string; url: string }[] = [];
-  app.addHook('onRoute', (r) => {
-    for (const m of [r.method].flat()) if (m !== 'HEAD') registered.push({ method: m, url: r.url });
-  });
+}
 
-  await migrateIdempotency(opts.db);
-  await migrateWebhooks(opts.db);
+/** The ports and services every route family shares. */
+function composeDeps(opts: BuildOptions): AppDeps {
   const orgCache = new ReadCache<unknown>(opts.readSide.progress, orgProjection.name);
   const providerRuntime = opts.providers ?? { catalog: Catalog.load(), client: new HttpProvider({ allow: opts.webhookTargets ?? { loopback: false, private: false } }), sandbox: undefined };
-  const deps: AppDeps = {
+  return {
     db: opts.db,
     store: opts.store,
     readSide: opts.readSide,
@@ -235,11 +259,10 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     ]),
     providers: new ProviderTools(opts.db, opts.vault, providerRuntime, { store: opts.store, now: opts.now ?? (() => new Date()), waitFor: (p, ms) => opts.readSide.waitFor(p, ms) }),
   };
+}
 
-  app.decorate('routeSpecs', deps.routes);
-  app.decorate('registeredRoutes', registered);
-  // Before the route plugins, so its request hooks reach every route.
-  registerMetrics(app, deps, { token: opts.metricsToken });
+/** The platform, organization, ledger, audit, webhook, bank, x402, policy, OAuth, Pix, provider, memory and MCP routes (registration order kept). */
+async function registerCoreRoutes(app: FastifyInstance, deps: AppDeps, opts: BuildOptions): Promise<void> {
   await app.register(async (scope) => platformRoutes(scope, deps));
   await app.register(async (scope) => orgRoutes(scope, deps));
   await app.register(async (scope) => projectRoutes(scope, deps));
@@ -283,6 +306,10 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(async (scope) => mcpServerRoutes(scope, deps));
   await app.register(async (scope) => mcpGatewayRoutes(scope, deps));
   await app.register(async (scope) => docsRoutes(scope, deps));
+}
+
+/** The sessions, their tool calls and status streams, connect links, signup runs and hosted connect (registered after the core routes). */
+async function registerSessionRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   await app.register(async (scope) => sessionRoutes(scope, deps));
   await app.register(async (scope) => toolCallRoutes(scope, deps));
   await app.register(async (scope) => statusStreamRoutes(scope, deps));
@@ -292,7 +319,4 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(async (scope) => connectLinkRoutes(scope, deps));
   await app.register(async (scope) => signupRunRoutes(scope, deps));
   await app.register(async (scope) => hostedConnectRoutes(scope, deps));
-
-  await app.ready();
-  return app;
 }
