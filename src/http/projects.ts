@@ -2,8 +2,8 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { ProjectCascadeReactor } from '../reactors/project-cascade.ts';
 import { PROJECTS_LIST_DEFAULT, PROJECTS_LIST_MAX } from '../limits.ts';
-import { createProject, deleteProject, listProjectMembers, listProjects, readProject, removeProjectMember, setProjectMember, updateProject } from '../usecases/projects.ts';
-import { ApiError, forbidden } from './errors.ts';
+import { createProject, deleteProject, listProjectMembers, listProjects, removeProjectMember, requireProject, setProjectMember, updateProject } from '../usecases/projects.ts';
+import { forbidden } from './errors.ts';
 import { defineRoute, READ_SIDE_HEADER, type AppDeps } from './route.ts';
 import { IdParam, Project, QueryBool, Timestamp } from './schemas.ts';
 import type { ServiceAuth } from './auth.ts';
@@ -29,11 +29,18 @@ function mayManage(auth: { projectBound: boolean; projectId: string }, projectId
 }
 
 export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
-  // The safety net of the deletion cascade (see DELETE below).
+  // The safety net of the deletion cascade (see projectItemRoutes' DELETE).
   const cascade = new ProjectCascadeReactor(deps, deps.now);
   cascade.start();
   app.addHook('onClose', () => cascade.stop());
 
+  projectCollectionRoutes(app, deps);
+  projectItemRoutes(app, deps);
+  projectMemberRoutes(app, deps);
+}
+
+/** The collection: list and create. */
+function projectCollectionRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'GET',
     url: '/v1/projects',
@@ -77,7 +84,10 @@ export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promis
       return { status: 201, body: await createProject(run, auth.orgId, { name: body.name, slug: body.slug, environment: body.environment ?? auth.environment, settings: body.settings ?? {} }) };
     },
   });
+}
 
+/** One project: read, update, delete. */
+function projectItemRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'GET',
     url: '/v1/projects/:id',
@@ -90,9 +100,7 @@ export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promis
     responses: { 200: Project },
     errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
     async handler({ auth, params, deps }) {
-      const p = await readProject(deps, auth.orgId, params.id);
-      if (!p) throw new ApiError(404, 'not_found', 'project not found');
-      return { status: 200, body: p };
+      return { status: 200, body: await requireProject(deps, auth.orgId, params.id) };
     },
   });
 
@@ -136,13 +144,14 @@ export async function projectRoutes(app: FastifyInstance, deps: AppDeps): Promis
       return { status: 200, body: { id: params.id, deleted: true } };
     },
   });
+}
 
-  // Members: service auth (platform secret + x-svc-user).
+const ProjectParams = z.object({ id: IdParam });
+const MemberParams = z.object({ id: IdParam, user_id: IdParam });
+const memberErrors = [[401, 'unauthorized'], [403, 'insufficient_role'], [404, 'not_found'], [404, 'user_not_in_org'], [409, 'cannot_override_owner']] as const;
 
-  const ProjectParams = z.object({ id: IdParam });
-  const MemberParams = z.object({ id: IdParam, user_id: IdParam });
-  const memberErrors = [[401, 'unauthorized'], [403, 'insufficient_role'], [404, 'not_found'], [404, 'user_not_in_org'], [409, 'cannot_override_owner']] as const;
-
+/** Members: service auth (platform secret + x-svc-user). */
+function projectMemberRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'GET',
     url: '/v1/projects/:id/members',
