@@ -61,8 +61,14 @@ const SpendBody = z.object({
 });
 const spendErrors = Object.entries(SPEND_CODES).map(([code, status]) => [status, code] as const);
 
-
 export async function mandateRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
+  mandateResourceRoutes(app, deps);
+  mandateTransitionRoutes(app, deps);
+  mandateCardRoutes(app, deps);
+}
+
+/** Create, list, read. */
+function mandateResourceRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'POST',
     url: '/v1/mandates',
@@ -123,7 +129,10 @@ export async function mandateRoutes(app: FastifyInstance, deps: AppDeps): Promis
       return { status: 200, body: await readMandate(deps, auth, params.id) };
     },
   });
+}
 
+/** Pause, resume, revoke, and the spends against a mandate. */
+function mandateTransitionRoutes(app: FastifyInstance, deps: AppDeps): void {
   for (const [verb, to] of [['pause', 'paused'], ['resume', 'active'], ['revoke', 'revoked']] as const) {
     defineRoute(app, deps, {
       method: 'POST',
@@ -163,7 +172,10 @@ export async function mandateRoutes(app: FastifyInstance, deps: AppDeps): Promis
       return { status: 201, body: await spend({ run: ctx.run, ports: ctx.deps, tenant: ctx.auth }, ctx.params.id, ctx.body, 'api') };
     },
   });
+}
 
+/** The virtual card bound to a mandate, and the sandbox card network's authorizations. */
+function mandateCardRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'GET',
     url: '/v1/consumers/mandates/:id/card',
