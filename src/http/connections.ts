@@ -33,6 +33,13 @@ async function useCase(ctx: Ctx<unknown, unknown, unknown, ApiKeyAuth | ServiceA
 }
 
 export async function connectionRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
+  connectionResourceRoutes(app, deps);
+  connectionChangeRoutes(app, deps);
+  credentialValidationRoutes(app, deps);
+}
+
+/** Register (or rotate), list, read. */
+function connectionResourceRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'POST',
     url: '/v1/connections',
@@ -98,7 +105,10 @@ export async function connectionRoutes(app: FastifyInstance, deps: AppDeps): Pro
       return { status: 200, body: v };
     },
   });
+}
 
+/** Revoke, the metadata, the inbound webhook secret, delete. */
+function connectionChangeRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'POST',
     url: '/v1/connections/:id/revoke',
@@ -174,7 +184,10 @@ export async function connectionRoutes(app: FastifyInstance, deps: AppDeps): Pro
       return { status: 200, body: { id: c.id, deleted: true as const } };
     },
   });
+}
 
+/** A candidate credential tried against the provider before it is stored. */
+function credentialValidationRoutes(app: FastifyInstance, deps: AppDeps): void {
   for (const [kind, authType] of [['hmac', 'hmac_signed'], ['jwt', 'jwt_ecdsa']] as const) {
     defineRoute(app, deps, {
       method: 'POST',
