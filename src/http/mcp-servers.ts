@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { Queryable } from '../postgres/db.ts';
-import { getServer, HEADER_NAME, listServers, mcpConfigOf, type McpServerRow, patchServer, patchTool, registerServer, sweepPlatformFees, toolsOf, validateUpstream } from '../usecases/mcp-servers.ts';
+import { actingRoleOf, getServer, HEADER_NAME, listServers, mcpConfigOf, type McpServerRow, patchServer, patchTool, registerServer, sweepPlatformFees, toolsOf, validateUpstream } from '../usecases/mcp-servers.ts';
 import type { UseCaseCtx } from '../usecases/context.ts';
 import { type ApiKeyAuth, ROLE_RANK, type Role } from './auth.ts';
 import { RawHttpError } from './errors.ts';
@@ -60,19 +60,14 @@ async function requireAdmin(db: Queryable, req: FastifyRequest, auth: ApiKeyAuth
   const userId = typeof h === 'string' ? h.trim() : '';
   if (!userId) throw deny('bearer_admin_role_missing', 'name the acting admin in x-svc-user');
   if (!/^[\x21-\x7e]{1,200}$/.test(userId)) throw deny('bearer_admin_user_not_member', 'x-svc-user is not a member of this organization');
-  let role: string | undefined;
+  let acting: { role: string } | undefined;
   try {
-    const { rows } = await db.query<{ org_id: string; role: string; override: string | null }>(
-      `SELECT u.org_id, u.role, (SELECT m.role FROM project_members m WHERE m.project_id = $2 AND m.user_id = u.user_id AND NOT m.removed) AS override FROM users u WHERE u.user_id = $1`,
-      [userId, auth.projectId],
-    );
-    const u = rows[0];
-    if (!u || u.org_id !== auth.orgId) throw deny('bearer_admin_user_not_member', 'x-svc-user is not a member of this organization');
-    role = u.role === 'owner' ? 'owner' : (u.override ?? u.role);
-  } catch (err) {
-    if (err instanceof RawHttpError) throw err;
+    acting = await actingRoleOf(db, auth, userId);
+  } catch {
     throw deny('bearer_admin_role_unresolved', 'the role of x-svc-user could not be resolved');
   }
+  if (!acting) throw deny('bearer_admin_user_not_member', 'x-svc-user is not a member of this organization');
+  const { role } = acting;
   if (!(role in ROLE_RANK)) throw deny('bearer_admin_role_unresolved', 'the role of x-svc-user could not be resolved');
   if (ROLE_RANK[role as Role] < ROLE_RANK.admin) throw new RawHttpError(403, { error: 'insufficient_role', required: 'admin' });
 }
@@ -84,13 +79,8 @@ function scopeGate(auth: ApiKeyAuth, scope: string | undefined): void {
 }
 
 const FORBIDDEN_FAMILY = [
-  [403, 'forbidden'],
-  [403, 'scopes_unresolved'],
-  [403, 'route_scope_unresolved'],
-  [403, 'insufficient_role'],
-  [403, 'bearer_admin_role_missing'],
-  [403, 'bearer_admin_user_not_member'],
-  [403, 'bearer_admin_role_unresolved'],
+  [403, 'forbidden'], [403, 'scopes_unresolved'], [403, 'route_scope_unresolved'], [403, 'insufficient_role'],
+  [403, 'bearer_admin_role_missing'], [403, 'bearer_admin_user_not_member'], [403, 'bearer_admin_role_unresolved'],
 ] as const;
 
 /** A request's use-case context: the key's tenant, the key as the actor. */
@@ -98,19 +88,32 @@ function useCase(ctx: { deps: AppDeps; auth: ApiKeyAuth; req: FastifyRequest; ru
   return { ports: ctx.deps, tenant: { orgId: ctx.auth.orgId, projectId: ctx.auth.projectId }, actor: { kind: 'api_key', id: ctx.auth.keyId }, requestId: String(ctx.req.id), run: ctx.run };
 }
 
-export async function mcpServerRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
+/** A server as the routes answer it: without its organization, with its gateway URL, and its tools when asked. */
+function serverViewOf(deps: AppDeps) {
   const cfg = mcpConfigOf(deps);
   const gateway = (slug: string) => `${cfg.gatewayUrl.replace(/\/+$/, '')}/mcp/${slug}`;
-  const view = async (row: McpServerRow, withTools: boolean) => {
+  return async (row: McpServerRow, withTools: boolean) => {
     const { org_id: _o, ...rest } = row;
     const base = { ...rest, gateway_url: gateway(row.slug) };
     return withTools ? { ...base, tools: await toolsOf(deps.db, row.id) } : base;
   };
-  const guard = async (req: FastifyRequest, auth: ApiKeyAuth, scope: string) => {
-    scopeGate(auth, scope);
-    await requireAdmin(deps.db, req, auth);
-  };
+}
+type ServerViewOf = ReturnType<typeof serverViewOf>;
 
+/** Every route's authorization: the scope gate, then the admin named in `x-svc-user`. */
+async function guard(deps: AppDeps, req: FastifyRequest, auth: ApiKeyAuth, scope: string): Promise<void> {
+  scopeGate(auth, scope);
+  await requireAdmin(deps.db, req, auth);
+}
+
+export async function mcpServerRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
+  const view = serverViewOf(deps);
+  mcpServerListingRoutes(app, deps, view);
+  mcpServerChangeRoutes(app, deps, view);
+}
+
+/** Validate an upstream, register a server, list, read. */
+function mcpServerListingRoutes(app: FastifyInstance, deps: AppDeps, view: ServerViewOf): void {
   defineRoute(app, deps, {
     method: 'POST',
     url: '/v1/mcp-servers/validate',
@@ -123,7 +126,7 @@ export async function mcpServerRoutes(app: FastifyInstance, deps: AppDeps): Prom
     body: z.object({ upstream_url: z.string().url().max(2048), auth: z.record(z.string(), z.unknown()).optional() }),
     responses: { 200: z.object({ valid: z.boolean(), count: z.number().int(), tools: z.array(z.object({ name: z.string(), description: z.string() })), error: z.string().optional() }) },
     errors: [[400, 'invalid_body'], [400, 'invalid_upstream_url'], ...FORBIDDEN_FAMILY],
-    authorize: ({ auth, req }) => guard(req, auth, 'mcp:write'),
+    authorize: ({ auth, req }) => guard(deps, req, auth, 'mcp:write'),
     async handler({ body }) {
       return { status: 200, body: await validateUpstream(deps, body.upstream_url, body.auth as { header?: unknown; value?: unknown } | undefined) };
     },
@@ -141,7 +144,7 @@ export async function mcpServerRoutes(app: FastifyInstance, deps: AppDeps): Prom
     body: CreateBody,
     responses: { 201: ServerView },
     errors: [[400, 'invalid_body'], [400, 'invalid_upstream_url'], [400, 'slug_conflict'], ...FORBIDDEN_FAMILY, [503, 'payto_provisioning_failed'], [503, 'vault_unavailable']],
-    authorize: ({ auth, req }) => guard(req, auth, 'mcp:write'),
+    authorize: ({ auth, req }) => guard(deps, req, auth, 'mcp:write'),
     async handler(ctx) {
       return { status: 201, body: await view(await registerServer(useCase(ctx), ctx.auth.environment, ctx.body), true) };
     },
@@ -158,7 +161,7 @@ export async function mcpServerRoutes(app: FastifyInstance, deps: AppDeps): Prom
     actingUser: true,
     responses: { 200: z.object({ mcp_servers: z.array(ServerListItem) }) },
     errors: [...FORBIDDEN_FAMILY],
-    authorize: ({ auth, req }) => guard(req, auth, 'mcp:read'),
+    authorize: ({ auth, req }) => guard(deps, req, auth, 'mcp:read'),
     async handler({ auth }) {
       return { status: 200, body: { mcp_servers: await Promise.all((await listServers(deps, auth)).map((r) => view(r, false))) } };
     },
@@ -176,12 +179,15 @@ export async function mcpServerRoutes(app: FastifyInstance, deps: AppDeps): Prom
     params: z.object({ id: IdParam }),
     responses: { 200: ServerView },
     errors: [...FORBIDDEN_FAMILY, [404, 'not_found']],
-    authorize: ({ auth, req }) => guard(req, auth, 'mcp:read'),
+    authorize: ({ auth, req }) => guard(deps, req, auth, 'mcp:read'),
     async handler({ auth, params }) {
       return { status: 200, body: await view(await getServer(deps, auth, params.id), true) };
     },
   });
+}
 
+/** The listing patches (server, tool) and the platform-fee sweep. */
+function mcpServerChangeRoutes(app: FastifyInstance, deps: AppDeps, view: ServerViewOf): void {
   defineRoute(app, deps, {
     method: 'PATCH',
     url: '/v1/mcp-servers/:id',
@@ -195,7 +201,7 @@ export async function mcpServerRoutes(app: FastifyInstance, deps: AppDeps): Prom
     body: z.object({ active: z.boolean().optional(), name: z.string().min(1).max(200).optional(), description: z.string().max(4000).optional(), overview_md: z.string().max(65_536).optional(), category: z.string().max(100).nullable().optional() }).strict(),
     responses: { 200: ServerView },
     errors: [[400, 'invalid_body'], ...FORBIDDEN_FAMILY, [404, 'not_found']],
-    authorize: ({ auth, req }) => guard(req, auth, 'mcp:write'),
+    authorize: ({ auth, req }) => guard(deps, req, auth, 'mcp:write'),
     async handler(ctx) {
       return { status: 200, body: await view(await patchServer(useCase(ctx), ctx.params.id, ctx.body), true) };
     },
@@ -214,7 +220,7 @@ export async function mcpServerRoutes(app: FastifyInstance, deps: AppDeps): Prom
     body: z.object({ active: z.boolean().optional(), price: Price.optional(), description: z.string().max(4000).optional() }).strict(),
     responses: { 200: ServerView },
     errors: [[400, 'invalid_body'], ...FORBIDDEN_FAMILY, [404, 'not_found'], [404, 'tool_not_found']],
-    authorize: ({ auth, req }) => guard(req, auth, 'mcp:write'),
+    authorize: ({ auth, req }) => guard(deps, req, auth, 'mcp:write'),
     async handler(ctx) {
       return { status: 200, body: await view(await patchTool(useCase(ctx), ctx.params.id, ctx.params.tool, ctx.body), true) };
     },
@@ -234,7 +240,7 @@ export async function mcpServerRoutes(app: FastifyInstance, deps: AppDeps): Prom
       200: z.object({ swept: z.number().int(), total_atomic: z.string(), partner_wallet: z.string().optional(), transfers: z.array(z.object({ source: z.string(), amount_atomic: z.string(), status: z.string() })) }),
     },
     errors: [...FORBIDDEN_FAMILY, [409, 'sweep_in_progress'], [503, 'sweep_failed']],
-    authorize: ({ auth, req }) => guard(req, auth, 'mcp:write'),
+    authorize: ({ auth, req }) => guard(deps, req, auth, 'mcp:write'),
     async handler(ctx) {
       return { status: 200, body: await sweepPlatformFees(useCase(ctx)) };
     },

@@ -64,6 +64,17 @@ export async function toolsOf(db: Queryable, id: string): Promise<McpToolRow[]> 
   return rows;
 }
 
+/** The role in the tenant's project of a user named as the acting admin (an owner stays owner, else the project's override or the organization role); undefined when the user is not a member of the tenant's organization. */
+export async function actingRoleOf(db: Queryable, tenant: { orgId: string; projectId: string }, userId: string): Promise<{ role: string } | undefined> {
+  const { rows } = await db.query<{ org_id: string; role: string; override: string | null }>(
+    `SELECT u.org_id, u.role, (SELECT m.role FROM project_members m WHERE m.project_id = $2 AND m.user_id = u.user_id AND NOT m.removed) AS override FROM users u WHERE u.user_id = $1`,
+    [userId, tenant.projectId],
+  );
+  const u = rows[0];
+  if (!u || u.org_id !== tenant.orgId) return undefined;
+  return { role: u.role === 'owner' ? 'owner' : (u.override ?? u.role) };
+}
+
 /** Refuses an upstream URL the outbound guard would refuse, with the spec's details. */
 async function guardUpstream(ports: Ports, raw: string, resolve: boolean): Promise<URL> {
   try {
