@@ -1,11 +1,12 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
 import { z } from 'zod';
-import { type EventStore, OutcomeUnknown } from '../eventstore/port.ts';
+import type { EventStore } from '../eventstore/port.ts';
 import { type CommandContext, type CommandResult, type Decider, handleCommand, type HandleOptions } from '../eventstore/handler.ts';
 import { isShared } from '../projector/readcache.ts';
 import type { Auth, Authenticator, AuthMode, Role } from './auth.ts';
-import { ApiError, errorResponse, sendResponse, toIssues } from './errors.ts';
-import { checkKey, type IdempotencyStore, requestHash } from './idempotency.ts';
+import { ApiError, sendResponse, toIssues } from './errors.ts';
+import { checkKey, type IdempotencyStore } from './idempotency.ts';
+import { type IdemKey, idempotently } from './route-idempotency.ts';
 import { type BodyText, checkInputText } from './input-text.ts';
 import type { RateLimiter } from './ratelimit.ts';
 import type { PageSpec } from './openapi.ts';
@@ -178,97 +179,59 @@ export function defineRoute<P, Q, B, M extends AuthMode>(app: FastifyInstance, d
     method: spec.method,
     url: spec.url,
     onRequest: gate(deps, spec as unknown as RouteSpec<unknown, unknown, unknown, M>),
-    handler: async (req, reply) => {
-      const auth = admitted.get(req) as AuthFor<M> | undefined;
-      if (!auth) throw new Error(`${spec.operationId}: no credential was established before its handler`);
-      const params = parseOr400(spec.params, req.params, 'invalid_params', 'path');
-      const query = parseOr400(spec.query, req.query, 'invalid_query', 'query');
-      let rawBody = req.body;
-      if (rawBody === undefined && spec.bodyOptional) rawBody = {};
-      if (spec.body && rawBody === undefined) throw new ApiError(400, 'invalid_body', 'a JSON body is required', { issues: [{ path: [], code: 'required', message: 'body required' }] });
-      const body = parseOr400(spec.body, rawBody, 'invalid_body', 'body');
-      // What the route takes, after its own rules (a code of its own first, say invalid_purpose_encoding).
-      checkInputText(params, 'invalid_params', 'path');
-      checkInputText(query, 'invalid_query', 'query');
-      checkInputText(body, 'invalid_body', 'body', spec.bodyText);
-      // Whether this request has had a write acknowledged (its Idempotency-Key is then never released).
-      let wrote = false;
-      const ctx: Ctx<P, Q, B, AuthFor<M>> = {
-        params,
-        query,
-        body,
-        auth,
-        req,
-        reply,
-        deps,
-        async run(decider, stream, command, opts = {}) {
-          const orgId = opts.orgId ?? ('orgId' in auth ? auth.orgId : undefined);
-          if (!orgId) throw new Error('a command needs an organization');
-          const cctx: CommandContext = {
-            orgId,
-            projectId: opts.projectId !== undefined ? opts.projectId : auth.kind === 'api_key' ? auth.projectId : null,
-            actor: actorOf(auth),
-            requestId: String(req.id),
-            now: deps.now,
-          };
-          const result = await handleCommand(deps.store, decider, stream, command, cctx, opts);
-          if (result.lastPosition) wrote = true;
-          if (result.lastPosition && !(await deps.readSide.waitFor(result.lastPosition, deps.readWaitMs))) reply.header(READ_SIDE_HEADER, 'behind');
-          return result;
-        },
-      };
-
-      const checked = async (): Promise<Reply> => checkResponse(spec as unknown as RouteSpec, await spec.handler(ctx), req);
-      const idemHeader = req.headers['idempotency-key'];
-      const idemKey = spec.idempotent && typeof idemHeader === 'string' ? idemHeader : undefined;
-      if (idemKey === undefined || !('orgId' in auth)) return sendResponse(reply, await checked());
-
-      checkKey(idemKey);
-      const env = auth.kind === 'api_key' ? auth.environment : 'service';
-      let hash: string;
-      try {
-        hash = requestHash(spec.method, req.url.split('?')[0]!, req.body);
-      } catch {
-        // No canonical form (a member the route ignores holds a lone surrogate, or nests past any limit).
-        throw new ApiError(400, 'invalid_body', 'the body is invalid', { issues: [{ path: [], code: 'custom', message: 'the body has no canonical JSON form (well-formed text, bounded nesting)' }] });
-      }
-      const begun = await deps.idempotency.begin(auth.orgId, env, idemKey, hash);
-      if (begun.kind === 'replay') {
-        // The first response, but its request_id is this request's (it equals the X-Request-Id header).
-        const b = begun.response.body as { request_id?: unknown } | null;
-        const body = b && typeof b === 'object' && !Array.isArray(b) && typeof b.request_id === 'string' ? { ...b, request_id: String(req.id) } : begun.response.body;
-        return sendResponse(reply, { ...begun.response, body, headers: { ...begun.response.headers, 'idempotent-replayed': 'true' } });
-      }
-      let response: Reply;
-      try {
-        response = await checked();
-      } catch (err) {
-        const r = errorResponse(err, String(req.id));
-        if (r.status >= 500) {
-          // A 5xx the route answers on purpose (a code of its own, which says
-          // whether a retry is safe) is left as it was; an unexpected failure
-          // after a write of this request was acknowledged, or a write the
-          // store could not confirm either way, means the request may have
-          // taken effect: running it again could do twice what it did once.
-          const code = (r.body as { error?: { code?: string } } | undefined)?.error?.code;
-          // The database unreachable or reloading (errors.ts) is as unexpected as an internal error once a write stood.
-          const unexpected = code === 'internal_error' || code === 'store_unavailable' || code === 'store_recovering';
-          if ((wrote && unexpected) || err instanceof OutcomeUnknown) {
-            // The key keeps this answer.
-            req.log.error({ err }, 'request failed after it may have written');
-            const unknown = errorResponse(err instanceof OutcomeUnknown ? err : new OutcomeUnknown('the request failed after one of its writes was recorded', err), String(req.id));
-            await deps.idempotency.complete(auth.orgId, env, idemKey, unknown).catch(() => {});
-            return sendResponse(reply, unknown);
-          }
-          // Nothing may have been written: released, so a retry runs it.
-          await deps.idempotency.release(auth.orgId, env, idemKey).catch(() => {});
-          throw err;
-        }
-        await deps.idempotency.complete(auth.orgId, env, idemKey, r);
-        return sendResponse(reply, r);
-      }
-      await deps.idempotency.complete(auth.orgId, env, idemKey, { status: response.status, body: response.body ?? null, headers: response.headers ?? {} });
-      return sendResponse(reply, response);
-    },
+    handler: async (req, reply) => handle(deps, spec, req, reply),
   });
+}
+
+/** A request the gate admitted: its input checked, its handler run, its answer sent (through its Idempotency-Key when it takes one). */
+async function handle<P, Q, B, M extends AuthMode>(deps: AppDeps, spec: RouteSpec<P, Q, B, M>, req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const auth = admitted.get(req) as AuthFor<M> | undefined;
+  if (!auth) throw new Error(`${spec.operationId}: no credential was established before its handler`);
+  const { params, query, body } = parseInput(spec, req);
+  // Whether this request has had a write acknowledged (its Idempotency-Key is then never released).
+  const writes = { wrote: false };
+  const ctx: Ctx<P, Q, B, AuthFor<M>> = { params, query, body, auth, req, reply, deps, run: runner(deps, auth, req, reply, writes) };
+
+  const checked = async (): Promise<Reply> => checkResponse(spec as unknown as RouteSpec, await spec.handler(ctx), req);
+  const idemHeader = req.headers['idempotency-key'];
+  const idemKey = spec.idempotent && typeof idemHeader === 'string' ? idemHeader : undefined;
+  if (idemKey === undefined || !('orgId' in auth)) return sendResponse(reply, await checked());
+
+  checkKey(idemKey);
+  const key: IdemKey = { orgId: auth.orgId, env: auth.kind === 'api_key' ? auth.environment : 'service', key: idemKey };
+  return idempotently(deps, spec as unknown as RouteSpec, req, reply, key, checked, writes);
+}
+
+/** The path, query and body, each through its schema, then the rules on their text. */
+function parseInput<P, Q, B, M extends AuthMode>(spec: RouteSpec<P, Q, B, M>, req: FastifyRequest): { params: P; query: Q; body: B } {
+  const params = parseOr400(spec.params, req.params, 'invalid_params', 'path');
+  const query = parseOr400(spec.query, req.query, 'invalid_query', 'query');
+  let rawBody = req.body;
+  if (rawBody === undefined && spec.bodyOptional) rawBody = {};
+  if (spec.body && rawBody === undefined) throw new ApiError(400, 'invalid_body', 'a JSON body is required', { issues: [{ path: [], code: 'required', message: 'body required' }] });
+  const body = parseOr400(spec.body, rawBody, 'invalid_body', 'body');
+  // What the route takes, after its own rules (a code of its own first, say invalid_purpose_encoding).
+  checkInputText(params, 'invalid_params', 'path');
+  checkInputText(query, 'invalid_query', 'query');
+  checkInputText(body, 'invalid_body', 'body', spec.bodyText);
+  return { params, query, body };
+}
+
+/** The context's `run`: a command in the caller's organization and project, then read-your-writes. */
+function runner(deps: AppDeps, auth: Auth, req: FastifyRequest, reply: FastifyReply, writes: { wrote: boolean }): Ctx<unknown, unknown, unknown, Auth>['run'] {
+  return async (decider, stream, command, opts = {}) => {
+    const orgId = opts.orgId ?? ('orgId' in auth ? auth.orgId : undefined);
+    if (!orgId) throw new Error('a command needs an organization');
+    const cctx: CommandContext = {
+      orgId,
+      projectId: opts.projectId !== undefined ? opts.projectId : auth.kind === 'api_key' ? auth.projectId : null,
+      actor: actorOf(auth),
+      requestId: String(req.id),
+      now: deps.now,
+    };
+    const result = await handleCommand(deps.store, decider, stream, command, cctx, opts);
+    if (result.lastPosition) writes.wrote = true;
+    if (result.lastPosition && !(await deps.readSide.waitFor(result.lastPosition, deps.readWaitMs))) reply.header(READ_SIDE_HEADER, 'behind');
+    return result;
+  };
 }
