@@ -68,6 +68,8 @@ export type CheckpointEventData = {
 
 /** Appends one stream's events: through the store, or inside an inline append transaction. */
 type Appender = (stream: string, events: NewEvent[], expectedRevision: ExpectedRevision) => Promise<Position>;
+/** Reads a stream's last event: through the store, or inside an inline append transaction. */
+type LastReader = (stream: string) => Promise<RecordedEvent | undefined>;
 
 export class Sealer {
   /**
@@ -110,6 +112,7 @@ export class Sealer {
   running = false;
 
   private readonly storeAppend: Appender = async (stream, events, expectedRevision) => (await this.store.appendToStream(stream, events, { expectedRevision })).lastPosition;
+  private readonly storeLast: LastReader = async (stream) => (await this.store.readStream(stream, { direction: 'backwards', maxCount: 1 }))[0];
 
   async start(): Promise<void> {
     await ensureCheckpoint(this.db, SEALER_NAME, 'sealer', 1);
@@ -209,10 +212,14 @@ export class Sealer {
           this.progress?.report(SEALER_NAME, last);
         }
       } catch (err) {
-        // Never skip: keep the checkpoint, forget cached chains, retry from the log.
+        // Never skip: keep the checkpoint, retry from the log. A chain another
+        // instance moved was already dropped (sealOrg); anything else may have
+        // left any cached chain behind its row: forget them all.
         this.lastError = err instanceof Error ? err.message : String(err);
-        this.chains.clear();
-        this.loading.clear();
+        if (!(err instanceof WrongExpectedRevision || err instanceof DuplicateEventId)) {
+          this.chains.clear();
+          this.loading.clear();
+        }
         await new Promise((r) => setTimeout(r, 500));
       }
     }
@@ -334,7 +341,10 @@ export class Sealer {
   private static readonly SAVE_STATE = `INSERT INTO audit_chain_state (org_id, sequence, tip_hash, last_source_position, right_edge, checkpoint_size, checkpoint_root, updated_at)
        VALUES ($1, $2, $3, $4, $5, $6, $7, now())
        ON CONFLICT (org_id) DO UPDATE SET sequence = EXCLUDED.sequence, tip_hash = EXCLUDED.tip_hash, last_source_position = EXCLUDED.last_source_position,
-         right_edge = EXCLUDED.right_edge, checkpoint_size = EXCLUDED.checkpoint_size, checkpoint_root = EXCLUDED.checkpoint_root, updated_at = now()
+         right_edge = EXCLUDED.right_edge, updated_at = now(),
+         checkpoint_size = GREATEST(audit_chain_state.checkpoint_size, EXCLUDED.checkpoint_size),
+         checkpoint_root = CASE WHEN EXCLUDED.checkpoint_size > COALESCE(audit_chain_state.checkpoint_size, -1) THEN EXCLUDED.checkpoint_root ELSE audit_chain_state.checkpoint_root END,
+         checkpoint_at = CASE WHEN EXCLUDED.checkpoint_size > COALESCE(audit_chain_state.checkpoint_size, -1) THEN now() ELSE audit_chain_state.checkpoint_at END
        WHERE audit_chain_state.sequence <= EXCLUDED.sequence`;
 
   private stateParams(chain: Chain): unknown[] {
@@ -386,7 +396,7 @@ export class Sealer {
    * entries; otherwise they are written in a transaction of their own after the
    * append (a crash in between is repaired at load from the chain itself).
    */
-  private async sealOrg(chain: Chain, events: readonly RecordedEvent[], append: Appender, q?: Queryable): Promise<Position> {
+  private async sealOrg(chain: Chain, events: readonly RecordedEvent[], append: Appender, q?: Queryable, last?: LastReader): Promise<Position> {
     // After a restart the checkpoint may lag the chain: skip what is already sealed.
     const fresh = events.filter((e) => e.position > chain.lastSourcePosition);
     if (fresh.length === 0) return '';
@@ -410,7 +420,7 @@ export class Sealer {
     // The tree's nodes and the chain's constant-size state, together.
     if (q) await this.saveNodesAndState(q, chain, nodes);
     else await this.db.transaction((tx) => this.saveNodesAndState(tx, chain, nodes));
-    await this.maybeCheckpoint(chain, false, append, q);
+    await this.maybeCheckpoint(chain, false, append, q, last);
     return appended;
   }
 
@@ -465,6 +475,7 @@ export class Sealer {
       written.push(...r!.events);
       return r!.events[r!.events.length - 1]!.position;
     };
+    const txLast: LastReader = (stream) => tx.readLast(stream);
     try {
       for (const [org, events] of byOrg) {
         let chain = this.chains.get(org);
@@ -478,7 +489,7 @@ export class Sealer {
         }
         try {
           // Optimistic: the append's expected revision checks the cached tip.
-          await this.sealOrg(chain, events, append, tx);
+          await this.sealOrg(chain, events, append, tx, txLast);
         } catch (err) {
           if (!(err instanceof WrongExpectedRevision)) throw err;
           // Another process sealed since: read its entries from our tip and seal on top.
@@ -486,7 +497,7 @@ export class Sealer {
           Object.assign(fresh, { sequence: chain.sequence, tipHash: chain.tipHash, edge: new Map(chain.edge), lastSourcePosition: chain.lastSourcePosition, lastCheckpoint: chain.lastCheckpoint });
           this.chains.set(org, fresh);
           await this.catchUpChain(tx, fresh, true);
-          await this.sealOrg(fresh, events, append, tx);
+          await this.sealOrg(fresh, events, append, tx, txLast);
         }
       }
     } catch (err) {
@@ -618,22 +629,51 @@ export class Sealer {
     }
   }
 
-  /** Signs checkpoints for every chain with unsigned entries (`force`), or those due. */
+  /**
+   * Signs a checkpoint for every chain with unsigned entries (`force`), or
+   * those due (entries or time since the last signature), whichever instance
+   * sealed them: the due chains are read from their state rows, not from this
+   * process's cache, so with several instances every chain is signed on
+   * schedule. One signer per chain at a time across instances (an advisory
+   * lock it only tries); the checkpoint's id derives from its size, so a
+   * signature raced by inline sealing is recorded once.
+   */
   async checkpointAll(force: boolean): Promise<void> {
-    for (const orgId of [...this.chains.keys()]) {
-      await this.withChain(orgId, (c) => this.maybeCheckpoint(c, force));
-    }
+    const { rows } = await this.db.query<{ org_id: string }>(`SELECT org_id FROM audit_chain_state WHERE ${Sealer.DUE} ORDER BY org_id`, [force, this.every, this.intervalMs]);
+    for (const { org_id } of rows) await this.signIfDue(org_id, force);
   }
 
-  private async maybeCheckpoint(chain: Chain, force: boolean, append: Appender = this.storeAppend, q: Queryable = this.db): Promise<void> {
+  private static readonly DUE = `sequence > COALESCE(checkpoint_size, 0)
+    AND ($1::boolean OR sequence - COALESCE(checkpoint_size, 0) >= $2 OR checkpoint_at <= now() - make_interval(secs => $3 / 1000.0))`;
+
+  private async signIfDue(orgId: string, force: boolean): Promise<void> {
+    await this.db.transaction(async (tx) => {
+      const { rows } = await tx.query<{ ok: boolean }>('SELECT pg_try_advisory_xact_lock(hashtext($1)) AS ok', [`audit-checkpoint:${orgId}`]);
+      if (!rows[0]!.ok) return; // another instance is signing it
+      const due = await tx.query(`SELECT 1 FROM audit_chain_state WHERE org_id = $4 AND ${Sealer.DUE}`, [force, this.every, this.intervalMs, orgId]);
+      if (due.rowCount === 0) return;
+      const chain = await this.loadChain(orgId);
+      await this.maybeCheckpoint(chain, true);
+      // This process's cached chain learns the newer checkpoint (its own would only be older).
+      const cached = this.chains.get(orgId);
+      if (cached && chain.lastCheckpoint && (cached.lastCheckpoint?.size ?? 0) < chain.lastCheckpoint.size && cached.sequence >= chain.lastCheckpoint.size) {
+        cached.lastCheckpoint = chain.lastCheckpoint;
+        cached.lastCheckpointAt = Date.now();
+      }
+    });
+  }
+
+  private async maybeCheckpoint(chain: Chain, force: boolean, append: Appender = this.storeAppend, q: Queryable = this.db, lastOf: LastReader = this.storeLast): Promise<void> {
     if (chain.sequence === (chain.lastCheckpoint?.size ?? 0)) return;
     if (!force && !this.checkpointDue(chain, chain.sequence)) return;
     const size = chain.sequence;
     const root = edgeRoot(chain.edge);
-    if (chain.lastCheckpoint) {
-      const proof = await consistencyProofFromStore(q, chain.orgId, chain.lastCheckpoint.size, size);
-      if (!verifyConsistency(chain.lastCheckpoint.size, size, chain.lastCheckpoint.root, root, proof)) {
-        throw new Error(`audit chain ${chain.orgId} is not consistent with its checkpoint at size ${chain.lastCheckpoint.size}; refusing to sign`);
+    // Read once: another instance's signature may replace it while we wait.
+    const prev = chain.lastCheckpoint;
+    if (prev) {
+      const proof = await consistencyProofFromStore(q, chain.orgId, prev.size, size);
+      if (!verifyConsistency(prev.size, size, prev.root, root, proof)) {
+        throw new Error(`audit chain ${chain.orgId} is not consistent with its checkpoint at size ${prev.size}; refusing to sign`);
       }
     }
     const key = this.opts.signingKey;
@@ -648,6 +688,10 @@ export class Sealer {
       verifier_key: verifierKey(key.name, key.publicKey),
       signed_at: at,
     };
+    // Checkpoints only grow: appended behind the last one read, never after a
+    // larger one another instance signed meanwhile (then nothing to do here).
+    const last = await lastOf(checkpointStream(chain.orgId));
+    if (last && (last.data as unknown as CheckpointEventData).size >= size) return this.learnCheckpoint(chain, last);
     try {
       await append(
         checkpointStream(chain.orgId),
@@ -659,13 +703,25 @@ export class Sealer {
             metadata: { org_id: chain.orgId, actor: { kind: 'system', id: SEALER_NAME }, occurred_at: at, schema_version: 1 },
           },
         ],
-        'any',
+        last ? last.revision : 'no_stream',
       );
     } catch (err) {
-      if (!(err instanceof DuplicateEventId)) throw err; // already signed at this size
+      // Already signed at this size, or another instance signed first: the next round looks again.
+      if (err instanceof WrongExpectedRevision) return;
+      if (!(err instanceof DuplicateEventId)) throw err;
     }
-    chain.lastCheckpoint = { size, root };
-    chain.lastCheckpointAt = Date.now();
+    if ((chain.lastCheckpoint?.size ?? 0) < size) {
+      chain.lastCheckpoint = { size, root };
+      chain.lastCheckpointAt = Date.now();
+    }
     await this.saveState(q, chain);
+  }
+
+  /** A checkpoint at least as large as ours was signed elsewhere: the chain takes it when it covers it. */
+  private learnCheckpoint(chain: Chain, last: RecordedEvent): void {
+    const d = last.data as unknown as CheckpointEventData;
+    if (d.size > chain.sequence || d.size <= (chain.lastCheckpoint?.size ?? 0)) return;
+    chain.lastCheckpoint = { size: d.size, root: Buffer.from(d.root_hash, 'hex') };
+    chain.lastCheckpointAt = Date.now();
   }
 }

@@ -32,6 +32,9 @@ export async function migrateTree(db: Db): Promise<void> {
     checkpoint_root text,
     updated_at timestamptz NOT NULL DEFAULT now()
   )`);
+  // When the last checkpoint was signed (or the chain first sealed): what makes
+  // a checkpoint due by time, read by every instance's signer.
+  await db.query('ALTER TABLE audit_chain_state ADD COLUMN IF NOT EXISTS checkpoint_at timestamptz NOT NULL DEFAULT now()');
 }
 
 export type NodeKey = readonly [level: number, index: number];
