@@ -18,6 +18,7 @@ import { HttpBank } from './adapters/bank/http-bank.ts';
 import { SandboxBank } from './adapters/bank/sandbox-bank.ts';
 import { BASE_SEPOLIA_CHAIN_ID, BASE_SEPOLIA_USDC, SANDBOX_FACILITATOR_KEY, startLocalChain, type LocalChain } from './adapters/chain/local-chain.ts';
 import { EvmSettlement } from './adapters/chain/settlement.ts';
+import { postgresNonceGate } from './adapters/chain/nonces.ts';
 import type { Network, X402Deps } from './adapters/chain/x402.ts';
 import { X402SettlementReactor } from './reactors/x402-settlement.ts';
 import { ApprovalExpiryReactor } from './reactors/approval-expiry.ts';
@@ -84,19 +85,21 @@ async function loadServiceSecret(config: Config): Promise<{ value: string; file:
  * or an RPC URL; base only when the operator enables mainnet with an RPC URL and
  * a facilitator key.
  */
-async function openX402(config: Config): Promise<{ deps: X402Deps | undefined; stop(): Promise<void> }> {
+async function openX402(config: Config, db: Db): Promise<{ deps: X402Deps | undefined; stop(): Promise<void> }> {
   const x = config.x402;
+  // Every instance sends for the facilitator account through one gate in PostgreSQL.
+  const nonces = postgresNonceGate(db);
   let chain: LocalChain | undefined;
   let test: Network | undefined;
   if (x.testRpcUrl && x.facilitatorKey) {
-    test = { name: 'base-sepolia', chainId: BASE_SEPOLIA_CHAIN_ID, token: BASE_SEPOLIA_USDC, domainName: 'USDC', domainVersion: '2', adapter: 'evm-rpc', settlement: new EvmSettlement({ rpcUrl: x.testRpcUrl, chainId: BASE_SEPOLIA_CHAIN_ID, token: BASE_SEPOLIA_USDC, facilitatorKey: x.facilitatorKey as `0x${string}` }) };
+    test = { name: 'base-sepolia', chainId: BASE_SEPOLIA_CHAIN_ID, token: BASE_SEPOLIA_USDC, domainName: 'USDC', domainVersion: '2', adapter: 'evm-rpc', settlement: new EvmSettlement({ rpcUrl: x.testRpcUrl, chainId: BASE_SEPOLIA_CHAIN_ID, token: BASE_SEPOLIA_USDC, facilitatorKey: x.facilitatorKey as `0x${string}`, nonces }) };
   } else if (x.sandboxChain) {
     chain = await startLocalChain();
-    test = { name: 'base-sepolia', chainId: BASE_SEPOLIA_CHAIN_ID, token: BASE_SEPOLIA_USDC, domainName: 'USDC', domainVersion: '2', adapter: 'local-evm', settlement: new EvmSettlement({ rpcUrl: chain.rpcUrl, chainId: BASE_SEPOLIA_CHAIN_ID, token: BASE_SEPOLIA_USDC, facilitatorKey: SANDBOX_FACILITATOR_KEY }) };
+    test = { name: 'base-sepolia', chainId: BASE_SEPOLIA_CHAIN_ID, token: BASE_SEPOLIA_USDC, domainName: 'USDC', domainVersion: '2', adapter: 'local-evm', settlement: new EvmSettlement({ rpcUrl: chain.rpcUrl, chainId: BASE_SEPOLIA_CHAIN_ID, token: BASE_SEPOLIA_USDC, facilitatorKey: SANDBOX_FACILITATOR_KEY, nonces }) };
   }
   const live: Network | undefined =
     x.mainnet && x.mainnetRpcUrl && x.facilitatorKey
-      ? { name: 'base', chainId: 8453, token: BASE_USDC, domainName: 'USD Coin', domainVersion: '2', adapter: 'evm-rpc', settlement: new EvmSettlement({ rpcUrl: x.mainnetRpcUrl, chainId: 8453, token: BASE_USDC, facilitatorKey: x.facilitatorKey as `0x${string}` }) }
+      ? { name: 'base', chainId: 8453, token: BASE_USDC, domainName: 'USD Coin', domainVersion: '2', adapter: 'evm-rpc', settlement: new EvmSettlement({ rpcUrl: x.mainnetRpcUrl, chainId: 8453, token: BASE_USDC, facilitatorKey: x.facilitatorKey as `0x${string}`, nonces }) }
       : undefined;
   const receiptKey = await loadAuditSigningKey({ seedBase64: x.receiptSigningKey, dataDir: config.dataDir, name: 'agent-ledger-receipts', fileName: 'receipt-signing-key' });
   const deps: X402Deps = { test, live, mainnetCeilingMinor: BigInt(x.mainnetCeilingMinor), receiptKey, receiptKid: `receipts-${Buffer.from(receiptKey.publicKey).toString('hex').slice(0, 16)}` };
@@ -154,7 +157,7 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
       Object.assign(merchants, sandboxMerchants.sites());
     }
     for (const [m, site] of Object.entries(config.merchants)) if (site) merchants[m as keyof MerchantSites] = { loginUrl: site.loginUrl, sessionCookie: site.sessionCookie ?? SANDBOX_SESSION_COOKIE };
-    const x = opts.followers === false ? { deps: undefined, stop: async () => {} } : await openX402(config);
+    const x = opts.followers === false ? { deps: undefined, stop: async () => {} } : await openX402(config, db);
     const settlementReactor = x.deps ? new X402SettlementReactor(db, store, x.deps) : undefined;
     settlementReactor?.start();
     const approvalExpiry = readSide ? new ApprovalExpiryReactor(db, store, () => new Date()) : undefined;

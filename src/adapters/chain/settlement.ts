@@ -2,6 +2,7 @@ import { type Address, createPublicClient, createWalletClient, type Hex, http, p
 import { privateKeyToAccount } from 'viem/accounts';
 import token from './test-usdc.json' with { type: 'json' };
 import { x402Settlements } from '../../metrics.ts';
+import type { NonceGate } from './nonces.ts';
 
 // Settlement of EIP-3009 authorizations through any EVM RPC endpoint: the local
 // chain in the sandbox, Base Sepolia or Base in production. The only file
@@ -15,7 +16,15 @@ export type SettlementResult =
   | { outcome: 'not_sent'; reason: string }
   | { outcome: 'unknown'; txHash: Hex; reason: string };
 
-export type SettlementConfig = { rpcUrl: string; chainId: number; token: Address; facilitatorKey: Hex; receiptTimeoutMs?: number };
+export type SettlementConfig = {
+  rpcUrl: string;
+  chainId: number;
+  token: Address;
+  facilitatorKey: Hex;
+  receiptTimeoutMs?: number;
+  /** One sender per facilitator account across instances, with the nonce it must use (nonces.ts); without it, this process alone sends for the account. */
+  nonces?: NonceGate;
+};
 
 const abi = token.abi;
 
@@ -47,7 +56,7 @@ export class EvmSettlement {
     const vv = Number(v ?? BigInt(27 + (yParity ?? 0)));
     let txHash: Hex;
     try {
-      txHash = await this.send(() =>
+      txHash = await this.send((nonce) =>
         this.wallet.writeContract({
           address: this.cfg.token,
           abi,
@@ -55,6 +64,7 @@ export class EvmSettlement {
           args: [a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce, vv, r, s],
           chain: this.wallet.chain,
           account: this.account,
+          ...(nonce === undefined ? {} : { nonce }),
         }),
       );
     } catch (err) {
@@ -70,8 +80,11 @@ export class EvmSettlement {
     }
   }
 
-  private send<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.sending.then(fn);
+  /** One send at a time in this process; across instances, under the nonce gate when there is one. */
+  private send<T>(fn: (nonce: number | undefined) => Promise<T>): Promise<T> {
+    const gate = this.cfg.nonces;
+    const pending = () => this.reader.getTransactionCount({ address: this.account.address, blockTag: 'pending' });
+    const run = this.sending.then(() => (gate ? gate(this.cfg.chainId, this.account.address, pending, fn) : fn(undefined)));
     this.sending = run.catch(() => {});
     return run;
   }
@@ -96,7 +109,7 @@ export class EvmSettlement {
 
   /** Test networks only: mints test USDC (the facilitator is the token's minter on the local chain). */
   async mint(to: Address, value: bigint): Promise<Hex> {
-    const hash = await this.send(() => this.wallet.writeContract({ address: this.cfg.token, abi, functionName: 'mint', args: [to, value], chain: this.wallet.chain, account: this.account }));
+    const hash = await this.send((nonce) => this.wallet.writeContract({ address: this.cfg.token, abi, functionName: 'mint', args: [to, value], chain: this.wallet.chain, account: this.account, ...(nonce === undefined ? {} : { nonce }) }));
     await this.reader.waitForTransactionReceipt({ hash, timeout: this.cfg.receiptTimeoutMs ?? 30_000 });
     return hash;
   }
