@@ -2,6 +2,7 @@ import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Db } from '../postgres/db.ts';
+import { migrate } from '../postgres/schema.ts';
 
 // The vault: secrets (agent private keys, provider tokens) encrypted at rest
 // with AES-256-GCM under a master key from the environment (VAULT_MASTER_KEY,
@@ -19,7 +20,7 @@ export class Vault {
   }
 
   static async open(db: Db, masterKey: Buffer): Promise<Vault> {
-    await db.query(`CREATE TABLE IF NOT EXISTS vault_secrets (
+    await migrate(db, (tx) => tx.query(`CREATE TABLE IF NOT EXISTS vault_secrets (
       ref text PRIMARY KEY,
       org_id text NOT NULL,
       purpose text NOT NULL,
@@ -27,7 +28,7 @@ export class Vault {
       ciphertext bytea NOT NULL,
       tag bytea NOT NULL,
       created_at timestamptz NOT NULL DEFAULT now()
-    )`);
+    )`));
     return new Vault(db, masterKey);
   }
 

@@ -6,6 +6,7 @@ import { derivedUuid } from './chain.ts';
 import { verifyOrgChain, type Problem, type VerifyReport } from './verifier.ts';
 import { verifyRange } from './windows.ts';
 import { auditVerificationPasses } from '../metrics.ts';
+import { migrate } from '../postgres/schema.ts';
 
 // The verification worker: re-walks each organization's chain on a schedule
 // taken from its configuration (never later than hot_max_staleness_seconds
@@ -46,25 +47,26 @@ export class AuditVerifier {
   ) {}
 
   static async migrate(db: Db): Promise<void> {
-    await db.query(`CREATE TABLE IF NOT EXISTS audit_verification (
-      org_id text PRIMARY KEY,
-      last_checked_at timestamptz,
-      writer_tip_check_at timestamptz,
-      watermark_sequence bigint NOT NULL DEFAULT 0,
-      tip_sequence bigint NOT NULL DEFAULT 0,
-      ok boolean NOT NULL DEFAULT true,
-      first_problem jsonb,
-      gaps jsonb NOT NULL DEFAULT '[]',
-      events_processed bigint NOT NULL DEFAULT 0,
-      in_progress boolean NOT NULL DEFAULT false
-    )`);
-    // The windowed schedule (issue: verification that does not grow with history).
-    await db.query(`ALTER TABLE audit_verification
-      ADD COLUMN IF NOT EXISTS hot_checked_at timestamptz,
-      ADD COLUMN IF NOT EXISTS warm_checked_at timestamptz,
-      ADD COLUMN IF NOT EXISTS cold_checked_at timestamptz,
-      ADD COLUMN IF NOT EXISTS cold_cursor bigint,
-      ADD COLUMN IF NOT EXISTS cold_cycle_started_at timestamptz`);
+    await migrate(db, async (tx) => {
+      await tx.query(`CREATE TABLE IF NOT EXISTS audit_verification (
+        org_id text PRIMARY KEY,
+        last_checked_at timestamptz,
+        writer_tip_check_at timestamptz,
+        watermark_sequence bigint NOT NULL DEFAULT 0,
+        tip_sequence bigint NOT NULL DEFAULT 0,
+        ok boolean NOT NULL DEFAULT true,
+        first_problem jsonb,
+        gaps jsonb NOT NULL DEFAULT '[]',
+        events_processed bigint NOT NULL DEFAULT 0,
+        in_progress boolean NOT NULL DEFAULT false
+      )`);
+      // The windowed schedule (issue: verification that does not grow with history).
+      await tx.query(`ALTER TABLE audit_verification
+        ADD COLUMN IF NOT EXISTS hot_checked_at timestamptz,
+        ADD COLUMN IF NOT EXISTS warm_checked_at timestamptz,
+        ADD COLUMN IF NOT EXISTS cold_checked_at timestamptz,
+        ADD COLUMN IF NOT EXISTS cold_cursor bigint,
+        ADD COLUMN IF NOT EXISTS cold_cycle_started_at timestamptz`)    });
   }
 
   start(): void {

@@ -1,5 +1,6 @@
 import type { Db, Queryable } from '../postgres/db.ts';
 import { EMPTY_ROOT, nodeHash } from './merkle.ts';
+import { migrate } from '../postgres/schema.ts';
 
 // The Merkle tree of each organization's chain, stored as hash nodes so that
 // proofs read O(log n) rows whatever the chain's length (the layout of C2SP
@@ -15,26 +16,28 @@ export const TILE_HEIGHT = 8;
 export const TILE_WIDTH = 1 << TILE_HEIGHT;
 
 export async function migrateTree(db: Db): Promise<void> {
-  await db.query(`CREATE TABLE IF NOT EXISTS audit_tree_nodes (
-    org_id text NOT NULL,
-    level smallint NOT NULL,
-    idx bigint NOT NULL,
-    hash bytea NOT NULL,
-    PRIMARY KEY (org_id, level, idx)
-  )`);
-  await db.query(`CREATE TABLE IF NOT EXISTS audit_chain_state (
-    org_id text PRIMARY KEY,
-    sequence bigint NOT NULL,
-    tip_hash text NOT NULL,
-    last_source_position text COLLATE "C" NOT NULL,
-    right_edge jsonb NOT NULL,
-    checkpoint_size bigint,
-    checkpoint_root text,
-    updated_at timestamptz NOT NULL DEFAULT now()
-  )`);
-  // When the last checkpoint was signed (or the chain first sealed): what makes
-  // a checkpoint due by time, read by every instance's signer.
-  await db.query('ALTER TABLE audit_chain_state ADD COLUMN IF NOT EXISTS checkpoint_at timestamptz NOT NULL DEFAULT now()');
+  await migrate(db, async (tx) => {
+    await tx.query(`CREATE TABLE IF NOT EXISTS audit_tree_nodes (
+      org_id text NOT NULL,
+      level smallint NOT NULL,
+      idx bigint NOT NULL,
+      hash bytea NOT NULL,
+      PRIMARY KEY (org_id, level, idx)
+    )`);
+    await tx.query(`CREATE TABLE IF NOT EXISTS audit_chain_state (
+      org_id text PRIMARY KEY,
+      sequence bigint NOT NULL,
+      tip_hash text NOT NULL,
+      last_source_position text COLLATE "C" NOT NULL,
+      right_edge jsonb NOT NULL,
+      checkpoint_size bigint,
+      checkpoint_root text,
+      updated_at timestamptz NOT NULL DEFAULT now()
+    )`);
+    // When the last checkpoint was signed (or the chain first sealed): what makes
+    // a checkpoint due by time, read by every instance's signer.
+    await tx.query('ALTER TABLE audit_chain_state ADD COLUMN IF NOT EXISTS checkpoint_at timestamptz NOT NULL DEFAULT now()');
+  });
 }
 
 export type NodeKey = readonly [level: number, index: number];

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { type Db, isServerError, type Queryable, type Transaction } from '../postgres/db.ts';
 import { APPEND_MAX_BYTES, GROUP_COMMIT_MAX_APPENDS, GROUP_COMMIT_MAX_EVENTS, READ_PAGE_DEFAULT, READ_PAGE_MAX, SUBSCRIPTION_POLL_MS, SUBSCRIPTION_RETRY_MS } from '../limits.ts';
+import { migrate } from '../postgres/schema.ts';
 import {
   type AppendGuard,
   type AppendOptions,
@@ -366,11 +367,7 @@ function sleep(ms: number, signal?: AbortSignal, wake?: Promise<void>): Promise<
 }
 
 export async function migrateEventStore(db: Db): Promise<void> {
-  await db.transaction(async (tx) => {
-    // Two processes starting together must not race on DDL.
-    await tx.query(`SELECT pg_advisory_xact_lock(hashtext('es_schema'))`);
-    await tx.query(SCHEMA_SQL);
-  });
+  await migrate(db, (tx) => tx.query(SCHEMA_SQL));
 }
 
 async function readAllOn(q: Queryable, opts: ReadAllOptions): Promise<RecordedEvent[]> {

@@ -3,6 +3,7 @@ import type { Db } from '../postgres/db.ts';
 import { canonicalize } from '../audit/hash.ts';
 import { IDEMPOTENCY_KEY_MAX_CHARS, IDEMPOTENCY_PENDING_MAX_MS, IDEMPOTENCY_TTL_MS } from '../limits.ts';
 import { ApiError } from './errors.ts';
+import { migrate } from '../postgres/schema.ts';
 
 // Idempotency-Key on mutating routes. A key is scoped to the credential's
 // organization and environment; its first completed response (2xx or a 4xx
@@ -21,7 +22,7 @@ export type StoredResponse = { status: number; body: unknown; headers: Record<st
 export type Begin = { kind: 'proceed' } | { kind: 'replay'; response: StoredResponse };
 
 export async function migrateIdempotency(db: Db): Promise<void> {
-  await db.query(`CREATE TABLE IF NOT EXISTS idempotency_keys (
+  await migrate(db, (tx) => tx.query(`CREATE TABLE IF NOT EXISTS idempotency_keys (
     org_id text NOT NULL,
     environment text NOT NULL,
     key text NOT NULL,
@@ -30,7 +31,7 @@ export async function migrateIdempotency(db: Db): Promise<void> {
     response jsonb,
     created_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (org_id, environment, key)
-  )`);
+  )`));
 }
 
 export function requestHash(method: string, path: string, body: unknown): string {

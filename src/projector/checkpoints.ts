@@ -1,5 +1,6 @@
 import type { Db, Queryable } from '../postgres/db.ts';
 import { START, type Position } from '../eventstore/port.ts';
+import { migrate } from '../postgres/schema.ts';
 
 // Checkpoints of everything that follows the log: projections, the audit
 // sealer, reactors. A position is where the follower has processed up to,
@@ -21,8 +22,7 @@ export type CheckpointRow = {
 };
 
 export async function migrateCheckpoints(db: Db): Promise<void> {
-  await db.transaction(async (tx) => {
-    await tx.query(`SELECT pg_advisory_xact_lock(hashtext('checkpoints_schema'))`);
+  await migrate(db, async (tx) => {
     await tx.query(`CREATE TABLE IF NOT EXISTS checkpoints (
       name text PRIMARY KEY,
       kind text NOT NULL,

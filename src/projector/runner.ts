@@ -5,6 +5,7 @@ import { advanceCheckpoint, appliedKey, ensureCheckpoint, readCheckpoint, record
 import { batches } from './follow.ts';
 import type { Progress } from './progress.ts';
 import { type BatchOptions, liveTables, type Projection, shadowTables, type TableNames } from './projection.ts';
+import { migrate } from '../postgres/schema.ts';
 
 // The projection runtime. Each projection follows the log on its own: it
 // writes its rows and its checkpoint in one transaction per batch, advances
@@ -113,8 +114,7 @@ export class ProjectionRunner {
 
   async start(): Promise<void> {
     const p = this.projection;
-    await this.db.transaction(async (tx) => {
-      await tx.query(`SELECT pg_advisory_xact_lock(hashtext($1))`, [`projection:${p.name}`]);
+    await migrate(this.db, async (tx) => {
       await ensureTables(tx, p, liveTables(p));
       await ensureCheckpoint(tx, p.name, 'projection', p.version);
     });

@@ -3,6 +3,7 @@ import { handleCommand } from '../eventstore/handler.ts';
 import type { EventStore } from '../eventstore/port.ts';
 import type { Db } from '../postgres/db.ts';
 import { PeriodicReactor } from './periodic.ts';
+import { migrate } from '../postgres/schema.ts';
 
 // Moves pending approvals past expires_at to `expired`, and records when the
 // last sweep ran (deployment-wide, an operational record, not a business
@@ -13,7 +14,7 @@ import { PeriodicReactor } from './periodic.ts';
 const BATCH = 200;
 
 export async function migrateApprovalSweeps(db: Db): Promise<void> {
-  await db.query(`CREATE TABLE IF NOT EXISTS approval_sweeps (id int PRIMARY KEY, last_sweep_at timestamptz NOT NULL)`);
+  await migrate(db, (tx) => tx.query(`CREATE TABLE IF NOT EXISTS approval_sweeps (id int PRIMARY KEY, last_sweep_at timestamptz NOT NULL)`));
 }
 
 export async function lastApprovalSweep(db: Db): Promise<string | null> {

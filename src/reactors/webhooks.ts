@@ -11,6 +11,7 @@ import { advanceCheckpoint, ensureCheckpoint, readCheckpoint } from '../projecto
 import { batches } from '../projector/follow.ts';
 import type { Progress } from '../projector/progress.ts';
 import { webhookDeliveries } from '../metrics.ts';
+import { migrate } from '../postgres/schema.ts';
 
 // Outbound webhooks, as a reactor with its own checkpoint (a rebuild of the
 // read models never re-sends anything):
@@ -48,8 +49,7 @@ export const defaultWebhookConfig = (allow: AllowedTargets): WebhookConfig => ({
 });
 
 export async function migrateWebhooks(db: Db): Promise<void> {
-  await db.transaction(async (tx) => {
-    await tx.query(`SELECT pg_advisory_xact_lock(hashtext('webhooks_schema'))`);
+  await migrate(db, async (tx) => {
     await tx.query(`CREATE TABLE IF NOT EXISTS webhook_events (
       id uuid PRIMARY KEY,
       org_id text NOT NULL,
