@@ -1,7 +1,5 @@
-import { buildApp } from './app.ts';
-import { workerOfConfig } from './adapters/browser/worker.ts';
 import { loadConfig } from './config.ts';
-import { openRuntime } from './runtime.ts';
+import { openInstance } from './instance.ts';
 import { build as prettyLog } from 'pino-pretty';
 import { checkDataFolder, checkPortFree, readyLine, startupLine } from './startup.ts';
 import { redactText } from './redact.ts';
@@ -18,37 +16,13 @@ const config = await Promise.resolve().then(() => loadConfig()).catch(fail);
 // A data folder that cannot work and a taken port fail before Postgres and the sandboxes start.
 await checkDataFolder(config.dataDir).catch(fail);
 await checkPortFree(config.host, config.port).catch(fail);
-const runtime = await openRuntime(config, (line) => {
-  if (config.logLevel === 'debug' || config.logLevel === 'trace') process.stderr.write(redactText(line) + '\n');
-}).catch(fail);
-const app = await buildApp({
-  db: runtime.db,
-  store: runtime.store,
-  readSide: runtime.readSide!,
-  serviceSecret: runtime.serviceSecret,
-  vault: runtime.vault,
-  ...(runtime.webhooks ? { webhooks: runtime.webhooks } : {}),
-  webhookTargets: runtime.webhookTargets,
-  banks: runtime.banks,
-  ...(runtime.x402 ? { x402: runtime.x402 } : {}),
-  ...(runtime.pix ? { pix: runtime.pix } : {}),
-  providers: runtime.providers,
-  merchants: runtime.merchants,
-  browserWorker: workerOfConfig(config.browserWorker),
-  ...(config.didDomain ? { didDomain: config.didDomain } : {}),
-  baseUrl: config.publicBaseUrl,
-  mcp: { allowedOrigins: config.mcpAllowedOrigins },
-  readWaitMs: config.readWaitMs,
-  sessionQuota: config.sessionQuota,
-  auditWitnesses: config.auditWitnesses,
-  logLevel: config.logLevel,
+const { runtime, app, close } = await openInstance(config, {
+  log: (line) => {
+    if (config.logLevel === 'debug' || config.logLevel === 'trace') process.stderr.write(redactText(line) + '\n');
+  },
   // A person at a terminal reads lines (pino-pretty); anything else gets JSON, one object a line.
-  ...(process.stdout.isTTY ? { logStream: prettyLog({ colorize: true, translateTime: 'SYS:HH:MM:ss', ignore: 'pid,hostname' }) } : {}),
-  ...(config.metricsToken ? { metricsToken: config.metricsToken } : {}),
-}).catch(async (err: unknown) => {
-  await runtime.close().catch(() => {});
-  return fail(err);
-});
+  app: process.stdout.isTTY ? { logStream: prettyLog({ colorize: true, translateTime: 'SYS:HH:MM:ss', ignore: 'pid,hostname' }) } : {},
+}).catch(fail);
 if (runtime.serviceSecretFile) app.log.info({ service_secret_file: runtime.serviceSecretFile }, 'platform secret for the service-auth subtree');
 // Acknowledgements are not durable with these database settings (src/postgres/durability.ts).
 for (const w of runtime.warnings) app.log.warn(w);
@@ -60,9 +34,7 @@ async function shutdown(signal: string) {
   if (stopping) return;
   stopping = true;
   app.log.info({ signal }, 'shutting down');
-  // Stop accepting, let in-flight requests finish, then close the stores and Postgres.
-  await app.close().catch(() => {});
-  await runtime.close().catch((err: unknown) => app.log.error({ err }, 'runtime close failed'));
+  await close().catch((err: unknown) => app.log.error({ err }, 'runtime close failed'));
   process.exit(0);
 }
 process.on('SIGINT', () => void shutdown('SIGINT'));

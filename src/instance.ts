@@ -1,0 +1,55 @@
+import type { FastifyInstance } from 'fastify';
+import { buildApp, type BuildOptions } from './app.ts';
+import { workerOfConfig } from './adapters/browser/worker.ts';
+import type { Config } from './config.ts';
+import { openRuntime, type Runtime } from './runtime.ts';
+
+// One service instance: its runtime (database, event store, read side,
+// reactors, adapters) and its HTTP app, composed from the configuration. The
+// server entry point runs one; the suite runs several on one database, as a
+// deployment behind a load balancer does.
+
+export type Instance = { runtime: Runtime; app: FastifyInstance; close(): Promise<void> };
+
+export async function openInstance(config: Config, opts: { log?: (line: string) => void; app?: Partial<BuildOptions> } = {}): Promise<Instance> {
+  const runtime = await openRuntime(config, opts.log);
+  let app: FastifyInstance;
+  try {
+    app = await buildApp({
+      db: runtime.db,
+      store: runtime.store,
+      readSide: runtime.readSide!,
+      serviceSecret: runtime.serviceSecret,
+      vault: runtime.vault,
+      ...(runtime.webhooks ? { webhooks: runtime.webhooks } : {}),
+      webhookTargets: runtime.webhookTargets,
+      banks: runtime.banks,
+      ...(runtime.x402 ? { x402: runtime.x402 } : {}),
+      ...(runtime.pix ? { pix: runtime.pix } : {}),
+      providers: runtime.providers,
+      merchants: runtime.merchants,
+      browserWorker: workerOfConfig(config.browserWorker),
+      ...(config.didDomain ? { didDomain: config.didDomain } : {}),
+      baseUrl: config.publicBaseUrl,
+      mcp: { allowedOrigins: config.mcpAllowedOrigins },
+      readWaitMs: config.readWaitMs,
+      sessionQuota: config.sessionQuota,
+      auditWitnesses: config.auditWitnesses,
+      logLevel: config.logLevel,
+      ...(config.metricsToken ? { metricsToken: config.metricsToken } : {}),
+      ...opts.app,
+    });
+  } catch (err) {
+    await runtime.close().catch(() => {});
+    throw err;
+  }
+  return {
+    runtime,
+    app,
+    async close() {
+      // Stop accepting, let in-flight requests finish, then close the stores and Postgres.
+      await app.close().catch(() => {});
+      await runtime.close();
+    },
+  };
+}
