@@ -204,7 +204,7 @@ export const REJECTION_STATUS: Record<string, number> = {
  * status and the whole body, from the rejection (use cases throw the code;
  * only this table knows the wire shape).
  */
-export const RAW_REJECTIONS: Readonly<Record<string, (r: Rejection) => { status: number; body: unknown }>> = {
+export const RAW_REJECTIONS: Readonly<Record<string, (r: Rejection) => { status: number; body: unknown; headers?: Record<string, string> }>> = {
   // A policy's denial or hold (Part 7): the bare 403 {reason, ruleType, ruleId} (+ approval_id, expires_at), the details whole.
   policy_denied: (r) => ({ status: 403, body: r.details ?? {} }),
   approval_required: (r) => ({ status: 403, body: r.details ?? {} }),
@@ -215,6 +215,8 @@ export const RAW_REJECTIONS: Readonly<Record<string, (r: Rejection) => { status:
   quota_exceeded: (r) => ({ status: 403, body: { error: r.code, message: r.message, ...r.details } }),
   // A verify-connection failure (spec 4.5): the details are the body {ok: false, error, message, request_id, ...}; the status is its code's.
   verify_failed: (r) => ({ status: VERIFY_STATUS[String(r.details?.error)] ?? 502, body: r.details ?? {} }),
+  // Failed API key pastes on the consent page (src/usecases/oauth-paste-guard.ts): {error: rate_limited, message, limit, remaining, retry_after_seconds} and Retry-After.
+  key_paste_limited: (r) => ({ status: 429, body: { error: 'rate_limited', message: r.message, ...r.details }, headers: { 'retry-after': String(r.details?.retry_after_seconds) } }),
 };
 
 /** The failures of verify-connection with their statuses (OpenAPI errors of the verify routes). */
@@ -242,7 +244,7 @@ export function errorResponse(err: unknown, requestId: string): ErrorResponse {
   });
   if (err instanceof RawHttpError) return { status: err.status, body: err.body, headers: err.headers };
   if (err instanceof ApiError) return env(err.status, err.code, err.message, err.details);
-  if (err instanceof Rejection && Object.hasOwn(RAW_REJECTIONS, err.code)) return { ...RAW_REJECTIONS[err.code]!(err), headers: {} };
+  if (err instanceof Rejection && Object.hasOwn(RAW_REJECTIONS, err.code)) return { headers: {}, ...RAW_REJECTIONS[err.code]!(err) };
   if (err instanceof Rejection) return env(REJECTION_STATUS[err.code] ?? 409, err.code, err.message, err.details);
   if (err instanceof OutcomeUnknown) {
     return env(503, 'write_outcome_unknown', 'the store could not confirm whether this request was recorded: read the resource before repeating it; the same Idempotency-Key answers this again', { retry_safe: false });

@@ -1,14 +1,14 @@
 import type { FastifyRequest } from 'fastify';
 import { OAUTH_RATE_BURST, OAUTH_RATE_PER_SECOND } from '../limits.ts';
 import { RawHttpError } from './errors.ts';
-import { defaultPasteGuard, type PasteGuardConfig } from './oauth-paste-guard.ts';
+import { defaultPasteGuard, type PasteGuardConfig } from '../usecases/oauth-paste-guard.ts';
 import { RateLimiter, type RateLimitConfig } from './ratelimit.ts';
 import type { AppDeps, RouteSpec } from './route.ts';
 
 // What the OAuth endpoints share: the issuer and endpoint URLs, the scope
 // vocabulary, redirect URI rules, and per-address rate limits.
 
-/** perAddress: token buckets per endpoint; keyPaste: failed API key pastes per address in a window (oauth-paste-guard.ts). */
+/** perAddress: token buckets per endpoint; keyPaste: failed API key pastes per address in a window (src/usecases/oauth-paste-guard.ts). */
 export type OAuthOptions = { rateLimit?: { perAddress?: RateLimitConfig; keyPaste?: PasteGuardConfig } };
 
 /** What the OAuth route modules (oauth.ts, oauth-consent.ts) share at run time; the composition root makes one and mounts both. */
@@ -80,7 +80,7 @@ export function redirectUriMatches(registered: readonly string[], requested: str
   return registered.some((x) => URL.canParse(x) && new URL(x).protocol === 'http:' && portless(new URL(x)) === portless(r));
 }
 
-/** Token buckets per client address, one family per endpoint (key pastes have their own guard: oauth-paste-guard.ts). */
+/** Token buckets per client address, one family per endpoint (key pastes have their own guard: src/usecases/oauth-paste-guard.ts). */
 export class AddressLimits {
   private readonly perEndpoint = new Map<string, RateLimiter>();
   constructor(

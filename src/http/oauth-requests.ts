@@ -1,7 +1,10 @@
 import type { AppDeps } from './route.ts';
 import { OAUTH_CLIENT_NAME_MAX_CHARS, OAUTH_REDIRECT_URI_MAX_CHARS, OAUTH_REDIRECT_URIS_MAX } from '../limits.ts';
+import { Rejection } from '../eventstore/handler.ts';
 import { RawHttpError } from './errors.ts';
 import { type OAuthShared, param, redirectUriProblem } from './oauth-common.ts';
+import { type ClientMetadata, oauthClientKnown } from '../usecases/oauth-clients.ts';
+import type { TokenRequest } from '../usecases/oauth-tokens.ts';
 
 // The OAuth endpoints' request parsing (no routes): a registration's client
 // metadata (RFC 7591) and a token request's parameters (RFC 6749), each
@@ -10,8 +13,13 @@ import { type OAuthShared, param, redirectUriProblem } from './oauth-common.ts';
 export const NO_STORE = { 'cache-control': 'no-store', pragma: 'no-cache' };
 export const oauthError = (status: number, error: string, description: string) => new RawHttpError(status, { error, error_description: description }, { ...NO_STORE });
 
+/** A grant's refusal (src/usecases/oauth-tokens.ts: `invalid_grant`, `invalid_scope`) as RFC 6749's 400; anything else as it was. */
+export function oauthRefusal(err: unknown): unknown {
+  return err instanceof Rejection && (err.code === 'invalid_grant' || err.code === 'invalid_scope') ? oauthError(400, err.code, err.message) : err;
+}
+
 /** The registration body (RFC 7591 client metadata), checked; the first problem is the RFC's 400. */
-export function clientMetadata(body: unknown): { redirectUris: string[]; grantTypes: string[]; responseTypes: string[]; clientName: string | null } {
+export function clientMetadata(body: unknown): ClientMetadata {
   const bad = (error: string, d: string) => oauthError(400, error, d);
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw bad('invalid_client_metadata', 'the body must be a JSON object of client metadata');
   const m = body as Record<string, unknown>;
@@ -40,7 +48,7 @@ export function clientMetadata(body: unknown): { redirectUris: string[]; grantTy
 }
 
 /** The token request's parameters (form-encoded or JSON), checked, and its client known. */
-export async function tokenRequest(deps: AppDeps, body: unknown, scopes: OAuthShared['scopes']) {
+export async function tokenRequest(deps: AppDeps, body: unknown, scopes: OAuthShared['scopes']): Promise<TokenRequest> {
   const p = (name: string): string | undefined => {
     const v = param(body, name);
     if (v === null) throw oauthError(400, 'invalid_request', `${name} must be given once, as a string`);
@@ -54,8 +62,7 @@ export async function tokenRequest(deps: AppDeps, body: unknown, scopes: OAuthSh
   const grantType = need('grant_type');
   if (grantType !== 'authorization_code' && grantType !== 'refresh_token') throw oauthError(400, 'unsupported_grant_type', 'grant_type must be authorization_code or refresh_token');
   const clientId = need('client_id');
-  const client = await deps.db.query('SELECT 1 FROM oauth_clients WHERE client_id = $1', [clientId]);
-  if (client.rowCount === 0) throw oauthError(401, 'invalid_client', 'unknown client_id');
+  if (!(await oauthClientKnown(deps.db, clientId))) throw oauthError(401, 'invalid_client', 'unknown client_id');
 
   const secret = need(grantType === 'authorization_code' ? 'code' : 'refresh_token');
   let requested: string[] | null = null;

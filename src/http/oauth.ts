@@ -1,20 +1,20 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { OAUTH_PLATFORM_ORG, oauthClientDecider, oauthClientStream, oauthGrantDecider, oauthGrantStream, type IssuedPair, sha256Hex } from '../../commands/oauth.ts';
-import { handleCommand, Rejection } from '../eventstore/handler.ts';
-import { randomString } from '../ids.ts';
-import { OAUTH_ACCESS_TTL_SECONDS, OAUTH_REFRESH_TTL_MS } from '../limits.ts';
+import { OAUTH_ACCESS_TTL_SECONDS } from '../limits.ts';
 import { OAuthKeyRevocationReactor } from '../reactors/oauth-key-revocation.ts';
 import type { OAuthShared } from './oauth-common.ts';
-import { clientMetadata, NO_STORE, oauthError, tokenRequest } from './oauth-requests.ts';
-import { grantOf, mintSecret } from '../usecases/oauth-tokens.ts';
+import { clientMetadata, NO_STORE, oauthError, oauthRefusal, tokenRequest } from './oauth-requests.ts';
+import { registerOAuthClient } from '../usecases/oauth-clients.ts';
+import { redeemToken } from '../usecases/oauth-tokens.ts';
 import { defineRoute, type AppDeps, READ_SIDE_HEADER } from './route.ts';
 
 // OAuth 2.0 for remote clients (spec Part 4.1, Part 5 item 10): metadata
 // (RFC 8414, RFC 9728), dynamic registration of public clients (RFC 7591),
 // the token endpoint (RFC 6749, PKCE RFC 7636, refresh rotation per OAuth 2.1).
-// The consent pages are in oauth-consent.ts. Errors here use RFC 6749 / 7591's
-// own shape `{error, error_description}` (the string `error` of Part 7's exceptions).
+// The consent pages are in oauth-consent.ts; the registration and the token
+// redemption are use cases (src/usecases/oauth-clients.ts, oauth-tokens.ts).
+// Errors here use RFC 6749 / 7591's own shape `{error, error_description}`
+// (the string `error` of Part 7's exceptions).
 
 const OAuthError = z.object({ error: z.string(), error_description: z.string() });
 const Strings = z.array(z.string());
@@ -120,9 +120,9 @@ function registrationRoute(app: FastifyInstance, deps: AppDeps, { limits }: OAut
     ],
     async handler({ req, run }) {
       limits.take('register', req);
-      const { redirectUris, grantTypes, responseTypes, clientName } = clientMetadata(req.body);
-      const clientId = `ocl_${randomString(24)}`;
-      await run(oauthClientDecider, oauthClientStream(clientId), { type: 'register', clientId, clientName, redirectUris, grantTypes, responseTypes }, { orgId: OAUTH_PLATFORM_ORG, projectId: null, expectedRevision: 'no_stream' });
+      const m = clientMetadata(req.body);
+      const clientId = await registerOAuthClient(run, m);
+      const { redirectUris, grantTypes, responseTypes, clientName } = m;
       return {
         status: 201,
         headers: NO_STORE,
@@ -153,60 +153,17 @@ function tokenRoute(app: FastifyInstance, deps: AppDeps, { limits, scopes }: OAu
     ],
     async handler({ req, reply }) {
       limits.take('token', req);
-      const { grantType, clientId, secret, requested, redirectUri, verifier } = await tokenRequest(deps, req.body, scopes);
-      const grantId = grantOf(grantType === 'authorization_code' ? 'code' : 'refresh', secret);
-      if (!grantId) throw oauthError(400, 'invalid_grant', grantType === 'authorization_code' ? 'the code is invalid' : 'the refresh token is invalid');
-      const { rows } = await deps.db.query<{ org_id: string; project_id: string | null; key_id: string; key_active: boolean }>(
-        `SELECT g.org_id, g.project_id, g.key_id, (k.key_id IS NOT NULL AND k.revoked_at IS NULL) AS key_active
-         FROM oauth_grants g LEFT JOIN api_keys k ON k.key_id = g.key_id WHERE g.grant_id = $1`,
-        [grantId],
-      );
-      const g = rows[0];
-      if (!g) throw oauthError(400, 'invalid_grant', grantType === 'authorization_code' ? 'the code is invalid' : 'the refresh token is invalid');
-
-      const { result, access, refresh } = await redeem(deps, String(req.id), grantId, g, grantType === 'authorization_code' ? { type: 'redeem', codeHash: sha256Hex(secret), clientId, redirectUri, codeVerifier: verifier } : { type: 'refresh', refreshHash: sha256Hex(secret), clientId, scopes: requested });
-      if (result.lastPosition && !(await deps.readSide.waitFor(result.lastPosition, deps.readWaitMs))) reply.header(READ_SIDE_HEADER, 'behind');
-      const issued = result.events[0];
-      if (issued?.type !== 'oauth_grant.code_redeemed' && issued?.type !== 'oauth_grant.refreshed') {
-        // A replayed code or a consumed refresh token: the grant is now revoked (RFC 6749 §4.1.2, OAuth 2.1 §4.3.1).
-        const why = issued?.type === 'oauth_grant.revoked' && issued.data.reason === 'key_revoked' ? 'the API key behind this grant is revoked' : 'the grant is revoked';
-        throw oauthError(400, 'invalid_grant', grantType === 'authorization_code' && result.state.status === 'exists' && result.state.g.codeUsed ? 'the code was already used; every token issued from it is revoked' : why);
-      }
+      const request = await tokenRequest(deps, req.body, scopes);
+      const r = await redeemToken(deps, String(req.id), request).catch((err: unknown) => {
+        throw oauthRefusal(err);
+      });
+      if (r.behind) reply.header(READ_SIDE_HEADER, 'behind');
+      if (r.kind === 'revoked') throw oauthError(400, 'invalid_grant', r.reason);
       return {
         status: 200,
         headers: NO_STORE,
-        body: { access_token: access, token_type: 'Bearer' as const, expires_in: OAUTH_ACCESS_TTL_SECONDS, refresh_token: refresh, scope: issued.data.scopes.join(' ') },
+        body: { access_token: r.access, token_type: 'Bearer' as const, expires_in: OAUTH_ACCESS_TTL_SECONDS, refresh_token: r.refresh, scope: r.scopes.join(' ') },
       };
     },
   });
-}
-
-type GrantCommand = { type: 'redeem'; codeHash: string; clientId: string; redirectUri: string; codeVerifier: string } | { type: 'refresh'; refreshHash: string; clientId: string; scopes: string[] | null };
-
-/** A new access and refresh pair for the grant, recorded by the grant's decider (which may refuse or revoke). */
-async function redeem(deps: AppDeps, requestId: string, grantId: string, g: { org_id: string; project_id: string | null; key_id: string; key_active: boolean }, cmd: GrantCommand) {
-  const at = deps.now();
-  const access = mintSecret('access', grantId);
-  const refresh = mintSecret('refresh', grantId);
-  const pair: IssuedPair = {
-    accessHash: sha256Hex(access),
-    accessExpiresAt: new Date(at.getTime() + OAUTH_ACCESS_TTL_SECONDS * 1000).toISOString(),
-    refreshHash: sha256Hex(refresh),
-    refreshExpiresAt: new Date(at.getTime() + OAUTH_REFRESH_TTL_MS).toISOString(),
-  };
-  const command = { ...cmd, keyActive: g.key_active, pair };
-  let result;
-  try {
-    result = await handleCommand(deps.store, oauthGrantDecider, oauthGrantStream(grantId), command, {
-      orgId: g.org_id,
-      projectId: g.project_id,
-      actor: { kind: 'api_key', id: g.key_id },
-      requestId,
-      now: () => at,
-    }, { serialize: true });
-  } catch (err) {
-    if (err instanceof Rejection && (err.code === 'invalid_grant' || err.code === 'invalid_scope')) throw oauthError(400, err.code, err.message);
-    throw err;
-  }
-  return { result, access, refresh };
 }

@@ -1,6 +1,6 @@
 import { OAUTH_KEY_PASTE_MAX_FAILURES, OAUTH_KEY_PASTE_WINDOW_MS } from '../limits.ts';
+import { Rejection } from '../eventstore/handler.ts';
 import type { Db } from '../postgres/db.ts';
-import { RawHttpError } from './errors.ts';
 
 // The brute-force guard of the consent page's API key paste: failed pastes per
 // client address in a fixed window, counted in PostgreSQL so every instance
@@ -9,10 +9,15 @@ import { RawHttpError } from './errors.ts';
 //
 // A paste first reserves an attempt in one atomic statement (INSERT … ON
 // CONFLICT … DO UPDATE … RETURNING): the window restarts when it has passed,
-// else the count goes up by one; a count beyond the limit answers 429. A paste
-// whose key turns out valid gives its attempt back, so only failures count and
-// a person with a valid key is not locked out by earlier typos behind the same
-// address — while concurrent guesses cannot all slip in before one is counted.
+// else the count goes up by one; a count beyond the limit is refused
+// (`key_paste_limited`, which src/http/errors.ts answers 429 with Retry-After).
+// A paste whose key turns out valid gives its attempt back, so only failures
+// count and a person with a valid key is not locked out by earlier typos behind
+// the same address — while concurrent guesses cannot all slip in before one is
+// counted.
+
+/** The rejection code of a paste over the limit. */
+export const KEY_PASTE_LIMITED = 'key_paste_limited';
 
 export type PasteGuardConfig = { maxFailures: number; windowMs: number };
 export const defaultPasteGuard: PasteGuardConfig = { maxFailures: OAUTH_KEY_PASTE_MAX_FAILURES, windowMs: OAUTH_KEY_PASTE_WINDOW_MS };
@@ -34,7 +39,7 @@ export class PasteGuard {
     private readonly cfg: PasteGuardConfig,
   ) {}
 
-  /** Reserves an attempt for this address, or throws the 429 `rate_limited` body when it has failed too often in the window. */
+  /** Reserves an attempt for this address, or throws `key_paste_limited` (the limit, and the seconds until the window restarts) when it has failed too often in the window. */
   async reserve(address: string, now: Date): Promise<PasteAttempt> {
     const { rows } = await this.db.query<{ window_start: Date; failures: number }>(
       `INSERT INTO oauth_key_paste_failures AS f (address, window_start, failures) VALUES ($1, $2, 1)
@@ -47,11 +52,7 @@ export class PasteGuard {
     const row = rows[0]!;
     if (row.failures > this.cfg.maxFailures) {
       const retry = Math.max(1, Math.ceil((row.window_start.getTime() + this.cfg.windowMs - now.getTime()) / 1000));
-      throw new RawHttpError(
-        429,
-        { error: 'rate_limited', message: 'too many failed API key attempts from this address', limit: this.cfg.maxFailures, remaining: 0, retry_after_seconds: retry },
-        { 'retry-after': String(retry) },
-      );
+      throw new Rejection(KEY_PASTE_LIMITED, 'too many failed API key attempts from this address', { limit: this.cfg.maxFailures, remaining: 0, retry_after_seconds: retry });
     }
     return { address, windowStart: row.window_start };
   }
