@@ -197,6 +197,14 @@ export const REJECTION_STATUS: Record<string, number> = {
   pix_key_required: 409,
   charge_reference_ambiguous: 409,
   payment_refused: 422,
+  // pix partner accounts and receivements (src/usecases/pix-accounts.ts, pix-receivements.ts)
+  partner_account_refused: 422,
+  pix_key_invalid: 400,
+  invalid_params: 400,
+  no_active_funding_source: 409,
+  devolution_refused: 422,
+  invalid_signature: 401,
+  timestamp_out_of_tolerance: 401,
 };
 
 /**

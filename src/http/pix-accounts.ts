@@ -1,17 +1,11 @@
-import { createHash, randomInt } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { CONTACT_CODE_MAX_ATTEMPTS, CONTACT_CODE_TTL_MS, CONTACT_VERIFICATION_WINDOW, type PixAccount, pixAccountDecider, pixAccountStream } from '../../commands/pix.ts';
-import { canonicalKey, documentDigits, documentType, maskAccount } from '../../commands/pix-format.ts';
-import { loadState } from '../eventstore/handler.ts';
-import type { ApiKeyAuth } from './auth.ts';
-import { readConsumer } from '../usecases/consumers.ts';
-import { ApiError } from './errors.ts';
-import { newId } from './ids.ts';
-import { ConsumerParams } from './schemas.ts';
-import { accountMasked, consumerNotFound, loadAccount, notConfigured, pspNameFor, pspOf, PspError } from '../usecases/pix-common.ts';
-import { type AppDeps, type Ctx, defineRoute } from './route.ts';
-import { Timestamp } from './schemas.ts';
+import type { PixAccount } from '../../commands/pix.ts';
+import { maskAccount } from '../../commands/pix-format.ts';
+import { confirmContactVerification, deactivateFundingSource, openPartnerAccount, startContactVerification } from '../usecases/pix-accounts.ts';
+import { accountMasked, loadAccount } from '../usecases/pix-common.ts';
+import { type AppDeps, defineRoute } from './route.ts';
+import { ConsumerParams, Timestamp } from './schemas.ts';
 
 // How a consumer gets a Pix partner account (the spec leaves it open; see
 // docs/decisions.md): the PSP opens it for a consumer whose document (CPF or
@@ -19,6 +13,7 @@ import { Timestamp } from './schemas.ts';
 // wallet) is activated with it. On test keys a sandbox route opens one with a
 // declared document, like the x402 faucet. E-mail and phone keys need a recent
 // contact verification: a one-time code sent to the endpoint and confirmed.
+// The logic is src/usecases/pix-accounts.ts.
 
 const PartnerAccount = z
   .object({
@@ -43,48 +38,16 @@ function view(a: PixAccount) {
 }
 
 const Document = z.string().trim().min(11).max(18);
-
-async function openAccount(ctx: Ctx<unknown, unknown, unknown, ApiKeyAuth>, consumerId: string, rawDocument: string, source: 'psp_kyc' | 'sandbox') {
-  const { deps, auth } = ctx;
-  const consumer = await readConsumer(deps, auth, consumerId);
-  if (!consumer) throw consumerNotFound();
-  const document = documentDigits(rawDocument);
-  const type = documentType(document);
-  if (!type) throw new ApiError(400, 'invalid_body', 'document is not a valid CPF or CNPJ (check digits)', { issues: [{ path: ['document'], code: 'invalid_document', message: 'not a valid CPF or CNPJ' }] });
-  const existing = await loadState(deps.store, pixAccountStream(consumerId), pixAccountDecider);
-  if (existing.state.status === 'open') throw new ApiError(409, 'partner_account_exists', 'the consumer already has a partner account', { account_id: existing.state.accountId });
-  const pspName = source === 'sandbox' ? 'sandbox' : pspNameFor(auth);
-  const psp = pspOf(deps, pspName);
-  let opened;
-  try {
-    opened = await psp.openAccount({ document, name: consumer.display_name, verifyDocument: source === 'psp_kyc' });
-  } catch (err) {
-    notConfigured(err);
-    if (err instanceof PspError && err.reason === 'refused') throw new ApiError(422, 'partner_account_refused', 'the PSP refused to open the account', { provider_status: err.status, provider_code: err.code });
-    throw new ApiError(502, 'provider_error', 'the PSP did not open the account; retry', { retriable: true, reason: err instanceof PspError ? err.reason : 'error' });
-  }
-  const r = await ctx.run(pixAccountDecider, pixAccountStream(consumerId), {
-    type: 'open',
-    tenant: auth,
-    consumerId,
-    accountId: newId('pxa'),
-    fundingSourceId: newId('fs'),
-    psp: pspName,
-    pspAccount: opened.account,
-    branch: opened.branch,
-    ispb: opened.ispb,
-    document,
-    documentType: type,
-    documentSource: source,
-  });
-  return { status: 201, body: view(r.state as PixAccount) };
-}
-
-const codeHash = (verificationId: string, code: string) => createHash('sha256').update(`${verificationId}:${code}`).digest('hex');
+const Verification = z.object({ verification_id: z.string(), channel: z.enum(['email', 'phone']), endpoint: z.string(), expires_at: Timestamp, window: z.string(), verified_at: Timestamp.nullable(), sandbox_code: z.string().optional() });
+const OPEN_ERRORS = [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found'], [409, 'partner_account_exists'], [422, 'partner_account_refused'], [501, 'not_wired'], [502, 'provider_error']] as const;
 
 export async function pixAccountRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
-  const errors = [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found'], [409, 'partner_account_exists'], [422, 'partner_account_refused'], [501, 'not_wired'], [502, 'provider_error']] as const;
+  partnerAccountRoutes(app, deps);
+  contactVerificationRoutes(app, deps);
+}
 
+/** Open the partner account (at the PSP, or in the sandbox), read it, deactivate a funding source. */
+function partnerAccountRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'POST',
     url: '/v1/consumers/:consumerId/pix/partner-account',
@@ -96,9 +59,11 @@ export async function pixAccountRoutes(app: FastifyInstance, deps: AppDeps): Pro
     params: ConsumerParams,
     body: z.strictObject({ document: Document }),
     responses: { 201: PartnerAccount },
-    errors,
+    errors: OPEN_ERRORS,
     idempotent: true,
-    handler: (ctx) => openAccount(ctx, ctx.params.consumerId, ctx.body.document, 'psp_kyc'),
+    async handler({ deps, auth, params, body, run }) {
+      return { status: 201, body: view(await openPartnerAccount(deps, run, auth, params.consumerId, body.document, 'psp_kyc')) };
+    },
   });
 
   defineRoute(app, deps, {
@@ -111,10 +76,9 @@ export async function pixAccountRoutes(app: FastifyInstance, deps: AppDeps): Pro
     scope: 'pix:write',
     body: z.strictObject({ consumer_id: z.string().min(1).max(200), document: Document }),
     responses: { 201: PartnerAccount },
-    errors: [...errors, [403, 'sandbox_funding_not_permitted']],
-    async handler(ctx) {
-      if (ctx.auth.environment !== 'test') throw new ApiError(403, 'sandbox_funding_not_permitted', 'sandbox partner accounts take test keys only');
-      return openAccount(ctx, ctx.body.consumer_id, ctx.body.document, 'sandbox');
+    errors: [...OPEN_ERRORS, [403, 'sandbox_funding_not_permitted']],
+    async handler({ deps, auth, body, run }) {
+      return { status: 201, body: view(await openPartnerAccount(deps, run, auth, body.consumer_id, body.document, 'sandbox')) };
     },
   });
 
@@ -148,14 +112,14 @@ export async function pixAccountRoutes(app: FastifyInstance, deps: AppDeps): Pro
     responses: { 200: z.object({ funding_source_id: z.string(), status: z.literal('inactive'), changed: z.boolean() }) },
     errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found'], [404, 'funding_source_not_found'], [422, 'no_partner_account']],
     async handler({ deps, auth, params, body, run }) {
-      await loadAccount(deps, auth, params.consumerId);
-      const r = await run(pixAccountDecider, pixAccountStream(params.consumerId), { type: 'deactivate_funding_source', tenant: auth, fundingSourceId: params.fundingSourceId, reason: body.reason ?? null });
-      return { status: 200, body: { funding_source_id: params.fundingSourceId, status: 'inactive' as const, changed: r.changed } };
+      const changed = await deactivateFundingSource(deps, run, auth, params.consumerId, params.fundingSourceId, body.reason ?? null);
+      return { status: 200, body: { funding_source_id: params.fundingSourceId, status: 'inactive' as const, changed } };
     },
   });
+}
 
-  const Verification = z.object({ verification_id: z.string(), channel: z.enum(['email', 'phone']), endpoint: z.string(), expires_at: Timestamp, window: z.string(), verified_at: Timestamp.nullable(), sandbox_code: z.string().optional() });
-
+/** A contact verification of an e-mail or phone key: started, then confirmed with its code. */
+function contactVerificationRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'POST',
     url: '/v1/consumers/:consumerId/pix/contact-verifications',
@@ -169,16 +133,7 @@ export async function pixAccountRoutes(app: FastifyInstance, deps: AppDeps): Pro
     responses: { 201: Verification },
     errors: [[400, 'invalid_body'], [400, 'pix_key_invalid'], [401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found'], [422, 'no_partner_account'], [501, 'not_wired']],
     async handler({ deps, auth, params, body, run }) {
-      const c = canonicalKey(body.channel === 'email' ? 'EMAIL' : 'PHONE', body.endpoint);
-      if (!c.ok) throw new ApiError(400, 'pix_key_invalid', c.reason, { key_type: body.channel === 'email' ? 'EMAIL' : 'PHONE' });
-      await loadAccount(deps, auth, params.consumerId);
-      // No e-mail or SMS sender is wired: a live key cannot deliver the code.
-      if (auth.environment !== 'test') throw new ApiError(501, 'not_wired', 'no e-mail or SMS sender is configured for contact verification');
-      const id = newId('pcv');
-      const code = String(randomInt(0, 1_000_000)).padStart(6, '0');
-      const expiresAt = new Date(deps.now().getTime() + CONTACT_CODE_TTL_MS).toISOString();
-      await run(pixAccountDecider, pixAccountStream(params.consumerId), { type: 'start_contact_verification', tenant: auth, verificationId: id, channel: body.channel, endpoint: c.key, codeHash: codeHash(id, code), expiresAt });
-      return { status: 201, body: { verification_id: id, channel: body.channel, endpoint: c.key, expires_at: expiresAt, window: CONTACT_VERIFICATION_WINDOW, verified_at: null, sandbox_code: code } };
+      return { status: 201, body: await startContactVerification(deps, run, auth, params.consumerId, body.channel, body.endpoint) };
     },
   });
 
@@ -195,11 +150,7 @@ export async function pixAccountRoutes(app: FastifyInstance, deps: AppDeps): Pro
     responses: { 200: Verification },
     errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found'], [410, 'contact_verification_expired'], [409, 'contact_verification_locked'], [422, 'contact_verification_code_mismatch'], [422, 'no_partner_account']],
     async handler({ deps, auth, params, body, run }) {
-      await loadAccount(deps, auth, params.consumerId);
-      const r = await run(pixAccountDecider, pixAccountStream(params.consumerId), { type: 'confirm_contact_verification', tenant: auth, verificationId: params.verificationId, codeHash: codeHash(params.verificationId, body.code) });
-      const v = (r.state as PixAccount).verifications[params.verificationId]!;
-      if (!v.verifiedAt) throw new ApiError(422, 'contact_verification_code_mismatch', 'the code does not match', { attempts_left: Math.max(0, CONTACT_CODE_MAX_ATTEMPTS - v.attempts) });
-      return { status: 200, body: { verification_id: params.verificationId, channel: v.channel, endpoint: v.endpoint, expires_at: v.expiresAt, window: CONTACT_VERIFICATION_WINDOW, verified_at: v.verifiedAt } };
+      return { status: 200, body: await confirmContactVerification(deps, run, auth, params.consumerId, params.verificationId, body.code) };
     },
   });
 }
