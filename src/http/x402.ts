@@ -1,14 +1,14 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { isChecksummed } from '../adapters/chain/signature.ts';
 import { receiptJwks } from '../adapters/chain/x402.ts';
 import { executeAuthorization } from '../usecases/x402.ts';
-import { ApiError } from './errors.ts';
+import { getForeignAuthorization, mintTestUsdc } from '../usecases/x402-facilitator.ts';
 import { defineRoute, type AppDeps } from './route.ts';
-import { IdParam, Timestamp, isoText as TS } from './schemas.ts';
+import { IdParam, Timestamp } from './schemas.ts';
 
 // The x402 facilitator (spec 4.15): the execution is a use case
-// (src/usecases/x402.ts); a 200 means USDC moved on chain.
+// (src/usecases/x402.ts); a 200 means USDC moved on chain. The read and the
+// sandbox faucet: src/usecases/x402-facilitator.ts.
 
 const FauthView = z
   .object({
@@ -33,6 +33,12 @@ const FauthView = z
   .meta({ id: 'ForeignAuthorization' });
 
 export async function x402Routes(app: FastifyInstance, deps: AppDeps): Promise<void> {
+  executionRoutes(app, deps);
+  executionReadAndFaucetRoutes(app, deps);
+}
+
+/** The receipt keys and the execution. */
+function executionRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'GET',
     url: '/.well-known/receipt-keys.json',
@@ -91,7 +97,10 @@ export async function x402Routes(app: FastifyInstance, deps: AppDeps): Promise<v
       return { status: 200, body: await executeAuthorization({ ports: deps, tenant, environment: auth.environment, run }, body, null) };
     },
   });
+}
 
+/** An execution read back, and the sandbox faucet. */
+function executionReadAndFaucetRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'GET',
     url: '/v1/facilitator/x402/executions/:id',
@@ -104,13 +113,7 @@ export async function x402Routes(app: FastifyInstance, deps: AppDeps): Promise<v
     responses: { 200: FauthView },
     errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
     async handler({ auth, params, deps }) {
-      const { rows } = await deps.db.query<z.infer<typeof FauthView>>(
-        `SELECT id, 'x402' AS kind, signer, payee, nonce, value_atomic::text, amount_minor::int, asset, chain_id, network, status, mandate_id, execution_id, receipt_id, settlement_tx, reject_code, ${TS('created_at')} AS created_at
-         FROM foreign_authorizations WHERE id = $1 AND org_id = $2`,
-        [params.id, auth.orgId],
-      );
-      if (!rows[0]) throw new ApiError(404, 'not_found', 'foreign authorization not found');
-      return { status: 200, body: rows[0] };
+      return { status: 200, body: await getForeignAuthorization(deps, auth.orgId, params.id) };
     },
   });
 
@@ -126,13 +129,7 @@ export async function x402Routes(app: FastifyInstance, deps: AppDeps): Promise<v
     responses: { 200: z.object({ address: z.string(), value_atomic: z.string(), tx_hash: z.string(), balance_atomic: z.string() }) },
     errors: [[400, 'invalid_body'], [400, 'malformed_authorization'], [401, 'unauthorized'], [403, 'sandbox_funding_not_permitted'], [503, 'facilitator_unavailable']],
     async handler({ auth, body, deps }) {
-      if (auth.environment !== 'test') throw new ApiError(403, 'sandbox_funding_not_permitted', 'the faucet takes test keys only');
-      const net = deps.x402?.test;
-      if (!net) throw new ApiError(503, 'facilitator_unavailable', 'no test network is configured', { retriable: true });
-      if (!isChecksummed(body.address)) throw new ApiError(400, 'malformed_authorization', 'address is not an EIP-55 checksummed address', { field: 'address' });
-      const txHash = await net.settlement.mint(body.address as `0x${string}`, BigInt(body.value_atomic));
-      const balance = await net.settlement.balanceOf(body.address as `0x${string}`);
-      return { status: 200, body: { address: body.address, value_atomic: body.value_atomic, tx_hash: txHash, balance_atomic: balance.toString() } };
+      return { status: 200, body: await mintTestUsdc(deps, auth.environment, body.address, body.value_atomic) };
     },
   });
 }
