@@ -1,13 +1,14 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { baseUrlOf, type ProviderDef } from '../providers/catalog.ts';
-import { verifyConnection } from '../usecases/providers.ts';
-import { ApiError, RawHttpError, VERIFY_ERRORS } from './errors.ts';
+import { catalogEntry, connectionSchema, searchCatalog, verifyConnection } from '../usecases/providers.ts';
+import { RawHttpError, VERIFY_ERRORS } from './errors.ts';
 import { defineRoute, type AppDeps } from './route.ts';
 
 // The provider catalog (spec 4.5) and verify-connection: a probe of the
-// provider with the stored credential (src/usecases/providers.ts), answered
-// with the spec's matrix (verify_failed in src/http/errors.ts).
+// provider with the stored credential (src/usecases/providers.ts, with the
+// catalog's reads), answered with the spec's matrix (verify_failed in
+// src/http/errors.ts).
 
 export const ProviderView = z
   .object({
@@ -81,8 +82,12 @@ function unknownServer(deps: AppDeps, slug: string): RawHttpError {
 }
 
 export async function providerRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
-  const catalog = deps.providers.runtime.catalog;
+  providerCatalogRoutes(app, deps);
+  providerVerifyRoutes(app, deps);
+}
 
+/** The catalog: the search, one row with its tools, a connection’s fields. */
+function providerCatalogRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'GET',
     url: '/v1/providers',
@@ -95,14 +100,8 @@ export async function providerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     responses: { 200: z.object({ total: z.number().int(), filtered: z.number().int(), servers: z.array(ProviderView) }) },
     errors: [[400, 'invalid_query'], [401, 'unauthorized'], [403, 'forbidden']],
     async handler({ query, deps }) {
-      const q = query.q?.trim().toLowerCase();
-      const servers = catalog.providers.filter(
-        (p) =>
-          (!query.category || p.category === query.category.toLowerCase()) &&
-          (!query.country || p.country === query.country.toUpperCase()) &&
-          (!q || [p.id, p.name, p.description ?? '', p.category, ...p.tools.map((t) => t.name)].some((s) => s.toLowerCase().includes(q))),
-      );
-      return { status: 200, body: { total: catalog.providers.length, filtered: servers.length, servers: servers.map((p) => providerView(deps, p)) } };
+      const { total, servers } = searchCatalog(deps, query);
+      return { status: 200, body: { total, filtered: servers.length, servers: servers.map((p) => providerView(deps, p)) } };
     },
   });
 
@@ -118,8 +117,7 @@ export async function providerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     responses: { 200: ProviderView.extend({ tools: z.array(ToolView) }) },
     errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
     async handler({ params, deps }) {
-      const p = catalog.get(params.slug);
-      if (!p) throw new ApiError(404, 'not_found', 'provider not found');
+      const p = catalogEntry(deps, params.slug);
       return { status: 200, body: { ...providerView(deps, p), tools: p.tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.input_schema as unknown as Record<string, unknown> })) } };
     },
   });
@@ -136,22 +134,13 @@ export async function providerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     responses: { 200: AuthSchemaView },
     errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
     async handler({ params, auth, deps }) {
-      const p = catalog.get(params.slug);
-      if (!p) throw new ApiError(404, 'not_found', 'provider not found');
-      return {
-        status: 200,
-        body: {
-          server_id: p.id,
-          auth_type: p.auth_type,
-          environment: auth.environment,
-          base_url: baseUrlOf(p, auth.environment, deps.providers.runtime.sandbox),
-          fields: p.fields.map((f) => ({ name: f.name, kind: f.kind, label: f.label, header_name: f.header_name })),
-          oauth_authorize_url: p.auth_type === 'oauth' ? (p.oauth?.authorize_url ?? null) : null,
-        },
-      };
+      return { status: 200, body: connectionSchema(deps, params.slug, auth.environment) };
     },
   });
+}
 
+/** Verify-connection, answered with the spec’s matrix. */
+function providerVerifyRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'POST',
     url: '/v1/providers/:slug/verify-connection',
@@ -166,7 +155,7 @@ export async function providerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     responses: { 200: VerifyOk },
     errors: VERIFY_ERRORS,
     async handler({ params, query, auth, deps, req }) {
-      const p = catalog.get(params.slug);
+      const p = deps.providers.runtime.catalog.get(params.slug);
       if (!p) throw unknownServer(deps, params.slug);
       return { status: 200, body: await verifyConnection(deps, p, auth, query.user_id ?? null, String(req.id)) };
     },

@@ -9,6 +9,7 @@ import type { Ports } from './context.ts';
 // details are the spec's body {ok: false, error: <code>, message, request_id,
 // ...}; the HTTP layer answers it whole with the status of its code
 // (src/http/errors.ts), and a signup run records it as its probe result.
+// Also the catalog's reads: the search, one row, a connection's fields.
 
 export type VerifyOk = { ok: true; provider: string; account?: { id: string; name: string; extras: Record<string, unknown> }; latency_ms: number };
 
@@ -24,6 +25,39 @@ export function verifyFailure(e: ToolError, requestId: string): Rejection {
     ...(e.location !== undefined ? { location: e.location } : {}),
     request_id: requestId,
   });
+}
+
+/** The catalog rows matching a category, a country and a free-text q (over id, name, description, category and tool names), and the catalog's size. */
+export function searchCatalog(ports: Pick<Ports, 'providers'>, filter: { category?: string | undefined; country?: string | undefined; q?: string | undefined }): { total: number; servers: ProviderDef[] } {
+  const catalog = ports.providers.runtime.catalog;
+  const q = filter.q?.trim().toLowerCase();
+  const servers = catalog.providers.filter(
+    (p) =>
+      (!filter.category || p.category === filter.category.toLowerCase()) &&
+      (!filter.country || p.country === filter.country.toUpperCase()) &&
+      (!q || [p.id, p.name, p.description ?? '', p.category, ...p.tools.map((t) => t.name)].some((s) => s.toLowerCase().includes(q))),
+  );
+  return { total: catalog.providers.length, servers };
+}
+
+/** A catalog row by slug, or the rejection `not_found`. */
+export function catalogEntry(ports: Pick<Ports, 'providers'>, slug: string): ProviderDef {
+  const p = ports.providers.runtime.catalog.get(slug);
+  if (!p) throw new Rejection('not_found', 'provider not found');
+  return p;
+}
+
+/** What a connection to a provider needs in an environment: the fields in render order, the base URL, the OAuth authorize URL. */
+export function connectionSchema(ports: Pick<Ports, 'providers'>, slug: string, environment: Environment) {
+  const p = catalogEntry(ports, slug);
+  return {
+    server_id: p.id,
+    auth_type: p.auth_type,
+    environment,
+    base_url: baseUrlOf(p, environment, ports.providers.runtime.sandbox),
+    fields: p.fields.map((f) => ({ name: f.name, kind: f.kind, label: f.label, header_name: f.header_name })),
+    oauth_authorize_url: p.auth_type === 'oauth' ? (p.oauth?.authorize_url ?? null) : null,
+  };
 }
 
 /** The provider of a catalog slug, or the rejection `server_unknown` (404). */
