@@ -41,20 +41,48 @@ function failureResult(err: unknown): Record<string, unknown> {
   return { status: e.status, ...(typeof b.error === 'object' ? { error: b.error } : { error: b }) };
 }
 
-export async function approvalRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
-  await migrateApprovalSweeps(deps.db);
-  /** A key bound to one project sees that project's approvals only (another project's answer as absent ones). */
-  const boundTo = (auth: Auth): string | null => (auth.kind === 'api_key' && auth.projectBound ? auth.projectId : null);
+/** A key bound to one project sees that project's approvals only (another project's answer as absent ones). */
+const boundTo = (auth: Auth): string | null => (auth.kind === 'api_key' && auth.projectBound ? auth.projectId : null);
+
+/** Before the body is read: admin in the held call's project (in the organization when there is no such approval: a member gets 403, an admin 404). */
+function adminInItsProject(deps: AppDeps) {
   /** Deciding a held call needs admin in the call's project: a project-level override raises or narrows the organization role, except for owners. */
   const mustAdminIn = (auth: ServiceAuth, projectId: string | null) => deps.auth.requireRoleIn(auth, projectId, 'admin');
-  /** Before the body is read: admin in the held call's project (in the organization when there is no such approval: a member gets 403, an admin 404). */
-  const adminInItsProject = async ({ auth, params }: { auth: ServiceAuth; params: Readonly<Record<string, string>> }) =>
+  return async ({ auth, params }: { auth: ServiceAuth; params: Readonly<Record<string, string>> }) =>
     mustAdminIn(auth, (await findApproval(deps, auth.orgId, params.id ?? '', null))?.project_id ?? null);
-  const orgPath = (auth: Auth, orgId: string) => {
-    if (!('orgId' in auth) || auth.orgId !== orgId) throw forbidden('orgId is not the authenticated organization');
-    return orgId;
-  };
+}
 
+const orgPath = (auth: Auth, orgId: string) => {
+  if (!('orgId' in auth) || auth.orgId !== orgId) throw forbidden('orgId is not the authenticated organization');
+  return orgId;
+};
+
+/** The approval page's HTML: the held call, its input verbatim, and the form while it is pending. */
+function approvalPage(a: ApprovalView): string {
+  const esc = (s: string) => s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+  const form =
+    a.status === 'pending'
+      ? `<form method="post" action="/v1/approvals/${encodeURIComponent(a.id)}/decide">
+<label>Reason <input name="reason" maxlength="1000"></label>
+<button type="submit" name="decision" value="approve" id="approve">Approve and run it</button>
+<button type="submit" name="decision" value="deny" id="deny">Deny</button></form>`
+      : `<p id="decided">Already ${esc(a.status)}${a.decided_by ? ` by ${esc(a.decided_by)}` : ''}.</p>`;
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Approval ${esc(a.id)}</title></head><body>
+<h1>An agent asks to run <code id="tool">${esc(a.tool_name)}</code></h1>
+<p>Agent <strong id="agent">${esc(a.agent_id)}</strong>, held by the policy <strong>${esc(a.matched_rule_name)}</strong>. Expires at <time>${esc(a.expires_at)}</time>.</p>
+<h2>Input, exactly as it will run</h2><pre id="input">${esc(JSON.stringify(a.tool_input, null, 2))}</pre>
+${form}</body></html>`;
+}
+
+export async function approvalRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
+  await migrateApprovalSweeps(deps.db);
+  approvalReadRoutes(app, deps);
+  approvalDecisionRoutes(app, deps);
+  approvalOrgScopedRoutes(app, deps);
+}
+
+/** The list and one approval, for an API key. */
+function approvalReadRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'GET',
     url: '/v1/approvals',
@@ -86,6 +114,11 @@ export async function approvalRoutes(app: FastifyInstance, deps: AppDeps): Promi
       return { status: 200, body: await getApproval(deps, auth.orgId, params.id, boundTo(auth)) };
     },
   });
+}
+
+/** A person decides (human session, admin in the call's project), and the page that decides. */
+function approvalDecisionRoutes(app: FastifyInstance, deps: AppDeps): void {
+  const authorize = adminInItsProject(deps);
 
   defineRoute(app, deps, {
     method: 'POST',
@@ -98,7 +131,7 @@ export async function approvalRoutes(app: FastifyInstance, deps: AppDeps): Promi
     body: z.object({ decision: z.enum(['approve', 'deny']), reason: z.string().trim().max(1000).nullable().optional() }).strict(),
     responses: { 200: Approval },
     errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'human_session_required'], [403, 'insufficient_role'], [404, 'not_found'], [409, 'approval_not_pending'], [409, 'approval_expired']],
-    authorize: adminInItsProject,
+    authorize,
     async handler({ auth, params, body, run }) {
       const decided = await decideApproval(deps, run, { orgId: auth.orgId, id: params.id, decision: body.decision, reason: body.reason ?? null, by: auth.userId }, failureResult);
       return { status: 200, body: decided };
@@ -115,22 +148,9 @@ export async function approvalRoutes(app: FastifyInstance, deps: AppDeps): Promi
     params: z.object({ id: IdParam }),
     responses: { 200: null },
     errors: [[401, 'unauthorized'], [403, 'human_session_required'], [403, 'insufficient_role'], [404, 'not_found']],
-    authorize: adminInItsProject,
+    authorize,
     async handler({ auth, params }) {
-      const a = await getApproval(deps, auth.orgId, params.id);
-      const esc = (s: string) => s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
-      const form =
-        a.status === 'pending'
-          ? `<form method="post" action="/v1/approvals/${encodeURIComponent(a.id)}/decide">
-<label>Reason <input name="reason" maxlength="1000"></label>
-<button type="submit" name="decision" value="approve" id="approve">Approve and run it</button>
-<button type="submit" name="decision" value="deny" id="deny">Deny</button></form>`
-          : `<p id="decided">Already ${esc(a.status)}${a.decided_by ? ` by ${esc(a.decided_by)}` : ''}.</p>`;
-      const html = `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Approval ${esc(a.id)}</title></head><body>
-<h1>An agent asks to run <code id="tool">${esc(a.tool_name)}</code></h1>
-<p>Agent <strong id="agent">${esc(a.agent_id)}</strong>, held by the policy <strong>${esc(a.matched_rule_name)}</strong>. Expires at <time>${esc(a.expires_at)}</time>.</p>
-<h2>Input, exactly as it will run</h2><pre id="input">${esc(JSON.stringify(a.tool_input, null, 2))}</pre>
-${form}</body></html>`;
+      const html = approvalPage(await getApproval(deps, auth.orgId, params.id));
       return {
         status: 200,
         headers: { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', 'x-frame-options': 'DENY', 'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'", 'referrer-policy': 'no-referrer' },
@@ -138,7 +158,10 @@ ${form}</body></html>`;
       };
     },
   });
+}
 
+/** The deprecated organization-scoped reads. */
+function approvalOrgScopedRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'GET',
     url: '/v1/orgs/:orgId/approvals/health',
