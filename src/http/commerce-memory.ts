@@ -54,64 +54,70 @@ const InteractionQuery = z
 
 export async function commerceMemoryRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   // The same three operations at the current and the deprecated address, with the same shapes.
-  for (const [base, deprecated, suffix] of [
-    ['/v1/counterparties', false, ''],
-    ['/v1/commerce-memory/counterparties', true, 'Deprecated'],
-  ] as const) {
-    const note = deprecated ? ' (deprecated: use /v1/counterparties)' : '';
-    defineRoute(app, deps, {
-      method: 'POST',
-      url: base,
-      operationId: `createCounterparty${suffix}`,
-      summary: `Create a counterparty, or merge into the one with the same identifier in this project (merge takes name, shallow-merges metadata, bumps last_seen_at)${note}`,
-      tags: ['commerce-memory'],
-      auth: 'api_key',
-      scope: 'commerce_memory:write',
-      deprecated,
-      body: CounterpartyBody,
-      responses: { 201: CounterpartyView },
-      errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden']],
-      idempotent: true,
-      async handler({ auth, body, run, deps }) {
-        return { status: 201, body: await registerCounterparty(deps, run, auth, body) };
-      },
-    });
+  counterpartyRoutes(app, deps, '/v1/counterparties', false, '');
+  counterpartyRoutes(app, deps, '/v1/commerce-memory/counterparties', true, 'Deprecated');
+  preferenceRoutes(app, deps);
+  interactionRoutes(app, deps);
+}
 
-    defineRoute(app, deps, {
-      method: 'GET',
-      url: base,
-      operationId: `listCounterparties${suffix}`,
-      summary: `List counterparties, most recently seen first${note}`,
-      tags: ['commerce-memory'],
-      auth: 'api_key',
-      scope: 'commerce_memory:read',
-      deprecated,
-      query: CounterpartyQuery,
-      responses: { 200: z.object({ counterparties: z.array(CounterpartyView) }) },
-      errors: [[400, 'invalid_query'], [401, 'unauthorized'], [403, 'forbidden']],
-      async handler({ auth, query, deps }) {
-        return { status: 200, body: { counterparties: await listCounterparties(deps, auth, query) } };
-      },
-    });
+/** Create, list and read counterparties under one base path. */
+function counterpartyRoutes(app: FastifyInstance, deps: AppDeps, base: string, deprecated: boolean, suffix: string): void {
+  const note = deprecated ? ' (deprecated: use /v1/counterparties)' : '';
+  defineRoute(app, deps, {
+    method: 'POST',
+    url: base,
+    operationId: `createCounterparty${suffix}`,
+    summary: `Create a counterparty, or merge into the one with the same identifier in this project (merge takes name, shallow-merges metadata, bumps last_seen_at)${note}`,
+    tags: ['commerce-memory'],
+    auth: 'api_key',
+    scope: 'commerce_memory:write',
+    deprecated,
+    body: CounterpartyBody,
+    responses: { 201: CounterpartyView },
+    errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden']],
+    idempotent: true,
+    async handler({ auth, body, run, deps }) {
+      return { status: 201, body: await registerCounterparty(deps, run, auth, body) };
+    },
+  });
 
-    defineRoute(app, deps, {
-      method: 'GET',
-      url: `${base}/:id`,
-      operationId: `getCounterparty${suffix}`,
-      summary: `Read a counterparty (another project's is absent)${note}`,
-      tags: ['commerce-memory'],
-      auth: 'api_key',
-      scope: 'commerce_memory:read',
-      deprecated,
-      params: z.object({ id: IdParam }),
-      responses: { 200: CounterpartyView },
-      errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
-      async handler({ auth, params, deps }) {
-        return { status: 200, body: await getCounterparty(deps, auth, params.id) };
-      },
-    });
-  }
+  defineRoute(app, deps, {
+    method: 'GET',
+    url: base,
+    operationId: `listCounterparties${suffix}`,
+    summary: `List counterparties, most recently seen first${note}`,
+    tags: ['commerce-memory'],
+    auth: 'api_key',
+    scope: 'commerce_memory:read',
+    deprecated,
+    query: CounterpartyQuery,
+    responses: { 200: z.object({ counterparties: z.array(CounterpartyView) }) },
+    errors: [[400, 'invalid_query'], [401, 'unauthorized'], [403, 'forbidden']],
+    async handler({ auth, query, deps }) {
+      return { status: 200, body: { counterparties: await listCounterparties(deps, auth, query) } };
+    },
+  });
 
+  defineRoute(app, deps, {
+    method: 'GET',
+    url: `${base}/:id`,
+    operationId: `getCounterparty${suffix}`,
+    summary: `Read a counterparty (another project's is absent)${note}`,
+    tags: ['commerce-memory'],
+    auth: 'api_key',
+    scope: 'commerce_memory:read',
+    deprecated,
+    params: z.object({ id: IdParam }),
+    responses: { 200: CounterpartyView },
+    errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
+    async handler({ auth, params, deps }) {
+      return { status: 200, body: await getCounterparty(deps, auth, params.id) };
+    },
+  });
+}
+
+/** A counterparty's preferences, read and replaced. */
+function preferenceRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'GET',
     url: '/v1/counterparties/:id/preferences',
@@ -145,7 +151,10 @@ export async function commerceMemoryRoutes(app: FastifyInstance, deps: AppDeps):
       return { status: 200, body: await setPreferences(run, auth, params.id, body.preferences) };
     },
   });
+}
 
+/** Interactions, recorded and listed. */
+function interactionRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'POST',
     url: '/v1/commerce-memory/interactions',
