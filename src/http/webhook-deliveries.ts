@@ -27,6 +27,12 @@ const clamp50 = z
 const Delivery = z.object({ id: z.string(), trigger_id: z.string(), event_id: z.string(), attempt: z.number().int(), status: z.string(), created_at: Timestamp, next_attempt_at: Timestamp.nullable() });
 
 export async function webhookDeliveryRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
+  deliveryReadRoutes(app, deps);
+  deliveryActionRoutes(app, deps);
+}
+
+/** Deliveries and dead letters of an endpoint, and one delivery. */
+function deliveryReadRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'GET',
     url: '/v1/webhook-endpoints/:id/deliveries',
@@ -76,7 +82,10 @@ export async function webhookDeliveryRoutes(app: FastifyInstance, deps: AppDeps)
       return { status: 200, body: await getDelivery(deps, auth, params.id, params.delivery_id) };
     },
   });
+}
 
+/** Redelivery, draining the retry queue, and an event replay. */
+function deliveryActionRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'POST',
     url: '/v1/webhook-endpoints/deliveries/:delivery_id/redeliver',

@@ -24,9 +24,16 @@ export const WebhookEndpoint = z
     created_at: Timestamp,
   })
   .meta({ id: 'WebhookEndpoint' });
-export async function webhookEndpointRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
-  const EventName = z.string().regex(/^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$/, 'a dotted lowercase event name').refine((e) => (businessEventTypes as string[]).includes(e), 'not an event type of this service (see the OpenAPI x-event-types)');
 
+const EventName = z.string().regex(/^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$/, 'a dotted lowercase event name').refine((e) => (businessEventTypes as string[]).includes(e), 'not an event type of this service (see the OpenAPI x-event-types)');
+
+export async function webhookEndpointRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
+  endpointCreateAndReadRoutes(app, deps);
+  endpointChangeRoutes(app, deps);
+}
+
+/** Subscribe an endpoint, list them, read one. */
+function endpointCreateAndReadRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'POST',
     url: '/v1/webhook-endpoints',
@@ -75,7 +82,10 @@ export async function webhookEndpointRoutes(app: FastifyInstance, deps: AppDeps)
       return { status: 200, body: await readEndpoint(deps, auth, params.id) };
     },
   });
+}
 
+/** Update an endpoint, rotate its secret, delete it. */
+function endpointChangeRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'PATCH',
     url: '/v1/webhook-endpoints/:id',
