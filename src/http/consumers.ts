@@ -28,6 +28,12 @@ const ConsumerDetail = Consumer.extend({ mandate_ids: z.array(z.string()), card_
 const Metadata = z.record(z.string(), z.unknown()).refine((m) => JSON.stringify(m).length <= 32_768 && Object.keys(m).length <= 64, 'metadata: at most 64 keys and 32 KB');
 
 export async function consumerRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
+  consumerCollectionRoutes(app, deps);
+  consumerItemRoutes(app, deps);
+}
+
+/** Create a consumer, list them. */
+function consumerCollectionRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'POST',
     url: '/v1/consumers',
@@ -61,7 +67,10 @@ export async function consumerRoutes(app: FastifyInstance, deps: AppDeps): Promi
       return { status: 200, body: { consumers: await listConsumers(deps, auth, query) } };
     },
   });
+}
 
+/** One consumer: read, update, and its wallet view. */
+function consumerItemRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'GET',
     url: '/v1/consumers/:id',

@@ -51,6 +51,12 @@ function organizationWide(auth: { projectBound: boolean }): void {
 }
 
 export async function policyRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
+  policyCollectionRoutes(app, deps);
+  policyItemRoutes(app, deps);
+}
+
+/** The organization’s policies: list, create, reorder. */
+function policyCollectionRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'GET',
     url: '/v1/policies',
@@ -101,7 +107,10 @@ export async function policyRoutes(app: FastifyInstance, deps: AppDeps): Promise
       return { status: 204 };
     },
   });
+}
 
+/** One policy: read, update, delete. */
+function policyItemRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'GET',
     url: '/v1/policies/:id',
