@@ -101,43 +101,57 @@ export async function hostedConnectRoutes(app: FastifyInstance, deps: AppDeps): 
   const onClose = (hook: () => Promise<void>) => app.addHook('onClose', hook);
   const worker = workerOf(deps, onClose); // created now (hooks cannot be added after boot)
   closeWithApp(deps, onClose);
-  const useCase = (ctx: { auth: { orgId: string; projectId: string }; run: RunCommand }) => ({ ports: deps, tenant: { orgId: ctx.auth.orgId, projectId: ctx.auth.projectId }, run: ctx.run.bind(ctx) });
+  for (const merchant of HOSTED_MERCHANTS) merchantConnectRoutes(app, deps, worker, merchant);
+  liveViewRoutes(app, deps);
+}
 
-  for (const merchant of HOSTED_MERCHANTS) {
-    const camel = merchant === 'merchant-a' ? 'MerchantA' : 'MerchantB';
-    defineRoute(app, deps, {
-      method: 'POST',
-      url: `/v1/cart/${merchant}/connect/start`,
-      operationId: `start${camel}Connect`,
-      summary: `Open a hosted browser on ${NAMES[merchant]}'s login page: the person logs in through live_view_url; finish stores the login as a connection`,
-      tags: ['cart'],
-      auth: 'api_key',
-      scope: 'connections:write',
-      bodyOptional: true,
-      responses: { 200: StartResponse },
-      errors: [[401, 'unauthorized'], [403, 'forbidden'], [502, 'browser_worker_failed'], [503, 'browser_worker_unavailable']],
-      async handler(ctx) {
-        return { status: 200, body: await startHostedConnect(useCase(ctx), worker, merchant), headers: { 'cache-control': 'no-store' } };
-      },
-    });
+const useCase = (deps: AppDeps, ctx: { auth: { orgId: string; projectId: string }; run: RunCommand }) => ({ ports: deps, tenant: { orgId: ctx.auth.orgId, projectId: ctx.auth.projectId }, run: ctx.run.bind(ctx) });
 
-    defineRoute(app, deps, {
-      method: 'POST',
-      url: `/v1/cart/${merchant}/connect/finish`,
-      operationId: `finish${camel}Connect`,
-      summary: `Capture the person's logged-in ${NAMES[merchant]} session into the vault as a connection; the session id is spent and the browser closes`,
-      tags: ['cart'],
-      auth: 'api_key',
-      scope: 'connections:write',
-      body: z.object({ session_id: z.string().min(1).max(200) }),
-      responses: { 200: FinishResponse },
-      errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found'], [409, 'not_logged_in'], [409, 'session_used'], [410, 'session_expired'], [503, 'vault_unavailable']],
-      async handler(ctx) {
-        return { status: 200, body: await finishHostedConnect(useCase(ctx), merchant, ctx.body.session_id) };
-      },
-    });
-  }
+/** Start and finish of one merchant's hosted connect. */
+function merchantConnectRoutes(app: FastifyInstance, deps: AppDeps, worker: ReturnType<typeof workerOf>, merchant: HostedMerchant): void {
+  const camel = merchant === 'merchant-a' ? 'MerchantA' : 'MerchantB';
+  defineRoute(app, deps, {
+    method: 'POST',
+    url: `/v1/cart/${merchant}/connect/start`,
+    operationId: `start${camel}Connect`,
+    summary: `Open a hosted browser on ${NAMES[merchant]}'s login page: the person logs in through live_view_url; finish stores the login as a connection`,
+    tags: ['cart'],
+    auth: 'api_key',
+    scope: 'connections:write',
+    bodyOptional: true,
+    responses: { 200: StartResponse },
+    errors: [[401, 'unauthorized'], [403, 'forbidden'], [502, 'browser_worker_failed'], [503, 'browser_worker_unavailable']],
+    async handler(ctx) {
+      return { status: 200, body: await startHostedConnect(useCase(deps, ctx), worker, merchant), headers: { 'cache-control': 'no-store' } };
+    },
+  });
 
+  defineRoute(app, deps, {
+    method: 'POST',
+    url: `/v1/cart/${merchant}/connect/finish`,
+    operationId: `finish${camel}Connect`,
+    summary: `Capture the person's logged-in ${NAMES[merchant]} session into the vault as a connection; the session id is spent and the browser closes`,
+    tags: ['cart'],
+    auth: 'api_key',
+    scope: 'connections:write',
+    body: z.object({ session_id: z.string().min(1).max(200) }),
+    responses: { 200: FinishResponse },
+    errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found'], [409, 'not_logged_in'], [409, 'session_used'], [410, 'session_expired'], [503, 'vault_unavailable']],
+    async handler(ctx) {
+      return { status: 200, body: await finishHostedConnect(useCase(deps, ctx), merchant, ctx.body.session_id) };
+    },
+  });
+}
+
+/** The live view behind an unguessable token, for the browser bound to it; not_found otherwise. */
+function openLiveView(deps: AppDeps, token: string, cookieHeader: string | undefined) {
+  const live = Token.safeParse(token).success ? liveView(deps, token, viewerCookieOf(cookieHeader))?.live : undefined;
+  if (!live) throw new ApiError(404, 'not_found', 'no open live view has this token');
+  return live;
+}
+
+/** The live view's page, its frames and the person's input. */
+function liveViewRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'GET',
     url: `${LIVE_VIEW_PATH}/:token`,
@@ -172,8 +186,7 @@ export async function hostedConnectRoutes(app: FastifyInstance, deps: AppDeps): 
     responses: { 200: null },
     errors: [[404, 'not_found']],
     async handler(ctx) {
-      const live = Token.safeParse(ctx.params.token).success ? liveView(deps, ctx.params.token, viewerCookieOf(ctx.req.headers.cookie))?.live : undefined;
-      if (!live) throw new ApiError(404, 'not_found', 'no open live view has this token');
+      const live = openLiveView(deps, ctx.params.token, ctx.req.headers.cookie);
       const body = openViewerStream(live, (f) => ctx.reply.raw.on('close', f));
       return { status: 200, body, headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', connection: 'keep-alive', 'x-accel-buffering': 'no', 'x-content-type-options': 'nosniff', 'referrer-policy': 'no-referrer' } };
     },
@@ -191,8 +204,7 @@ export async function hostedConnectRoutes(app: FastifyInstance, deps: AppDeps): 
     responses: { 204: null },
     errors: [[400, 'invalid_body'], [404, 'not_found']],
     async handler(ctx) {
-      const live = Token.safeParse(ctx.params.token).success ? liveView(deps, ctx.params.token, viewerCookieOf(ctx.req.headers.cookie))?.live : undefined;
-      if (!live) throw new ApiError(404, 'not_found', 'no open live view has this token');
+      const live = openLiveView(deps, ctx.params.token, ctx.req.headers.cookie);
       await forwardInput(live, ctx.body).catch(() => {}); // a page mid-navigation may drop one input; the person sees it and retries
       return { status: 204, headers: { 'cache-control': 'no-store' } };
     },
