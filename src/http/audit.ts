@@ -17,6 +17,12 @@ export { clampAuditLimit, parseAcknowledgement } from './audit-schemas.ts';
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 export async function auditRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
+  auditEventRoutes(app, deps);
+  auditIncidentAndExportRoutes(app, deps);
+}
+
+/** The chain’s events, and its incidents. */
+function auditEventRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'GET',
     url: '/v1/audit-events',
@@ -59,7 +65,10 @@ export async function auditRoutes(app: FastifyInstance, deps: AppDeps): Promise<
       return { status: 200, body: { incidents: await listIncidents(deps, auth, statuses) } };
     },
   });
+}
 
+/** An incident’s acknowledgement, and the export bundle. */
+function auditIncidentAndExportRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'POST',
     url: '/v1/audit-events/incidents/:id/acknowledge',

@@ -28,6 +28,25 @@ export function isLoopback(req: FastifyRequest): boolean {
 /** Registers the request hooks on the root instance and the /metrics route. */
 export function registerMetrics(app: FastifyInstance, deps: AppDeps, opts: { token?: string | undefined }): void {
   const registry = new Registry();
+  requestMetrics(app, registry);
+  followerLagGauges(deps, registry);
+
+  const expected = opts.token ? digest(opts.token) : undefined;
+  app.get('/metrics', async (req, reply) => {
+    if (expected) {
+      const h = req.headers.authorization;
+      const given = typeof h === 'string' && h.startsWith('Bearer ') ? h.slice(7) : '';
+      if (!timingSafeEqual(digest(given), expected)) throw new ApiError(401, 'unauthorized', 'metrics need the configured bearer token');
+    } else if (!isLoopback(req)) {
+      throw new ApiError(403, 'forbidden', 'metrics are served to loopback only unless METRICS_TOKEN is configured');
+    }
+    const merged = Registry.merge([processRegistry, registry]);
+    return reply.type(merged.contentType).send(await merged.metrics());
+  });
+}
+
+/** Requests per method, route pattern and status: their count and latency, counted by a hook on every response. */
+function requestMetrics(app: FastifyInstance, registry: Registry): void {
   const labelNames = ['method', 'route', 'status'] as const;
   const requests = new Counter({ name: 'ledger_http_requests_total', help: 'HTTP requests, by method, route pattern and status', labelNames, registers: [registry] });
   const latency = new Histogram({
@@ -55,8 +74,10 @@ export function registerMetrics(app: FastifyInstance, deps: AppDeps, opts: { tok
     c.time.observe(reply.elapsedTime / 1000);
     done();
   });
+}
 
-  // Follower lag, read at scrape time from the checkpoints and the log.
+/** Follower lag, read at scrape time from the checkpoints and the log: positions and seconds behind, per follower. */
+function followerLagGauges(deps: AppDeps, registry: Registry): void {
   type Lag = { name: string; kind: string; positions: number; seconds: number };
   let scrape: Promise<Lag[]> | undefined;
   const lags = () =>
@@ -92,18 +113,5 @@ export function registerMetrics(app: FastifyInstance, deps: AppDeps, opts: { tok
       this.reset();
       for (const l of await lags()) this.set({ follower: l.name, kind: l.kind }, l.seconds);
     },
-  });
-
-  const expected = opts.token ? digest(opts.token) : undefined;
-  app.get('/metrics', async (req, reply) => {
-    if (expected) {
-      const h = req.headers.authorization;
-      const given = typeof h === 'string' && h.startsWith('Bearer ') ? h.slice(7) : '';
-      if (!timingSafeEqual(digest(given), expected)) throw new ApiError(401, 'unauthorized', 'metrics need the configured bearer token');
-    } else if (!isLoopback(req)) {
-      throw new ApiError(403, 'forbidden', 'metrics are served to loopback only unless METRICS_TOKEN is configured');
-    }
-    const merged = Registry.merge([processRegistry, registry]);
-    return reply.type(merged.contentType).send(await merged.metrics());
   });
 }
