@@ -5,6 +5,7 @@ import { loadState, Rejection } from '../eventstore/handler.ts';
 import { newId } from '../ids.ts';
 import { isoText as TS } from '../postgres/iso-text.ts';
 import type { Ports, RunCommand, Tenant } from './context.ts';
+import { ListFilter } from './list-filter.ts';
 
 // Bank consents (open finance, spec 4.6): initiation at the bank with one open
 // consent per consumer and bank in the organization (the slot), the callback
@@ -190,16 +191,9 @@ export async function revokeBankConsent(ports: ConsentPorts, run: RunCommand, te
 
 /** The project's consents, newest first. */
 export async function listBankConsents(ports: Pick<Ports, 'db'>, tenant: Tenant, q: { consumer_id?: string | undefined; status?: ConsentStatusName | undefined; limit: number }): Promise<BankConsentRow[]> {
-  const params: unknown[] = [tenant.orgId, tenant.projectId, q.limit];
-  let where = 'org_id = $1 AND project_id = $2';
-  if (q.consumer_id) {
-    params.push(q.consumer_id);
-    where += ` AND consumer_id = $${params.length}`;
-  }
-  if (q.status) {
-    params.push(q.status);
-    where += ` AND status = $${params.length}`;
-  }
-  const { rows } = await ports.db.query<BankConsentRow>(`SELECT ${COLUMNS} FROM bank_consents WHERE ${where} ORDER BY created_at DESC, id LIMIT $3`, params);
+  const f = new ListFilter(tenant, q.limit);
+  if (q.consumer_id) f.add('consumer_id = ?', q.consumer_id);
+  if (q.status) f.add('status = ?', q.status);
+  const { rows } = await ports.db.query<BankConsentRow>(`SELECT ${COLUMNS} FROM bank_consents WHERE ${f.where} ORDER BY created_at DESC, id LIMIT $3`, f.params);
   return rows;
 }

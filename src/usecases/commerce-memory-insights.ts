@@ -6,6 +6,7 @@ import { Rejection } from '../eventstore/handler.ts';
 import { newId } from '../ids.ts';
 import { isoText as TS } from '../postgres/iso-text.ts';
 import type { Ports, RunCommand, Tenant } from './context.ts';
+import { ListFilter } from './list-filter.ts';
 import { requireCounterparty } from './commerce-memory.ts';
 
 // Commerce memory insights (spec 4.8), answered from the bucket read models
@@ -101,18 +102,13 @@ export async function listNegotiations(
   tenant: Tenant,
   q: { counterparty_id?: string | undefined; item_ref?: string | undefined; outcome?: Outcome | undefined; limit: number; since?: Date | undefined; until?: Date | undefined },
 ): Promise<NegotiationView[]> {
-  const params: unknown[] = [tenant.orgId, tenant.projectId, q.limit];
-  let where = 'org_id = $1 AND project_id = $2';
-  const add = (sql: string, v: unknown) => {
-    params.push(v);
-    where += ` AND ${sql.replace('?', `$${params.length}`)}`;
-  };
-  if (q.counterparty_id) add('counterparty_id = ?', q.counterparty_id);
-  if (q.item_ref) add('item_ref = ?', q.item_ref);
-  if (q.outcome) add('outcome = ?', q.outcome);
-  if (q.since) add('started_at >= ?', q.since.toISOString());
-  if (q.until) add('started_at < ?', q.until.toISOString());
-  const { rows } = await ports.db.query<NegotiationRow>(`SELECT ${NG_COLUMNS} FROM negotiations WHERE ${where} ORDER BY started_at DESC, id DESC LIMIT $3`, params);
+  const f = new ListFilter(tenant, q.limit);
+  if (q.counterparty_id) f.add('counterparty_id = ?', q.counterparty_id);
+  if (q.item_ref) f.add('item_ref = ?', q.item_ref);
+  if (q.outcome) f.add('outcome = ?', q.outcome);
+  if (q.since) f.add('started_at >= ?', q.since.toISOString());
+  if (q.until) f.add('started_at < ?', q.until.toISOString());
+  const { rows } = await ports.db.query<NegotiationRow>(`SELECT ${NG_COLUMNS} FROM negotiations WHERE ${f.where} ORDER BY started_at DESC, id DESC LIMIT $3`, f.params);
   return rows.map(negotiationRow);
 }
 

@@ -22,6 +22,7 @@ import { loadState, Rejection } from '../eventstore/handler.ts';
 import { newId } from '../ids.ts';
 import { isoText as TS } from '../postgres/iso-text.ts';
 import type { Ports, RunCommand, Tenant } from './context.ts';
+import { ListFilter } from './list-filter.ts';
 
 // Commerce memory (spec 4.8): counterparties, their preferences, and
 // interactions. The HTTP declarations are src/http/commerce-memory.ts.
@@ -140,21 +141,11 @@ export async function registerCounterparty(ports: Pick<Ports, 'db'>, run: RunCom
 export type CounterpartyFilter = { identifier?: string | undefined; identifier_kind?: z.infer<typeof IdentifierKind> | undefined; kind?: z.infer<typeof CounterpartyKind> | undefined; limit: number };
 
 export async function listCounterparties(ports: Pick<Ports, 'db'>, tenant: Tenant, q: CounterpartyFilter): Promise<CounterpartyView[]> {
-  const params: unknown[] = [tenant.orgId, tenant.projectId, q.limit];
-  let where = 'org_id = $1 AND project_id = $2';
-  if (q.identifier !== undefined) {
-    params.push(q.identifier_kind ? normalizeIdentifier(q.identifier_kind, q.identifier) : q.identifier);
-    where += ` AND identifier = $${params.length}`;
-  }
-  if (q.identifier_kind) {
-    params.push(q.identifier_kind);
-    where += ` AND identifier_kind = $${params.length}`;
-  }
-  if (q.kind) {
-    params.push(q.kind);
-    where += ` AND kind = $${params.length}`;
-  }
-  const { rows } = await ports.db.query<CounterpartyView>(`SELECT ${CP_COLUMNS} FROM counterparties WHERE ${where} ORDER BY last_seen_at DESC, id LIMIT $3`, params);
+  const f = new ListFilter(tenant, q.limit);
+  if (q.identifier !== undefined) f.add('identifier = ?', q.identifier_kind ? normalizeIdentifier(q.identifier_kind, q.identifier) : q.identifier);
+  if (q.identifier_kind) f.add('identifier_kind = ?', q.identifier_kind);
+  if (q.kind) f.add('kind = ?', q.kind);
+  const { rows } = await ports.db.query<CounterpartyView>(`SELECT ${CP_COLUMNS} FROM counterparties WHERE ${f.where} ORDER BY last_seen_at DESC, id LIMIT $3`, f.params);
   return rows;
 }
 
@@ -238,16 +229,11 @@ export type InteractionFilter = { counterparty_id?: string | undefined; kind?: z
 
 /** Interactions, newest first; since inclusive, until exclusive, both on occurred_at. */
 export async function listInteractions(ports: Pick<Ports, 'db'>, tenant: Tenant, q: InteractionFilter): Promise<InteractionView[]> {
-  const params: unknown[] = [tenant.orgId, tenant.projectId, q.limit];
-  let where = 'org_id = $1 AND project_id = $2';
-  const add = (sql: string, v: unknown) => {
-    params.push(v);
-    where += ` AND ${sql.replace('?', `$${params.length}`)}`;
-  };
-  if (q.counterparty_id) add('counterparty_id = ?', q.counterparty_id);
-  if (q.kind) add('kind = ?', q.kind);
-  if (q.since) add('occurred_at >= ?', q.since.toISOString());
-  if (q.until) add('occurred_at < ?', q.until.toISOString());
-  const { rows } = await ports.db.query<Omit<InteractionView, 'amount_minor'> & { amount_minor: string | null }>(`SELECT ${IX_COLUMNS} FROM interactions WHERE ${where} ORDER BY occurred_at DESC, id DESC LIMIT $3`, params);
+  const f = new ListFilter(tenant, q.limit);
+  if (q.counterparty_id) f.add('counterparty_id = ?', q.counterparty_id);
+  if (q.kind) f.add('kind = ?', q.kind);
+  if (q.since) f.add('occurred_at >= ?', q.since.toISOString());
+  if (q.until) f.add('occurred_at < ?', q.until.toISOString());
+  const { rows } = await ports.db.query<Omit<InteractionView, 'amount_minor'> & { amount_minor: string | null }>(`SELECT ${IX_COLUMNS} FROM interactions WHERE ${f.where} ORDER BY occurred_at DESC, id DESC LIMIT $3`, f.params);
   return rows.map(interactionRow);
 }

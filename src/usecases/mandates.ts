@@ -8,6 +8,7 @@ import { isoText as TS } from '../postgres/iso-text.ts';
 import { POLICY_ATTEMPTS, PolicyEngine } from '../policy/evaluator.ts';
 import type { ApprovalExecutor } from './approval-executors.ts';
 import type { Ports, RunCommand, Tenant } from './context.ts';
+import { ListFilter } from './list-filter.ts';
 import { policyRefusal } from './policy-refusal.ts';
 
 // Spends against a mandate (spec 4.7): the organization's policies first, then
@@ -203,17 +204,10 @@ const columns = (nowParam: string) =>
 
 /** The tenant's mandates, newest first (status is effective: past expires_at reads expired). */
 export async function listMandates(ports: Ports, tenant: Tenant, q: { consumer_id?: string | undefined; status?: MandateRow['status'] | undefined; limit: number }): Promise<MandateRow[]> {
-  const params: unknown[] = [tenant.orgId, tenant.projectId, q.limit, ports.now().toISOString()];
-  let where = 'org_id = $1 AND project_id = $2';
-  if (q.consumer_id) {
-    params.push(q.consumer_id);
-    where += ` AND consumer_id = $${params.length}`;
-  }
-  if (q.status) {
-    params.push(q.status);
-    where += ` AND ${EFFECTIVE.replace('$NOW', '$4')} = $${params.length}`;
-  }
-  const { rows } = await ports.db.query<MandateRow>(`SELECT ${columns('$4')} FROM mandates WHERE ${where} ORDER BY created_at DESC, id LIMIT $3`, params);
+  const f = new ListFilter(tenant, q.limit, ports.now().toISOString());
+  if (q.consumer_id) f.add('consumer_id = ?', q.consumer_id);
+  if (q.status) f.add(`${EFFECTIVE.replace('$NOW', '$4')} = ?`, q.status);
+  const { rows } = await ports.db.query<MandateRow>(`SELECT ${columns('$4')} FROM mandates WHERE ${f.where} ORDER BY created_at DESC, id LIMIT $3`, f.params);
   return rows;
 }
 
