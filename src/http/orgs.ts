@@ -1,15 +1,12 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { type ActiveOrg, orgDecider, orgStream } from '../../commands/org.ts';
-import { projectView } from '../usecases/projects.ts';
+import { addTeamMember, createApiKey, createOrganization, listApiKeys, revokeApiKey } from '../usecases/orgs.ts';
 import { hashKey } from './auth.ts';
-import { newId, randomString } from './ids.ts';
 import { defineRoute, type AppDeps } from './route.ts';
 import { IdParam, Project, Timestamp } from './schemas.ts';
 
-// Bootstrap and credentials: organizations, team members, API keys, whoami.
-// Organizations, users and keys are events in the organization's stream (the
-// key's hash, never the key).
+// Bootstrap and credentials: organizations, team members, API keys, whoami:
+// the routes; the use cases are src/usecases/orgs.ts.
 
 const Email = z.string().trim().toLowerCase().pipe(z.email()).pipe(z.string().max(254));
 const Scope = z.string().regex(/^(\*|[a-z_]+:(read|write|\*))$/);
@@ -27,11 +24,13 @@ export const ApiKey = z
   })
   .meta({ id: 'ApiKey' });
 
-export function newApiKey(environment: 'live' | 'test'): string {
-  return `sk_${environment}_${randomString(32)}`;
+export async function orgRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
+  bootstrapRoutes(app, deps);
+  apiKeyRoutes(app, deps);
 }
 
-export async function orgRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
+/** An organization with its owner, and the users added to it. */
+function bootstrapRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'POST',
     url: '/v1/orgs',
@@ -50,21 +49,7 @@ export async function orgRoutes(app: FastifyInstance, deps: AppDeps): Promise<vo
     errors: [[400, 'invalid_body'], [401, 'unauthorized']],
     idempotent: false,
     async handler({ body, run }) {
-      const orgId = newId('org');
-      const userId = newId('usr');
-      const projectId = newId('prj');
-      const r = await run(
-        orgDecider,
-        orgStream(orgId),
-        { type: 'create_org', orgId, name: body.name, defaultProjectId: projectId, owner: { userId, email: body.owner_email, displayName: body.owner_display_name ?? null } },
-        { orgId, projectId: null, expectedRevision: 'no_stream' },
-      );
-      const s = r.state as ActiveOrg;
-      const created = r.events[0]!.type === 'org.created' ? r.events[0]!.data.created_at : '';
-      return {
-        status: 201,
-        body: { org: { id: orgId, name: body.name, created_at: created }, owner: { user_id: userId, email: body.owner_email, role: 'owner' }, default_project: projectView(orgId, projectId, s) },
-      };
+      return { status: 201, body: await createOrganization(run, body) };
     },
   });
 
@@ -81,12 +66,13 @@ export async function orgRoutes(app: FastifyInstance, deps: AppDeps): Promise<vo
     errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'insufficient_role'], [409, 'user_exists']],
     idempotent: true,
     async handler({ auth, body, run }) {
-      const userId = newId('usr');
-      await run(orgDecider, orgStream(auth.orgId), { type: 'add_user', userId, email: body.email, displayName: body.display_name ?? null, role: body.role });
-      return { status: 201, body: { user_id: userId, email: body.email, role: body.role } };
+      return { status: 201, body: await addTeamMember(run, auth.orgId, body) };
     },
   });
+}
 
+/** API keys (create, list, revoke) and what the calling key resolves to. */
+function apiKeyRoutes(app: FastifyInstance, deps: AppDeps): void {
   defineRoute(app, deps, {
     method: 'POST',
     url: '/v1/api-keys',
@@ -107,23 +93,7 @@ export async function orgRoutes(app: FastifyInstance, deps: AppDeps): Promise<vo
     errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'insufficient_role'], [404, 'not_found']],
     idempotent: true,
     async handler({ auth, body, run }) {
-      const keyId = newId('key');
-      const key = newApiKey(body.environment);
-      const scopes = body.scopes ?? ['*'];
-      const projectId = body.project_id ?? null;
-      const r = await run(orgDecider, orgStream(auth.orgId), {
-        type: 'create_api_key',
-        keyId,
-        name: body.name,
-        environment: body.environment,
-        projectId,
-        scopes,
-        keyHash: hashKey(key),
-        keyPrefix: key.slice(0, 12),
-      });
-      const e = r.events[0]!;
-      const createdAt = e.type === 'api_key.created' ? e.data.created_at : '';
-      return { status: 201, body: { id: keyId, key, name: body.name, environment: body.environment, project_id: projectId, scopes, created_at: createdAt } };
+      return { status: 201, body: await createApiKey(run, auth.orgId, body, hashKey) };
     },
   });
 
@@ -138,14 +108,7 @@ export async function orgRoutes(app: FastifyInstance, deps: AppDeps): Promise<vo
     responses: { 200: z.object({ api_keys: z.array(ApiKey) }) },
     errors: [[401, 'unauthorized'], [403, 'insufficient_role']],
     async handler({ auth, deps }) {
-      const { rows } = await deps.db.query<z.infer<typeof ApiKey>>(
-        `SELECT key_id AS id, name, environment, project_id, scopes, key_prefix AS prefix,
-           to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at,
-           to_char(revoked_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS revoked_at
-         FROM api_keys WHERE org_id = $1 ORDER BY created_at DESC, key_id`,
-        [auth.orgId],
-      );
-      return { status: 200, body: { api_keys: rows } };
+      return { status: 200, body: { api_keys: await listApiKeys(deps, auth.orgId) } };
     },
   });
 
@@ -162,7 +125,7 @@ export async function orgRoutes(app: FastifyInstance, deps: AppDeps): Promise<vo
     errors: [[401, 'unauthorized'], [403, 'insufficient_role'], [404, 'not_found']],
     idempotent: true,
     async handler({ auth, params, run }) {
-      await run(orgDecider, orgStream(auth.orgId), { type: 'revoke_api_key', keyId: params.id });
+      await revokeApiKey(run, auth.orgId, params.id);
       return { status: 200, body: { id: params.id, revoked: true } };
     },
   });
