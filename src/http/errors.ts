@@ -192,6 +192,15 @@ export const REJECTION_STATUS: Record<string, number> = {
   missing_bank_consent_id: 500,
   consent_not_authorised: 409,
   consent_missing_tokens: 500,
+  // pix keys (src/usecases/pix-keys.ts; pix_key_invalid is with the partner accounts below)
+  pix_key_document_mismatch: 403,
+  pix_key_ownership_unverified: 409,
+  pix_key_registration_uncertain: 409,
+  pix_key_provider_refused: 422,
+  pix_key_provider_unavailable: 502,
+  // the audit chain's proofs (src/usecases/audit-proofs.ts)
+  not_yet_checkpointed: 409,
+  chain_unverifiable: 409,
   // pix charges (src/usecases/pix-charges.ts)
   wallet_not_active: 409,
   pix_key_required: 409,
@@ -221,6 +230,8 @@ export const RAW_REJECTIONS: Readonly<Record<string, (r: Rejection) => { status:
   tool_not_mocked: (r) => ({ status: 422, body: { code: r.code, message: r.message } }),
   // The open-session quota: {error, message, limit, current}.
   quota_exceeded: (r) => ({ status: 403, body: { error: r.code, message: r.message, ...r.details } }),
+  // A Pix key registration the PSP answered with an unreadable body: the framework-default shape the spec gives the operation.
+  pix_key_provider_malformed: (r) => ({ status: 500, body: { statusCode: 500, error: 'Internal Server Error', message: r.message, code: r.code } }),
   // A verify-connection failure (spec 4.5): the details are the body {ok: false, error, message, request_id, ...}; the status is its code's.
   verify_failed: (r) => ({ status: VERIFY_STATUS[String(r.details?.error)] ?? 502, body: r.details ?? {} }),
   // Failed API key pastes on the consent page (src/usecases/oauth-paste-guard.ts): {error: rate_limited, message, limit, remaining, retry_after_seconds} and Retry-After.
