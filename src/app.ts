@@ -62,7 +62,7 @@ import { platformRoutes } from './http/platform.ts';
 import { registerMetrics } from './http/metrics.ts';
 import { docsRoutes } from './http/docs.ts';
 import { projectRoutes } from './http/projects.ts';
-import { defaultRateLimit, RateLimiter, type RateLimitConfig } from './http/ratelimit.ts';
+import { defaultRateLimit, SharedRateLimiter, type RateLimitConfig } from './http/ratelimit.ts';
 import type { WitnessEndpoint } from './audit/witness-client.ts';
 import type { AppDeps, RouteSpec } from './http/route.ts';
 import { HTTP_BODY_MAX_BYTES } from './limits.ts';
@@ -232,7 +232,8 @@ function composeDeps(opts: BuildOptions): AppDeps {
     auth: new Authenticator(opts.db, opts.serviceSecret, orgCache, { resourceMetadataUrl: oauthUrls(opts.baseUrl).resourceMetadata, ...(opts.now ? { now: opts.now } : {}) }),
     orgCache,
     idempotency: new IdempotencyStore(opts.db),
-    rateLimiter: new RateLimiter(opts.rateLimit ?? defaultRateLimit),
+    // Counted in PostgreSQL for every instance; each admission also reads the organization projection's applied position (src/http/ratelimit.ts).
+    rateLimiter: new SharedRateLimiter(opts.db, opts.rateLimit ?? defaultRateLimit, orgProjection.name),
     now: opts.now ?? (() => new Date()),
     readWaitMs: opts.readWaitMs ?? 5_000,
     sessionQuota: opts.sessionQuota ?? 100,

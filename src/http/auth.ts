@@ -106,6 +106,16 @@ export class Authenticator {
    */
   private readonly byConnection = new WeakMap<object, ConnectionAuth>();
 
+  /** The organization projection's version the cached credentials are valid at. */
+  version(): string | undefined {
+    return this.cache.version();
+  }
+
+  /** The organization projection's applied position read from the database (see ReadCache.learn). */
+  learn(applied: string | null): void {
+    this.cache.learn(applied);
+  }
+
   /** The authentication already made for this request's connection and headers, if it still holds (no hashing, no lookup). */
   cached(req: FastifyRequest, mode: AuthMode, scope: string | undefined): Auth | undefined {
     const c = this.byConnection.get(req.raw.socket);

@@ -1,8 +1,8 @@
 import type { FastifyRequest } from 'fastify';
 import { OAUTH_RATE_BURST, OAUTH_RATE_PER_SECOND } from '../limits.ts';
-import { RawHttpError } from './errors.ts';
 import { defaultPasteGuard, type PasteGuardConfig } from '../usecases/oauth-paste-guard.ts';
-import { RateLimiter, type RateLimitConfig } from './ratelimit.ts';
+import { type RateLimitConfig, SharedRateLimiter } from './ratelimit.ts';
+import type { Db } from '../postgres/db.ts';
 import type { AppDeps, RouteSpec } from './route.ts';
 
 // What the OAuth endpoints share: the issuer and endpoint URLs, the scope
@@ -21,11 +21,11 @@ export type OAuthShared = {
   scopes: () => string[];
 };
 
-export function oauthShared(deps: Pick<AppDeps, 'baseUrl' | 'now' | 'routes'>, opts: OAuthOptions = {}): OAuthShared {
+export function oauthShared(deps: Pick<AppDeps, 'baseUrl' | 'now' | 'routes' | 'db'>, opts: OAuthOptions = {}): OAuthShared {
   let vocabulary: string[] | undefined;
   return {
     urls: oauthUrls(deps.baseUrl),
-    limits: AddressLimits.from(opts, deps.now),
+    limits: AddressLimits.from(deps.db, opts, deps.now),
     pasteGuard: opts.rateLimit?.keyPaste ?? defaultPasteGuard,
     scopes: () => (vocabulary ??= scopeVocabulary(deps.routes)),
   };
@@ -80,30 +80,18 @@ export function redirectUriMatches(registered: readonly string[], requested: str
   return registered.some((x) => URL.canParse(x) && new URL(x).protocol === 'http:' && portless(new URL(x)) === portless(r));
 }
 
-/** Token buckets per client address, one family per endpoint (key pastes have their own guard: src/usecases/oauth-paste-guard.ts). */
+/** Limits per client address and endpoint, counted in PostgreSQL for every instance (key pastes have their own guard: src/usecases/oauth-paste-guard.ts). */
 export class AddressLimits {
-  private readonly perEndpoint = new Map<string, RateLimiter>();
-  constructor(
-    private readonly cfg: RateLimitConfig,
-    private readonly now: () => number,
-  ) {}
+  constructor(private readonly limiter: SharedRateLimiter) {}
 
-  static from(opts: OAuthOptions, now: () => Date): AddressLimits {
-    return new AddressLimits(opts.rateLimit?.perAddress ?? { burst: OAUTH_RATE_BURST, perSecond: OAUTH_RATE_PER_SECOND }, () => now().getTime());
+  static from(db: Db, opts: OAuthOptions, now: () => Date): AddressLimits {
+    const cfg = opts.rateLimit?.perAddress ?? { burst: OAUTH_RATE_BURST, perSecond: OAUTH_RATE_PER_SECOND };
+    return new AddressLimits(new SharedRateLimiter(db, { ...cfg, message: 'too many requests from this address' }, null, () => now().getTime()));
   }
 
   /** Throws the spec's 429 `rate_limited` body when the address is over its limit on this endpoint. */
-  take(endpoint: 'register' | 'authorize' | 'token', req: FastifyRequest): void {
-    let limiter = this.perEndpoint.get(endpoint);
-    if (!limiter) this.perEndpoint.set(endpoint, (limiter = new RateLimiter(this.cfg, this.now)));
-    try {
-      limiter.take(`${endpoint}:${req.ip}`);
-    } catch (err) {
-      if (err instanceof RawHttpError && typeof err.body === 'object' && err.body) {
-        throw new RawHttpError(err.status, { ...err.body, message: 'too many requests from this address' }, err.headers);
-      }
-      throw err;
-    }
+  async take(endpoint: 'register' | 'authorize' | 'token', req: FastifyRequest): Promise<void> {
+    await this.limiter.take(`${endpoint}:${req.ip}`);
   }
 }
 

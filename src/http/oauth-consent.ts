@@ -47,7 +47,7 @@ export async function consentRoutes(app: FastifyInstance, deps: AppDeps, shared:
 
 /** GET: the checked request stored under a new handle bound to the cookie, and the page that asks. */
 async function consentPage({ deps, shared, guard, cookie }: Consent, req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
-  shared.limits.take('authorize', req);
+  await shared.limits.take('authorize', req);
   const { request, clientName } = await authorizationRequest(deps, req.query, shared.scopes);
   const now = deps.now();
   const existing = readCookie(req, cookie.name);
@@ -103,7 +103,7 @@ async function authorizationRequest(deps: AppDeps, q: unknown, vocabulary: OAuth
 
 /** POST: the form's handle taken once; deny redirects with access_denied, allow (with a valid pasted key) with a code. */
 async function consentDecision({ deps, shared, guard, cookie }: Consent, req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
-  shared.limits.take('authorize', req);
+  await shared.limits.take('authorize', req);
   const body = req.body;
   const handle = param(body, 'handle');
   if (typeof handle !== 'string' || !HANDLE.test(handle)) throw refuse('The consent form is incomplete.');

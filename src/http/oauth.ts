@@ -119,7 +119,7 @@ function registrationRoute(app: FastifyInstance, deps: AppDeps, { limits }: OAut
       [429, 'rate_limited'],
     ],
     async handler({ req, run }) {
-      limits.take('register', req);
+      await limits.take('register', req);
       const m = clientMetadata(req.body);
       const clientId = await registerOAuthClient(run, m);
       const { redirectUris, grantTypes, responseTypes, clientName } = m;
@@ -152,7 +152,7 @@ function tokenRoute(app: FastifyInstance, deps: AppDeps, { limits, scopes }: OAu
       [429, 'rate_limited'],
     ],
     async handler({ req, reply }) {
-      limits.take('token', req);
+      await limits.take('token', req);
       const request = await tokenRequest(deps, req.body, scopes);
       const r = await redeemToken(deps, String(req.id), request).catch((err: unknown) => {
         throw oauthRefusal(err);

@@ -8,7 +8,7 @@ import { ApiError, sendResponse, toIssues } from './errors.ts';
 import { checkKey, type IdempotencyStore } from './idempotency.ts';
 import { type IdemKey, idempotently } from './route-idempotency.ts';
 import { type BodyText, checkInputText } from './input-text.ts';
-import type { RateLimiter } from './ratelimit.ts';
+import type { SharedRateLimiter } from './ratelimit.ts';
 import type { PageSpec } from './openapi.ts';
 import type { Ports } from '../usecases/context.ts';
 
@@ -23,7 +23,7 @@ export type { RunCommand } from '../usecases/context.ts';
 export type AppDeps = Ports & {
   auth: Authenticator;
   idempotency: IdempotencyStore;
-  rateLimiter: RateLimiter;
+  rateLimiter: SharedRateLimiter;
   routes: RouteSpec[];
   /** The HTML pages registered outside defineRoute (the OAuth consent page), for the OpenAPI document. */
   pages?: PageSpec[];
@@ -142,34 +142,35 @@ const admitted = new WeakMap<FastifyRequest, Auth>();
  * order, as an onRequest hook: before fastify reads the body (its media type,
  * its size, its JSON) and before anything is validated, so a caller without
  * the right gets its 401/403 whatever it sent and never learns a schema
- * (issue 40). A callback hook: a key already authenticated on this connection
- * costs no promise.
+ * (issue 40). A key already authenticated on this connection is not hashed
+ * or looked up again, while the organization projection has not moved.
  */
 function gate<M extends AuthMode>(deps: AppDeps, spec: RouteSpec<unknown, unknown, unknown, M>): onRequestHookHandler {
   const OPEN: Auth = { kind: 'open' };
-  const admit = (req: FastifyRequest, auth: Auth) => {
-    if (auth.kind === 'api_key') deps.rateLimiter.take(auth.keyId);
+  const authenticate = (req: FastifyRequest) => deps.auth.cached(req, spec.auth, spec.scope) ?? deps.auth.authenticate(req, spec.auth, spec.scope, spec.minRole);
+  const run = async (req: FastifyRequest) => {
+    let auth: Auth = OPEN;
+    if (spec.auth !== 'open') {
+      const at = deps.auth.version();
+      auth = await authenticate(req);
+      // One statement for every instance: the key's rate limit, and the
+      // organization projection's applied position. When another instance
+      // acknowledged a change of keys or projects before this request came,
+      // the cache learns it here and the credential is checked again.
+      const { watched } = await deps.rateLimiter.take(auth.kind === 'api_key' ? auth.keyId : null);
+      deps.auth.learn(watched);
+      if (deps.auth.version() !== at) auth = await authenticate(req);
+    }
     admitted.set(req, auth);
-  };
-  const slow = async (req: FastifyRequest, known: Auth | undefined) => {
-    const auth = known ?? (await deps.auth.authenticate(req, spec.auth, spec.scope, spec.minRole));
-    if (!known) admit(req, auth);
     await spec.authorize?.({ auth: auth as AuthFor<M>, params: req.params as Record<string, string>, req });
   };
   return (req, _reply, done) => {
-    let known: Auth | undefined;
-    try {
-      known = spec.auth === 'open' ? OPEN : deps.auth.cached(req, spec.auth, spec.scope);
-      if (known) admit(req, known);
-    } catch (err) {
-      done(err as Error);
-      return;
-    }
-    if (known && !spec.authorize) {
+    if (spec.auth === 'open' && !spec.authorize) {
+      admitted.set(req, OPEN);
       done();
       return;
     }
-    slow(req, known).then(() => done(), done);
+    run(req).then(() => done(), done);
   };
 }
 

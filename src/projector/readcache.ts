@@ -8,7 +8,7 @@ import { appliedKey } from './checkpoints.ts';
 // so a write acknowledged here (which waits for the projection) is visible to
 // the next read here. Positions of other processes' progress arrive by NOTIFY.
 
-export type PositionSource = { position(name: string): Position | undefined; epoch?: number };
+export type PositionSource = { position(name: string): Position | undefined; report?(name: string, position: Position): void; epoch?: number };
 
 export class ReadCache<V> {
   private readonly entries = new Map<string, { at: Position; value: V }>();
@@ -51,6 +51,18 @@ export class ReadCache<V> {
     const at = this.progress.position(this.applied);
     // After a rewind (src/recovery.ts) the same position may name other events: the epoch tells them apart.
     return at === undefined ? undefined : `${this.progress.epoch ?? 0}/${at}`;
+  }
+
+  /**
+   * The projection's applied position as read from its checkpoint row by
+   * this request (src/http/ratelimit.ts): a write another instance
+   * acknowledged may not have reached this process by NOTIFY yet; learning
+   * it here retires every entry filled before it.
+   */
+  learn(applied: Position | null): void {
+    if (applied === null || applied === '') return;
+    const known = this.progress.position(this.applied);
+    if (known === undefined || applied > known) this.progress.report?.(this.applied, applied);
   }
 
   clear(): void {

@@ -34,7 +34,7 @@ t.test('80 concurrent settlements through two instances on one facilitator key a
   await instances[0]!.mint(payer.address, 1_000_000n);
   const auths = await Promise.all(Array.from({ length: 80 }, () => authorize(1_000n)));
   const results = await Promise.all(auths.map((a, i) => instances[i % 2]!.settle(a.message, a.signature)));
-  const failed = results.filter((r) => r.outcome !== 'settled').map((r) => ('reason' in r ? r.reason : r.outcome));
+  const failed = results.filter((r) => r.outcome !== 'settled').map((r) => (r as { reason?: string }).reason ?? r.outcome);
   t.same(failed, [], 'every settlement settled');
   t.equal(await instances[1]!.balanceOf(payee), 80_000n, 'each moved its value once');
   const hashes = new Set(results.map((r) => ('txHash' in r ? r.txHash : '')));
