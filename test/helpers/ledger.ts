@@ -29,7 +29,7 @@ export type TestLedger = {
 };
 
 /** `store: 'esdb'` puts the log on EventStoreDB: the server at ESDB_URL, else the double on loopback. */
-export async function testLedger(t: Test, opts: { checkpointEveryEntries?: number; now?: () => Date; store?: 'postgres' | 'esdb' } = {}): Promise<TestLedger> {
+export async function testLedger(t: Test, opts: { checkpointEveryEntries?: number; checkpointIntervalMs?: number; now?: () => Date; store?: 'postgres' | 'esdb' } = {}): Promise<TestLedger> {
   const { url, db } = await testDatabase(t);
   let esdb: EsdbDouble | undefined;
   let store: EventStore;
@@ -43,7 +43,7 @@ export async function testLedger(t: Test, opts: { checkpointEveryEntries?: numbe
   const readSide = await startReadSide(
     db,
     store,
-    { signingKey: key, origin: AUDIT_ORIGIN, checkpointEveryEntries: opts.checkpointEveryEntries ?? 4, checkpointIntervalMs: 60_000 },
+    { signingKey: key, origin: AUDIT_ORIGIN, checkpointEveryEntries: opts.checkpointEveryEntries ?? 4, checkpointIntervalMs: opts.checkpointIntervalMs ?? 60_000 },
     undefined,
     { reactors: false, ...(opts.now ? { now: opts.now } : {}) },
   );

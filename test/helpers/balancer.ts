@@ -1,0 +1,55 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+// A round-robin HTTP load balancer on loopback, as in front of a deployment:
+// each request goes to the next instance; a request whose instance refuses the
+// connection (stopped, restarting) is sent to the next one, as balancers do
+// for connection failures (nothing of it reached the instance). Bodies are
+// buffered (so a request can be resent); answers stream (SSE). The client's
+// address travels in X-Forwarded-For.
+
+export type Balancer = { url: string; backends: string[]; sent: number[]; close(): Promise<void> };
+
+export async function startBalancer(backends: string[]): Promise<Balancer> {
+  let next = 0;
+  const sent = backends.map(() => 0);
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      const start = next++ % backends.length;
+      const attempt = (k: number) => {
+        const i = (start + k) % backends.length;
+        const target = new URL(req.url ?? '/', backends[i]);
+        const headers = { ...req.headers, 'x-forwarded-for': req.socket.remoteAddress ?? '', 'x-forwarded-proto': 'http' };
+        const out = http.request(target, { method: req.method, headers, agent }, (answer) => {
+          sent[i]!++;
+          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(res);
+          res.on('close', () => answer.destroy());
+        });
+        out.on('error', (err: NodeJS.ErrnoException) => {
+          if (!res.headersSent && (err.code === 'ECONNREFUSED' || err.code === 'ECONNRESET') && k + 1 < backends.length * 2) return attempt(k + 1);
+          if (!res.headersSent) res.writeHead(502).end();
+          else res.destroy();
+        });
+        out.end(body);
+      };
+      attempt(0);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    backends,
+    sent,
+    close: () =>
+      new Promise<void>((r) => {
+        agent.destroy();
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
+}
