@@ -114,6 +114,8 @@ export type BuildOptions = {
   logStream?: { write(line: string): void };
   /** Bearer token for GET /metrics from other than loopback (METRICS_TOKEN). */
   metricsToken?: string;
+  /** The reverse proxies trusted for the client address (TRUST_PROXY: src/config.ts); unset: the socket's address. */
+  trustProxy?: number | string | false;
   /** The hosted-connect merchants' login pages (none: start answers 503 for that merchant). */
   merchants?: MerchantSites;
   /** The browser worker (null: none configured); from BROWSER_WORKER / BROWSER_WORKER_URL when absent. */
@@ -149,6 +151,9 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
 }
 
 /** The fastify instance: logging, request ids, the framework errors' envelope, the body parsers, the error handling. */
+/** Trust the `n` proxies nearest the service (proxy-addr's hop count, as a function: fastify's types take no number). */
+const hops = (n: number) => (_addr: string, i: number) => i < n;
+
 function createFastify(opts: BuildOptions): { app: FastifyInstance; registered: { method: string; url: string }[] } {
   const app = Fastify({
     // Every line through the one redaction rule (src/redact.ts): capabilities and personal data in URLs never reach the log.
@@ -156,6 +161,8 @@ function createFastify(opts: BuildOptions): { app: FastifyInstance; registered: 
     // Log lines carry the id the error envelope shows as request_id, under the same name.
     logController: new LogController({ requestIdLogLabel: 'request_id' }),
     bodyLimit: HTTP_BODY_MAX_BYTES,
+    // Behind a reverse proxy the client address (rate limits per address, the paste guard) comes from X-Forwarded-For, from the configured proxies only.
+    trustProxy: typeof opts.trustProxy === 'number' ? hops(opts.trustProxy) : (opts.trustProxy ?? false),
     // Path parameters up to 256 characters reach their schemas (a Pix charge reference is up to 128).
     routerOptions: { maxParamLength: 256 },
     // Echo a well-formed incoming X-Request-Id, else mint one (32 hex characters from the pooled random bytes).

@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { isIP } from 'node:net';
 import { z } from 'zod';
 import { parseWitnessList, type WitnessEndpoint } from './audit/witness-client.ts';
 import { APPEND_MAX_BYTES, APPEND_MAX_BYTES_CEILING } from './limits.ts';
@@ -38,6 +39,7 @@ const schema = z.object({
   DID_DOMAIN: z.string().regex(/^[A-Za-z0-9.-]+(%3A\d+)?$/).optional(),
   PUBLIC_BASE_URL: z.string().url().optional(),
   MCP_ALLOWED_ORIGINS: z.string().optional(),
+  TRUST_PROXY: z.string().optional(),
   READ_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(5_000),
   SESSION_QUOTA_PER_ORG: z.coerce.number().int().positive().default(100),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -98,6 +100,8 @@ export type Config = {
   publicBaseUrl: string;
   /** Browser origins, besides the service's own, allowed on the MCP endpoints (MCP_ALLOWED_ORIGINS, comma list). */
   mcpAllowedOrigins: string[];
+  /** TRUST_PROXY: the reverse proxies whose X-Forwarded-For names the client (a hop count, or a comma list of addresses, CIDRs, loopback/linklocal/uniquelocal); false: the socket's address. */
+  trustProxy: number | string | false;
   /** How long a command waits for the read side before answering with the read-side-behind header. */
   readWaitMs: number;
   /** Open sessions an organization may hold (403 quota_exceeded beyond). */
@@ -127,6 +131,29 @@ function parseJsonSetting<S extends z.ZodType>(name: string, raw: string | undef
 }
 
 const parseOAuthClients = (raw: string | undefined): Config['providerOAuthClients'] => parseJsonSetting('PROVIDER_OAUTH_CLIENTS', raw, OAuthClientsSchema);
+/**
+ * TRUST_PROXY: unset, the client is the socket's address; a number, that many
+ * proxies in front (the client is that far from the end of X-Forwarded-For);
+ * else a comma list of the proxies' addresses or CIDRs (or loopback,
+ * linklocal, uniquelocal). A bad entry names itself.
+ */
+export function parseTrustProxy(v: string | undefined): number | string | false {
+  const s = v?.trim();
+  if (!s) return false;
+  if (/^\d+$/.test(s)) {
+    const n = Number(s);
+    if (n < 1 || n > 16) throw new ConfigError(`TRUST_PROXY: '${s}' is not a hop count from 1 to 16`);
+    return n;
+  }
+  const entries = s.split(',').map((x) => x.trim());
+  for (const x of entries) {
+    const [addr, bits, more] = x.split('/');
+    const ok = ['loopback', 'linklocal', 'uniquelocal'].includes(x) || (more === undefined && isIP(addr ?? '') !== 0 && (bits === undefined || (/^\d+$/.test(bits) && Number(bits) <= (isIP(addr!) === 4 ? 32 : 128))));
+    if (!ok) throw new ConfigError(`TRUST_PROXY: '${x}' is not an address, a CIDR or loopback/linklocal/uniquelocal`);
+  }
+  return entries.join(',');
+}
+
 /** MCP_ALLOWED_ORIGINS: a comma list of origins (scheme://host[:port], nothing after it); a bad entry names itself. */
 function parseOrigins(raw: string | undefined): string[] {
   if (!raw || raw.trim() === '') return [];
@@ -197,6 +224,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     providerOAuthClients: parseOAuthClients(e.PROVIDER_OAUTH_CLIENTS),
     browserWorker: e.BROWSER_WORKER_URL ? { kind: 'remote', url: e.BROWSER_WORKER_URL } : { kind: e.BROWSER_WORKER },
     mcpAllowedOrigins: parseOrigins(e.MCP_ALLOWED_ORIGINS),
+    trustProxy: parseTrustProxy(e.TRUST_PROXY),
     publicBaseUrl: e.PUBLIC_BASE_URL ?? `http://${e.HOST.includes(':') ? `[${e.HOST}]` : e.HOST}:${e.PORT}`,
     readWaitMs: e.READ_WAIT_MS,
     sessionQuota: e.SESSION_QUOTA_PER_ORG,

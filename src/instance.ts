@@ -32,6 +32,7 @@ export async function openInstance(config: Config, opts: { log?: (line: string) 
       ...(config.didDomain ? { didDomain: config.didDomain } : {}),
       baseUrl: config.publicBaseUrl,
       mcp: { allowedOrigins: config.mcpAllowedOrigins },
+      trustProxy: config.trustProxy,
       readWaitMs: config.readWaitMs,
       sessionQuota: config.sessionQuota,
       auditWitnesses: config.auditWitnesses,

@@ -32,7 +32,7 @@ export const SERVICE_SECRET = 'svc_test_secret_0123456789abcdefghijklmnop';
 
 export type TestApp = { app: FastifyInstance; ledger: TestLedger; vault: Vault; webhooks: WebhookDispatcher; x402: X402Deps | undefined; sandboxProviders: SandboxProviders | undefined; providerRuntime: ProviderRuntime; sandboxMerchants: SandboxMerchants | undefined };
 
-export async function testApp(t: Test, opts: { readWaitMs?: number; sessionQuota?: number; rateLimit?: RateLimitConfig; now?: () => Date; webhooks?: Partial<WebhookConfig>; webhookWorker?: boolean; banks?: Map<string, Bank>; x402?: boolean; oauth?: OAuthOptions; pix?: PixDeps; providers?: boolean; providerTimeoutMs?: number; logStream?: { write(line: string): void }; mcp?: Partial<McpConfig>; store?: 'postgres' | 'esdb'; merchants?: boolean; browserWorker?: BrowserWorker | null; checkpointEveryEntries?: number; checkpointIntervalMs?: number; auditWitnesses?: BuildOptions['auditWitnesses']; providerOAuthClients?: Record<string, { client_id: string; client_secret: string }> } = {}): Promise<TestApp> {
+export async function testApp(t: Test, opts: { readWaitMs?: number; sessionQuota?: number; rateLimit?: RateLimitConfig; now?: () => Date; webhooks?: Partial<WebhookConfig>; webhookWorker?: boolean; banks?: Map<string, Bank>; x402?: boolean; oauth?: OAuthOptions; pix?: PixDeps; providers?: boolean; providerTimeoutMs?: number; logStream?: { write(line: string): void }; mcp?: Partial<McpConfig>; store?: 'postgres' | 'esdb'; merchants?: boolean; browserWorker?: BrowserWorker | null; checkpointEveryEntries?: number; checkpointIntervalMs?: number; auditWitnesses?: BuildOptions['auditWitnesses']; providerOAuthClients?: Record<string, { client_id: string; client_secret: string }>; app?: Partial<BuildOptions> } = {}): Promise<TestApp> {
   const ledger = await testLedger(t, { ...(opts.now ? { now: opts.now } : {}), ...(opts.store ? { store: opts.store } : {}), ...(opts.checkpointEveryEntries ? { checkpointEveryEntries: opts.checkpointEveryEntries } : {}), ...(opts.checkpointIntervalMs ? { checkpointIntervalMs: opts.checkpointIntervalMs } : {}) });
   const vault = await Vault.open(ledger.db, randomBytes(32));
   // Tests reach their receivers on loopback; deliveries retry on a compressed schedule.
@@ -105,6 +105,7 @@ export async function testApp(t: Test, opts: { readWaitMs?: number; sessionQuota
     ...(opts.now ? { now: opts.now } : {}),
     ...(opts.oauth ? { oauth: opts.oauth } : {}),
     ...(opts.auditWitnesses ? { auditWitnesses: opts.auditWitnesses } : {}),
+    ...opts.app,
   });
   t.teardown(() => app.close());
   return { app, ledger, vault, webhooks, x402, sandboxProviders, providerRuntime: providers, sandboxMerchants };

@@ -15,11 +15,11 @@ import { secondInstance, testApp, type TestApp } from './app.ts';
 
 export type Cluster = { first: TestApp; apps: FastifyInstance[]; urls: string[]; balancer: Balancer };
 
-type Options = Parameters<typeof testApp>[1] & { app?: Partial<BuildOptions> };
+type Options = Parameters<typeof testApp>[1];
 
 export async function testCluster(t: Test, opts: Options = {}): Promise<Cluster> {
   const { app: appOpts, ...first } = opts;
-  const a = await testApp(t, first);
+  const a = await testApp(t, opts);
   const b = await secondInstance(t, a, {
     sealer: { checkpointEveryEntries: first.checkpointEveryEntries ?? 4, checkpointIntervalMs: first.checkpointIntervalMs ?? 60_000 },
     app: {

@@ -41,3 +41,10 @@ t.test('EVENTSTORE_MAX_APPEND_BYTES: EventStoreDB\'s default MaxAppendSize unset
   t.equal(loadConfig({ EVENTSTORE_MAX_APPEND_BYTES: '65536' }).maxAppendBytes, 65_536);
   for (const bad of ['abc', '0', '-1', '2.5', String(16_777_216 + 1)]) t.throws(() => loadConfig({ EVENTSTORE_MAX_APPEND_BYTES: bad }), ConfigError, bad);
 });
+
+t.test('TRUST_PROXY: unset trusts no proxy; a hop count; a list of addresses, CIDRs or loopback/linklocal/uniquelocal; anything else refused at start', async (t) => {
+  t.equal(loadConfig({}).trustProxy, false);
+  t.equal(loadConfig({ TRUST_PROXY: '2' }).trustProxy, 2);
+  t.equal(loadConfig({ TRUST_PROXY: 'loopback, 10.0.0.0/8,2001:db8::1' }).trustProxy, 'loopback,10.0.0.0/8,2001:db8::1');
+  for (const bad of ['0', '17', 'true', '10.0.0.0/33', 'proxy.example.com', '10.0.0.1/8/1']) t.throws(() => loadConfig({ TRUST_PROXY: bad }), ConfigError, bad);
+});
