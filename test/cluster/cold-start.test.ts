@@ -12,7 +12,7 @@ import { testDatabase } from '../helpers/db.ts';
 // instead of racing the other instance on the same DDL. Each instance is
 // composed as the server composes it (src/instance.ts), sandboxes off.
 
-const TRIALS = 20;
+const TRIALS = Number(process.env.COLD_START_TRIALS ?? 20);
 const secret = `svc_${randomBytes(24).toString('hex')}`;
 const seed = () => randomBytes(32).toString('base64');
 const platform = { authorization: `Bearer ${secret}` };
@@ -45,9 +45,10 @@ t.test(`${TRIALS} cold starts of two instances together on an empty database`, a
     if (a && b) {
       // Written through one, read through the other: one service.
       const org = await a.app.inject({ method: 'POST', url: '/v1/orgs', headers: platform, payload: { name: `Cold ${trial}`, owner_email: `cold${trial}@example.com` } });
-      const read = org.statusCode === 201 ? await b.app.inject({ method: 'GET', url: '/v1/projects', headers: { ...platform, 'x-svc-user': org.json().owner.user_id } }) : undefined;
-      if (org.statusCode === 201 && read?.statusCode === 200 && read.body.includes(org.json().default_project.id)) up++;
-      else t.fail(`trial ${trial + 1}: ${org.statusCode} ${org.body} / ${read?.statusCode} ${read?.body}`);
+      const key = org.statusCode === 201 ? await b.app.inject({ method: 'POST', url: '/v1/api-keys', headers: { ...platform, 'x-svc-user': org.json().owner.user_id }, payload: { name: 'k', environment: 'test' } }) : undefined;
+      const read = key?.statusCode === 201 ? await a.app.inject({ method: 'GET', url: '/v1/projects', headers: { authorization: `Bearer ${key.json().key}` } }) : undefined;
+      if (read?.statusCode === 200 && read.body.includes(org.json().default_project.id)) up++;
+      else t.fail(`trial ${trial + 1}: ${org.statusCode} / ${key?.statusCode} ${key?.body} / ${read?.statusCode} ${read?.body}`);
     }
     for (const s of started) if (s.status === 'fulfilled') await s.value.close();
     for (const fn of scope.fns.reverse()) await fn();
