@@ -1,6 +1,7 @@
 import { OAUTH_KEY_PASTE_MAX_FAILURES, OAUTH_KEY_PASTE_WINDOW_MS } from '../limits.ts';
 import { Rejection } from '../eventstore/handler.ts';
 import type { Db } from '../postgres/db.ts';
+import { migrate } from '../postgres/schema.ts';
 
 // The brute-force guard of the consent page's API key paste: failed pastes per
 // client address in a fixed window, counted in PostgreSQL so every instance
@@ -23,11 +24,11 @@ export type PasteGuardConfig = { maxFailures: number; windowMs: number };
 export const defaultPasteGuard: PasteGuardConfig = { maxFailures: OAUTH_KEY_PASTE_MAX_FAILURES, windowMs: OAUTH_KEY_PASTE_WINDOW_MS };
 
 export async function migratePasteGuard(db: Db): Promise<void> {
-  await db.query(`CREATE UNLOGGED TABLE IF NOT EXISTS oauth_key_paste_failures (
+  await migrate(db, (tx) => tx.query(`CREATE UNLOGGED TABLE IF NOT EXISTS oauth_key_paste_failures (
     address text PRIMARY KEY,
     window_start timestamptz NOT NULL,
     failures integer NOT NULL
-  )`);
+  )`));
 }
 
 /** A reserved attempt: given back when the pasted key is valid. */
