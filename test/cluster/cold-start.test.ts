@@ -13,13 +13,15 @@ import { testDatabase } from '../helpers/db.ts';
 // composed as the server composes it (src/instance.ts), sandboxes off.
 
 const TRIALS = Number(process.env.COLD_START_TRIALS ?? 20);
+const WAVE = 4;
+t.setTimeout(20 * 60_000);
 const secret = `svc_${randomBytes(24).toString('hex')}`;
 const seed = () => randomBytes(32).toString('base64');
 const platform = { authorization: `Bearer ${secret}` };
 
 t.test(`${TRIALS} cold starts of two instances together on an empty database`, async (t) => {
   let up = 0;
-  for (let trial = 0; trial < TRIALS; trial++) {
+  const trial = async (trial: number) => {
     const scope: { teardown(fn: () => unknown): void; fns: (() => unknown)[] } = { fns: [], teardown(fn) { this.fns.push(fn); } };
     const { url, db } = await testDatabase(scope, { poolMax: 1 });
     await db.close();
@@ -53,6 +55,8 @@ t.test(`${TRIALS} cold starts of two instances together on an empty database`, a
     for (const s of started) if (s.status === 'fulfilled') await s.value.close();
     for (const fn of scope.fns.reverse()) await fn();
     await fs.rm(dataDir, { recursive: true, force: true });
-  }
+  };
+  // Trials run WAVE at a time (each on its own database): the suite's time, not the race, is what a wave shares.
+  for (let i = 0; i < TRIALS; i += WAVE) await Promise.all(Array.from({ length: Math.min(WAVE, TRIALS - i) }, (_, k) => trial(i + k)));
   t.equal(up, TRIALS, 'every trial served a write on one instance and the read on the other');
 });

@@ -60,6 +60,13 @@ t.test('each family written through one instance reads back through the other', 
   const policy = await call(B, 'POST', '/v1/policies', org.key, { name: 'small only', type: 'deny', agents: ['nobody'], tools: ['mandate.spend'] });
   t.equal((await call(A, 'GET', `/v1/policies/${policy.body.id}`, org.key)).status, 200, 'policy');
   t.equal((await call(A, 'DELETE', `/v1/policies/${policy.body.id}`, org.key)).status, 204);
+  const counterparty = await call(B, 'POST', '/v1/counterparties', org.key, { kind: 'customer', name: 'Walk-in' });
+  t.equal(counterparty.status, 201);
+  t.equal((await call(A, 'GET', `/v1/counterparties/${counterparty.body.id}`, org.key)).body.name, 'Walk-in', 'commerce memory');
+  const client = await call(A, 'POST', '/oauth/register', {}, { redirect_uris: ['http://127.0.0.1:9/cb'], client_name: 'Twin app' });
+  t.equal(client.status, 201);
+  const authorize = await fetch(`${B}/oauth/authorize?response_type=code&client_id=${client.body.client_id}&redirect_uri=${encodeURIComponent('http://127.0.0.1:9/cb')}&code_challenge=${'a'.repeat(43)}&code_challenge_method=S256&state=s`);
+  t.equal(authorize.status, 200, 'an OAuth client registered through A is asked for through B');
   // Through the balancer, alternating: each answer reflects every write before it.
   for (let i = 0; i < 10; i++) {
     const r = await call(LB, 'POST', `/v1/consumers/mandates/${mandate.body.id}/spend`, org.key, { amount_minor: '10', currency: 'BRL', merchant: 'shop@pix.example' });
