@@ -2,7 +2,8 @@ import type { DomainEvent, EventDataOf } from '../events/index.ts';
 import { type Decider, Rejection } from '../src/eventstore/handler.ts';
 import type { Tenant } from './consumer.ts';
 
-// A browser signup run: running → needs_verification (paused on the customer,
+// A browser signup run: running (at first possibly on the `queued` step,
+// waiting for a browser context) → needs_verification (paused on the customer,
 // ten minutes) → running again once the code is given → provisioned (a
 // connection) or failed (one of the spec's codes and the step that failed).
 // A pause past its expiry is stale: verification and resend are refused with
@@ -14,6 +15,8 @@ export const signupRunStream = (runId: string) => `signup_run-${runId}`;
 export type SignupRunStatus = 'running' | 'needs_verification' | 'provisioned' | 'failed';
 export type SignupRun = EventDataOf<'signup_run.started'> & {
   status: SignupRunStatus;
+  /** The step a running run is on, where it is recorded: `queued` while it waits for a browser context. */
+  step: 'queued' | null;
   prompt: string | null;
   mechanism: string | null;
   resend: boolean;
@@ -27,6 +30,8 @@ export type SignupRunState = { status: 'none' } | { status: 'exists'; run: Signu
 
 export type SignupRunCommand =
   | { type: 'start'; data: EventDataOf<'signup_run.started'> }
+  | { type: 'queue'; waitUntil: string }
+  | { type: 'dequeue' }
   | { type: 'pause'; prompt: string; mechanism: string; resend: boolean }
   | { type: 'resend'; tenant: Tenant }
   | { type: 'resume'; tenant: Tenant }
@@ -47,10 +52,14 @@ export const signupRunDecider: Decider<SignupRunState, SignupRunCommand> = {
   initialState: () => ({ status: 'none' }),
   evolve(state, event) {
     if (event.type === 'signup_run.started')
-      return { status: 'exists', run: { ...event.data, status: 'running', prompt: null, mechanism: null, resend: false, pauseExpiresAt: null, connectionId: null, code: null, failedStepId: null, probeResult: null } };
+      return { status: 'exists', run: { ...event.data, status: 'running', step: null, prompt: null, mechanism: null, resend: false, pauseExpiresAt: null, connectionId: null, code: null, failedStepId: null, probeResult: null } };
     if (state.status !== 'exists') return state;
     const run = state.run;
     switch (event.type) {
+      case 'signup_run.queued':
+        return { status: 'exists', run: { ...run, step: 'queued' } };
+      case 'signup_run.dequeued':
+        return { status: 'exists', run: { ...run, step: null } };
       case 'signup_run.needs_verification':
         return { status: 'exists', run: { ...run, status: 'needs_verification', prompt: event.data.prompt, mechanism: event.data.mechanism, resend: event.data.resend, pauseExpiresAt: event.data.expires_at } };
       case 'signup_run.verification_resent':
@@ -62,7 +71,7 @@ export const signupRunDecider: Decider<SignupRunState, SignupRunCommand> = {
       case 'signup_run.probed':
         return { status: 'exists', run: { ...run, probeResult: { value: event.data.probe_result } } };
       case 'signup_run.failed':
-        return { status: 'exists', run: { ...run, status: 'failed', prompt: null, pauseExpiresAt: null, code: event.data.code, failedStepId: event.data.failed_step_id } };
+        return { status: 'exists', run: { ...run, status: 'failed', step: null, prompt: null, pauseExpiresAt: null, code: event.data.code, failedStepId: event.data.failed_step_id } };
       default:
         return state;
     }
@@ -76,6 +85,10 @@ export const signupRunDecider: Decider<SignupRunState, SignupRunCommand> = {
     const run = command.type === 'resend' || command.type === 'resume' ? ownRun(state, command.tenant) : state.run;
     const id = run.run_id;
     switch (command.type) {
+      case 'queue':
+      case 'dequeue':
+        if (run.status !== 'running' || (run.step === 'queued') !== (command.type === 'dequeue')) throw new Rejection('invalid_transition', `the run is ${run.status}${run.step ? ` (${run.step})` : ''}`, { from: run.status });
+        return command.type === 'queue' ? [{ type: 'signup_run.queued', data: { run_id: id, wait_until: command.waitUntil, at: now } }] : [{ type: 'signup_run.dequeued', data: { run_id: id, at: now } }];
       case 'pause':
         if (run.status !== 'running') throw new Rejection('invalid_transition', `the run is ${run.status}`, { from: run.status });
         return [{ type: 'signup_run.needs_verification', data: { run_id: id, prompt: command.prompt, mechanism: command.mechanism, resend: command.resend, expires_at: expiry(now), at: now } }];

@@ -18,6 +18,10 @@ export const SignupRunStarted = z.object({
   environment: z.literal('test'),
   created_at: IsoTime,
 });
+/** No browser context was free for the run (the worker's total or its organization's share): it waits in the queue until `wait_until`, then fails with `capacity`. */
+export const SignupRunQueued = z.object({ run_id: z.string(), wait_until: IsoTime, at: IsoTime });
+/** A context freed: the run leaves the queue and opens the signup site. */
+export const SignupRunDequeued = z.object({ run_id: z.string(), at: IsoTime });
 /** The run paused on the customer: the provider sent a code; `expires_at` ends the pause (then `run_stale`). */
 export const SignupRunNeedsVerification = z.object({ run_id: z.string(), prompt: z.string(), mechanism: z.string(), resend: z.boolean(), expires_at: IsoTime, at: IsoTime });
 export const SignupRunResent = z.object({ run_id: z.string(), expires_at: IsoTime, at: IsoTime });
@@ -28,6 +32,8 @@ export const SignupRunFailed = z.object({ run_id: z.string(), code: z.string(), 
 
 export const signupRunEvents = {
   'signup_run.started': SignupRunStarted,
+  'signup_run.queued': SignupRunQueued,
+  'signup_run.dequeued': SignupRunDequeued,
   'signup_run.needs_verification': SignupRunNeedsVerification,
   'signup_run.verification_resent': SignupRunResent,
   'signup_run.resumed': SignupRunResumed,

@@ -2,7 +2,7 @@ import path from 'node:path';
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { parseWitnessList, type WitnessEndpoint } from './audit/witness-client.ts';
-import { APPEND_MAX_BYTES, APPEND_MAX_BYTES_CEILING } from './limits.ts';
+import { APPEND_MAX_BYTES, APPEND_MAX_BYTES_CEILING, BROWSER_MAX_CONTEXTS, BROWSER_MAX_CONTEXTS_PER_ORG } from './limits.ts';
 
 // The environment, parsed once. Nothing else in the service reads process.env.
 const schema = z.object({
@@ -29,6 +29,9 @@ const schema = z.object({
   PROVIDER_OAUTH_CLIENTS: z.string().optional(),
   BROWSER_WORKER: z.enum(['embedded', 'none']).default('embedded'),
   BROWSER_WORKER_URL: z.string().regex(/^(https?|wss?):\/\/\S+$/, 'an http(s):// or ws(s):// DevTools URL').optional(),
+  BROWSER_MAX_CONTEXTS: z.coerce.number().int().min(1).max(1_000).default(BROWSER_MAX_CONTEXTS),
+  BROWSER_MAX_CONTEXTS_PER_ORG: z.coerce.number().int().min(1).max(1_000).default(BROWSER_MAX_CONTEXTS_PER_ORG),
+  INSTANCE_URL: z.string().regex(/^https?:\/\/[^/\s]+\/?$/, 'an http(s)://host[:port] URL').optional(),
   SANDBOX_CHAIN: z.enum(['on', 'off']).default('on'),
   X402_TEST_RPC_URL: z.string().url().optional(),
   X402_FACILITATOR_KEY: z.string().regex(/^0x[0-9a-fA-F]{64}$/).optional(),
@@ -82,8 +85,12 @@ export type Config = {
    * Endpoints served by the sandbox providers use the sandbox's own clients, registered at start.
    */
   providerOAuthClients: Record<string, { client_id: string; client_secret: string }>;
-  /** The browser worker of signup runs and hosted connect: a remote Chromium over the DevTools protocol (BROWSER_WORKER_URL), else the embedded one, or none (BROWSER_WORKER=none: those routes answer 503). */
-  browserWorker: { kind: 'remote'; url: string } | { kind: 'embedded' } | { kind: 'none' };
+  /**
+   * The browser worker of signup runs and hosted connect: a remote Chromium over the DevTools protocol (BROWSER_WORKER_URL), else the embedded one, or none
+   * (BROWSER_WORKER=none: those routes answer 503); its contexts in all and per organization; and where other instances reach this one for the contexts it
+   * holds (INSTANCE_URL; unset: the address it listens on).
+   */
+  browserWorker: ({ kind: 'remote'; url: string } | { kind: 'embedded' } | { kind: 'none' }) & { maxContexts: number; maxContextsPerOrg: number; instanceUrl: string | undefined };
   x402: {
     /** Start a local EVM (anvil) with the test USDC for base-sepolia, unless an RPC URL is given. */
     sandboxChain: boolean;
@@ -222,7 +229,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     banks: parseBanks(e.BANKS),
     providerOAuthClients: parseOAuthClients(e.PROVIDER_OAUTH_CLIENTS),
-    browserWorker: e.BROWSER_WORKER_URL ? { kind: 'remote', url: e.BROWSER_WORKER_URL } : { kind: e.BROWSER_WORKER },
+    browserWorker: {
+      ...(e.BROWSER_WORKER_URL ? { kind: 'remote' as const, url: e.BROWSER_WORKER_URL } : { kind: e.BROWSER_WORKER }),
+      maxContexts: e.BROWSER_MAX_CONTEXTS,
+      maxContextsPerOrg: Math.min(e.BROWSER_MAX_CONTEXTS_PER_ORG, e.BROWSER_MAX_CONTEXTS),
+      instanceUrl: e.INSTANCE_URL?.replace(/\/$/, ''),
+    },
     mcpAllowedOrigins: parseOrigins(e.MCP_ALLOWED_ORIGINS),
     trustProxy: parseTrustProxy(e.TRUST_PROXY),
     publicBaseUrl: e.PUBLIC_BASE_URL ?? `http://${e.HOST.includes(':') ? `[${e.HOST}]` : e.HOST}:${e.PORT}`,

@@ -80,8 +80,23 @@ export const INBOUND_WEBHOOK_TOLERANCE_SECONDS = 300;
 export const ESDB_RETRY_ATTEMPTS = 6;
 export const ESDB_RETRY_BASE_MS = 100;
 export const ESDB_RETRY_MAX_MS = 5_000;
-/** Hosted-browser connect: an open context closes after this long without a viewer or an input, and after the lifetime in all. */
-export const HOSTED_CONNECT_IDLE_MS = 10 * 60 * 1000;
+/**
+ * Browser worker (signup runs, hosted connect): contexts this instance's worker
+ * holds at once (BROWSER_MAX_CONTEXTS), and the share one organization may hold
+ * of them (BROWSER_MAX_CONTEXTS_PER_ORG), so one organization cannot take them all.
+ */
+export const BROWSER_MAX_CONTEXTS = 4;
+export const BROWSER_MAX_CONTEXTS_PER_ORG = 2;
+/** Browser signup runs: how long a run waits queued for a context (by the app's clock) before it fails with `capacity`. */
+export const SIGNUP_QUEUE_WAIT_MS = 2 * 60 * 1000;
+/** Browser state across instances: how long a request forwarded to the instance holding the context may take to answer before that instance counts as gone. */
+export const BROWSER_FORWARD_TIMEOUT_MS = 30_000;
+/**
+ * Hosted-browser connect: an open context closes this long after its live view
+ * was closed, or after it was opened with nobody watching or typing; and after
+ * the lifetime in all. A connected viewer keeps it open.
+ */
+export const HOSTED_CONNECT_IDLE_MS = 60_000;
 export const HOSTED_CONNECT_MAX_MS = 30 * 60 * 1000;
 /** Hosted-browser connect: the largest text one live-view input carries (a pasted password fits). */
 export const HOSTED_INPUT_TEXT_MAX_CHARS = 512;

@@ -3,19 +3,22 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { HOSTED_MERCHANTS, type HostedMerchant } from '../../events/hosted-connect.ts';
 import { HOSTED_INPUT_TEXT_MAX_CHARS } from '../limits.ts';
-import { closeWithApp, forwardInput, liveView, openViewerStream, SPECIAL_KEYS, type SpecialKey } from '../usecases/hosted-browser.ts';
+import { closeWithApp, liveView } from '../usecases/hosted-browser.ts';
 import { finishHostedConnect, LIVE_VIEW_PATH, startHostedConnect } from '../usecases/hosted-connect.ts';
+import { forwardInput, openViewerStream, SPECIAL_KEYS, type SpecialKey } from '../usecases/hosted-viewer.ts';
 import { workerOf } from '../usecases/signup-runner.ts';
+import { browserInstance, orForwarded } from './browser-forward.ts';
 import { ConnectionView } from './connection-schemas.ts';
 import { ApiError } from './errors.ts';
-import { escapeHtml, pageSecurityHeaders } from './html.ts';
+import { endedPage, MERCHANT_NAMES as NAMES, viewerPage } from './hosted-connect-page.ts';
+import { pageSecurityHeaders } from './html.ts';
 import { defineRoute, type AppDeps, type RunCommand } from './route.ts';
 
-// Hosted-browser connect (spec 4.16): the routes and the live view's page;
-// start and finish are src/usecases/hosted-connect.ts, the live browser
-// contexts src/usecases/hosted-browser.ts.
-
-const NAMES: Record<HostedMerchant, string> = { 'merchant-a': 'Merchant A', 'merchant-b': 'Merchant B' };
+// Hosted-browser connect (spec 4.16): the routes; start and finish are
+// src/usecases/hosted-connect.ts, the live browser contexts
+// src/usecases/hosted-browser.ts, the live view's HTML hosted-connect-page.ts.
+// A context lives in the instance that started it: a finish or a live-view
+// request reaching another instance is forwarded there (browser-forward.ts).
 
 const StartResponse = z
   .object({
@@ -47,60 +50,11 @@ function viewerCookieOf(header: string | undefined): string | undefined {
   return undefined;
 }
 
-const endedPage = () =>
-  `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>This live view has ended</title></head><body><h1>This live view has ended</h1><p>The browser session is closed, the link is not valid, or it is already open in another browser. Return to the application and start again.</p></body></html>`;
-
-function viewerPage(merchant: HostedMerchant, nonce: string): string {
-  const name = escapeHtml(NAMES[merchant]);
-  const keys = JSON.stringify(Object.keys(SPECIAL_KEYS));
-  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>Log in to ${name}</title>
-<style>body{font-family:system-ui,sans-serif;margin:1rem;color:#1a1a1a}#screen{display:block;max-width:100%;border:1px solid #888;cursor:pointer;outline:none}#screen:focus{border-color:#06c}#bar{margin:.5rem 0;font-size:.9rem;color:#444}</style></head><body>
-<h1>Log in to ${name}</h1>
-<p>This is ${name}'s page, running in a browser on our server. Click into it and type to log in yourself: the agent never sees what you type. When you are logged in, return to the application.</p>
-<p id="bar"><span id="state">Connecting…</span> · <span id="remote-title"></span> · <span id="remote-url"></span></p>
-<img id="screen" tabindex="0" alt="${name}'s page">
-<script nonce="${nonce}">
-(() => {
-  const $ = (id) => document.getElementById(id);
-  const img = $('screen');
-  const base = location.pathname.replace(/\\/+$/, '');
-  const keys = ${keys};
-  const es = new EventSource(base + '/frames');
-  es.addEventListener('frame', (e) => {
-    const f = JSON.parse(e.data);
-    img.src = f.image;
-    img.dataset.seq = String(f.seq);
-    img.dataset.width = String(f.width);
-    img.dataset.height = String(f.height);
-    $('remote-title').textContent = f.title;
-    $('remote-url').textContent = f.url;
-    $('state').textContent = 'Live';
-  });
-  es.addEventListener('ended', () => { $('state').textContent = 'This session has ended.'; es.close(); });
-  es.onerror = () => { if (es.readyState === EventSource.CLOSED) $('state').textContent = 'This session has ended.'; };
-  let chain = Promise.resolve();
-  const send = (msg) => {
-    chain = chain.then(() => fetch(base + '/input', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(msg) })).catch(() => {});
-    img.dataset.sent = String(Number(img.dataset.sent || 0) + 1);
-    chain.then(() => { img.dataset.done = String(Number(img.dataset.done || 0) + 1); });
-  };
-  const at = (ev) => { const r = img.getBoundingClientRect(); return { x: Math.min(1, Math.max(0, (ev.clientX - r.left) / r.width)), y: Math.min(1, Math.max(0, (ev.clientY - r.top) / r.height)) }; };
-  img.addEventListener('click', (ev) => { img.focus(); send({ type: 'click', ...at(ev) }); });
-  img.addEventListener('wheel', (ev) => { ev.preventDefault(); send({ type: 'scroll', ...at(ev), dy: Math.max(-5000, Math.min(5000, ev.deltaY)) }); }, { passive: false });
-  document.addEventListener('keydown', (ev) => {
-    if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
-    if (ev.key.length === 1) { ev.preventDefault(); send({ type: 'text', text: ev.key }); }
-    else if (keys.includes(ev.key)) { ev.preventDefault(); send({ type: 'key', key: ev.key }); }
-  });
-  document.addEventListener('paste', (ev) => { const t = ev.clipboardData && ev.clipboardData.getData('text'); if (t) { ev.preventDefault(); send({ type: 'text', text: t.slice(0, ${HOSTED_INPUT_TEXT_MAX_CHARS}) }); } });
-})();
-</script></body></html>`;
-}
-
 export async function hostedConnectRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   const onClose = (hook: () => Promise<void>) => app.addHook('onClose', hook);
   const worker = workerOf(deps, onClose); // created now (hooks cannot be added after boot)
   closeWithApp(deps, onClose);
+  await browserInstance(app, deps, worker);
   for (const merchant of HOSTED_MERCHANTS) merchantConnectRoutes(app, deps, worker, merchant);
   liveViewRoutes(app, deps);
 }
@@ -138,14 +92,14 @@ function merchantConnectRoutes(app: FastifyInstance, deps: AppDeps, worker: Retu
     responses: { 200: FinishResponse },
     errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found'], [409, 'not_logged_in'], [409, 'session_used'], [410, 'session_expired'], [503, 'vault_unavailable']],
     async handler(ctx) {
-      return { status: 200, body: await finishHostedConnect(useCase(deps, ctx), merchant, ctx.body.session_id) };
+      return orForwarded(deps, ctx.req, ctx.reply, async (mayForward) => ({ status: 200, body: await finishHostedConnect(useCase(deps, ctx), merchant, ctx.body.session_id, { mayForward }) }));
     },
   });
 }
 
-/** The live view behind an unguessable token, for the browser bound to it; not_found otherwise. */
-function openLiveView(deps: AppDeps, token: string, cookieHeader: string | undefined) {
-  const live = Token.safeParse(token).success ? liveView(deps, token, viewerCookieOf(cookieHeader))?.live : undefined;
+/** The live view behind an unguessable token, for the browser bound to it; not_found otherwise (OwnedElsewhere when another instance holds it). */
+async function openLiveView(deps: AppDeps, token: string, cookieHeader: string | undefined, mayForward: boolean) {
+  const live = Token.safeParse(token).success ? (await liveView(deps, token, viewerCookieOf(cookieHeader), { mayForward }))?.live : undefined;
   if (!live) throw new ApiError(404, 'not_found', 'no open live view has this token');
   return live;
 }
@@ -162,8 +116,8 @@ function liveViewRoutes(app: FastifyInstance, deps: AppDeps): void {
     params: z.object({ token: z.string().max(200) }),
     responses: { 200: null },
     errors: [[404, 'not_found']],
-    async handler({ params, req }) {
-      const found = Token.safeParse(params.token).success ? liveView(deps, params.token, viewerCookieOf(req.headers.cookie), true) : undefined;
+    handler: ({ params, req, reply }) => orForwarded(deps, req, reply, async (mayForward) => {
+      const found = Token.safeParse(params.token).success ? await liveView(deps, params.token, viewerCookieOf(req.headers.cookie), { claim: true, mayForward }) : undefined;
       if (!found) {
         // A person's browser gets a page that says what happened; any other client the envelope.
         if (!String(req.headers.accept ?? '').includes('text/html')) throw new ApiError(404, 'not_found', 'no open live view has this token');
@@ -172,7 +126,7 @@ function liveViewRoutes(app: FastifyInstance, deps: AppDeps): void {
       const nonce = randomBytes(16).toString('base64');
       const cookie: Record<string, string> = found.setCookie ? { 'set-cookie': `${VIEWER_COOKIE}=${found.setCookie}; Path=${LIVE_VIEW_PATH}/${params.token}; HttpOnly; SameSite=Lax${deps.baseUrl.startsWith('https:') ? '; Secure' : ''}` } : {};
       return { status: 200, body: viewerPage(found.live.merchant, nonce), headers: { 'content-type': 'text/html; charset=utf-8', ...pageSecurityHeaders({ scriptNonce: nonce, dataImages: true, connectSelf: true }), ...cookie } };
-    },
+    }),
   });
 
   defineRoute(app, deps, {
@@ -185,11 +139,12 @@ function liveViewRoutes(app: FastifyInstance, deps: AppDeps): void {
     params: z.object({ token: z.string().max(200) }),
     responses: { 200: null },
     errors: [[404, 'not_found']],
-    async handler(ctx) {
-      const live = openLiveView(deps, ctx.params.token, ctx.req.headers.cookie);
-      const body = openViewerStream(live, (f) => ctx.reply.raw.on('close', f));
-      return { status: 200, body, headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', connection: 'keep-alive', 'x-accel-buffering': 'no', 'x-content-type-options': 'nosniff', 'referrer-policy': 'no-referrer' } };
-    },
+    handler: (ctx) =>
+      orForwarded(deps, ctx.req, ctx.reply, async (mayForward) => {
+        const live = await openLiveView(deps, ctx.params.token, ctx.req.headers.cookie, mayForward);
+        const body = openViewerStream(live, (f) => ctx.reply.raw.on('close', f));
+        return { status: 200, body, headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', connection: 'keep-alive', 'x-accel-buffering': 'no', 'x-content-type-options': 'nosniff', 'referrer-policy': 'no-referrer' } };
+      }),
   });
 
   defineRoute(app, deps, {
@@ -203,10 +158,11 @@ function liveViewRoutes(app: FastifyInstance, deps: AppDeps): void {
     body: InputBody,
     responses: { 204: null },
     errors: [[400, 'invalid_body'], [404, 'not_found']],
-    async handler(ctx) {
-      const live = openLiveView(deps, ctx.params.token, ctx.req.headers.cookie);
-      await forwardInput(live, ctx.body).catch(() => {}); // a page mid-navigation may drop one input; the person sees it and retries
-      return { status: 204, headers: { 'cache-control': 'no-store' } };
-    },
+    handler: (ctx) =>
+      orForwarded(deps, ctx.req, ctx.reply, async (mayForward) => {
+        const live = await openLiveView(deps, ctx.params.token, ctx.req.headers.cookie, mayForward);
+        await forwardInput(live, ctx.body).catch(() => {}); // a page mid-navigation may drop one input; the person sees it and retries
+        return { status: 204, headers: { 'cache-control': 'no-store' } };
+      }),
   });
 }

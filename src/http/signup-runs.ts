@@ -4,18 +4,23 @@ import type { SignupRun } from '../../commands/signup-run.ts';
 import { SIGNUP_FAILURE_CODES } from '../../events/signup-run.ts';
 import { workerOf } from '../usecases/signup-runner.ts';
 import { resendVerification, signupRunStatus, startSignupRun, submitVerification } from '../usecases/signup-runs.ts';
+import { browserInstance, orForwarded } from './browser-forward.ts';
 import { defineRoute, type AppDeps, type RunCommand } from './route.ts';
 import { IdParam } from './schemas.ts';
 
 // Browser signup runs (spec 2 "Browser signup run (status view)", 3, 4.4, 7
 // sandbox provisioning codes): a headless browser signs up on a provider's
 // site in the test environment; the run pauses on the customer for an e-mailed
-// code, then stores the captured key as a connection and probes it.
+// code, then stores the captured key as a connection and probes it. A run
+// waiting for a browser context shows `step: queued`. A code or a resend
+// reaching an instance other than the one running the run is forwarded there
+// (browser-forward.ts).
 
 export const SignupRunView = z
   .object({
     run_id: z.string(),
     status: z.enum(['running', 'needs_verification', 'provisioned', 'failed']),
+    step: z.enum(['queued']).optional().describe('while running: `queued` when the run waits for a browser context (none free for its organization); it fails with `capacity` when none frees in time'),
     prompt: z.string().optional(),
     verification: z.object({ mechanism: z.string(), resend: z.boolean() }).optional(),
     connection_id: z.string().optional(),
@@ -31,6 +36,7 @@ function viewOf(r: SignupRun): View {
   return {
     run_id: r.run_id,
     status: r.status,
+    ...(r.status === 'running' && r.step ? { step: r.step } : {}),
     ...(r.status === 'needs_verification' && r.prompt ? { prompt: r.prompt } : {}),
     ...(r.status === 'needs_verification' ? { verification: { mechanism: r.mechanism ?? 'email_code', resend: r.resend } } : {}),
     ...(r.connectionId ? { connection_id: r.connectionId } : {}),
@@ -50,6 +56,7 @@ const StartBody = z.object({
 
 export async function signupRunRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   const worker = workerOf(deps, (hook) => app.addHook('onClose', hook)); // created now (hooks cannot be added after boot); Chromium launches per run
+  await browserInstance(app, deps, worker);
   const useCase = (ctx: { auth: { orgId: string; projectId: string }; run: RunCommand }) => ({ ports: deps, tenant: { orgId: ctx.auth.orgId, projectId: ctx.auth.projectId }, run: ctx.run.bind(ctx) });
 
   defineRoute(app, deps, {
@@ -98,7 +105,7 @@ export async function signupRunRoutes(app: FastifyInstance, deps: AppDeps): Prom
     responses: { 202: SignupRunView },
     errors: [[400, 'invalid_body'], [401, 'unauthorized'], [404, 'not_found'], [409, 'not_awaiting_verification'], [410, 'run_stale']],
     async handler(ctx) {
-      return { status: 202, body: viewOf(await submitVerification(useCase(ctx), ctx.params.id, ctx.body.code)) };
+      return orForwarded(deps, ctx.req, ctx.reply, async (mayForward) => ({ status: 202, body: viewOf(await submitVerification(useCase(ctx), ctx.params.id, ctx.body.code, { mayForward })) }));
     },
   });
 
@@ -114,7 +121,7 @@ export async function signupRunRoutes(app: FastifyInstance, deps: AppDeps): Prom
     responses: { 200: SignupRunView },
     errors: [[401, 'unauthorized'], [404, 'not_found'], [409, 'not_awaiting_verification'], [410, 'run_stale']],
     async handler(ctx) {
-      return { status: 200, body: viewOf(await resendVerification(useCase(ctx), ctx.params.id)) };
+      return orForwarded(deps, ctx.req, ctx.reply, async (mayForward) => ({ status: 200, body: viewOf(await resendVerification(useCase(ctx), ctx.params.id, { mayForward })) }));
     },
   });
 }

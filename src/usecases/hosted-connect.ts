@@ -6,7 +6,7 @@ import { newId } from '../ids.ts';
 import { encodeCredential } from '../providers/credentials.ts';
 import type { UseCaseCtx } from './context.ts';
 import { readConnection, upsertConnection, type ConnectionRow } from './connections.ts';
-import { claimForFinish, closeFinished, HostedStartError, liveSession, openHosted, recordExpired, releaseClaim } from './hosted-browser.ts';
+import { checkSessionOwner, claimForFinish, closeFinished, HostedStartError, liveSession, openHosted, recordExpired, releaseClaim } from './hosted-browser.ts';
 
 // Hosted-browser connect (spec 4.16): start opens a browser-worker context on
 // the merchant's login page (src/usecases/hosted-browser.ts keeps it live);
@@ -14,7 +14,9 @@ import { claimForFinish, closeFinished, HostedStartError, liveSession, openHoste
 // (auth_type `browser_session`). The session id is single use and bound to the
 // organization and project that started it. `browser_worker_failed` (502) when
 // the worker refused or failed (a retry mints a new context and session),
-// `browser_worker_unavailable` (503) when none is configured.
+// `browser_worker_unavailable` (503) when none is configured. The context lives
+// in the instance that started it; a finish reaching another instance throws
+// OwnedElsewhere there, and that instance's route forwards it (browser-owners.ts).
 
 export const MERCHANT_A_NOTE = 'Checkout is not supported for merchant-a yet; your login is stored for later use.';
 export const LIVE_VIEW_PATH = '/connect/live';
@@ -52,8 +54,12 @@ export async function startHostedConnect(ctx: HostedCtx, worker: BrowserWorker |
   };
 }
 
-/** Captures the person's logged-in session into the vault as a connection; the session id is spent and the browser closes. */
-export async function finishHostedConnect(ctx: HostedCtx, merchant: HostedMerchant, sessionId: string): Promise<{ merchant: HostedMerchant; session_id: string; connection: ConnectionRow }> {
+/**
+ * Captures the person's logged-in session into the vault as a connection; the
+ * session id is spent and the browser closes. Throws OwnedElsewhere when
+ * another instance holds the context and `mayForward` (not a forwarded request).
+ */
+export async function finishHostedConnect(ctx: HostedCtx, merchant: HostedMerchant, sessionId: string, opts: { mayForward: boolean }): Promise<{ merchant: HostedMerchant; session_id: string; connection: ConnectionRow }> {
   const { ports, tenant } = ctx;
   const stream = hostedConnectStream(sessionId);
   const s = ownSession((await loadState(ports.store, stream, hostedConnectDecider)).state, tenant, merchant);
@@ -61,6 +67,7 @@ export async function finishHostedConnect(ctx: HostedCtx, merchant: HostedMercha
   const site = ports.merchants[merchant];
   const live = liveSession(ports, s.session_id);
   if (!live || !site) {
+    if (site) await checkSessionOwner(ports, s.session_id, opts.mayForward);
     await recordExpired(ports, tenant, s.session_id, 'context_lost');
     throw new Rejection('session_expired', 'the hosted browser session is no longer open (expired, or the service restarted); start a new one');
   }

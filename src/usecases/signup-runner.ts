@@ -1,52 +1,28 @@
 import type { Tenant } from '../../commands/consumer.ts';
-import { SIGNUP_PAUSE_TTL_MS, signupRunDecider, signupRunStream, type SignupRunCommand } from '../../commands/signup-run.ts';
+import { SIGNUP_PAUSE_TTL_MS, signupRunDecider, signupRunStream, type SignupRunCommand, type SignupRunState } from '../../commands/signup-run.ts';
 import { drive, WorkerError, workerFromEnv, type BrowserSession, type BrowserWorker } from '../adapters/browser/worker.ts';
-import { handleCommand, Rejection, type HandleOptions } from '../eventstore/handler.ts';
+import { handleCommand, Rejection, type CommandResult, type HandleOptions } from '../eventstore/handler.ts';
 import type { Decider } from '../eventstore/handler.ts';
 import { checkCredential, encodeCredential } from '../providers/credentials.ts';
+import { claim, release } from './browser-owners.ts';
 import { upsertConnection } from './connections.ts';
 import { probeProvider } from './providers.ts';
 import type { Ports } from './context.ts';
+import { closeAllOf, dropPaused, enqueue, keepPaused, renewPause } from './signup-paused.ts';
 
-// The in-process task behind a browser signup run. It drives the sandbox (or
-// provider) signup site in a browser-worker context, appending each state
-// change to the run's stream: page 1 (e-mail, name) → pause on page 2 until
-// the verification code is given → type it → read the key on page 3 → vault →
-// connection (the same streams as POST /v1/connections) → probe. The paused
-// page lives in this process; a verification for a run whose page is gone
+// The in-process task behind a browser signup run. It takes a browser-worker
+// context (waiting its turn in the worker's fair queue when none is free for
+// its organization: the `queued` step, bounded, then `capacity`), drives the
+// sandbox (or provider) signup site in it, appending each state change to the
+// run's stream: page 1 (e-mail, name) → pause on page 2 until the verification
+// code is given → type it → read the key on page 3 → vault → connection (the
+// same streams as POST /v1/connections) → probe. The paused page lives in this
+// process (signup-paused.ts), which claims the run in browser_owners so a code
+// sent to any instance reaches it; a verification for a run whose page is gone
 // (restart, pause expired) fails it with `resume_inputs_unavailable`.
 
-// A paused page is kept until the run's pause expires by the app's clock (deps.now: the
-// needs_verification event's expires_at, renewed by a resend), then closed by the sweep.
-type Paused = { deps: Ports; session: BrowserSession; deliver: (code: string) => void; resend: () => Promise<void>; expiresAt: number };
-const paused = new Map<string, Paused>();
-const SWEEP_EVERY_MS = 1_000;
-let sweeper: NodeJS.Timeout | undefined;
+export { sweepPausedPages, sweepQueuedRuns } from './signup-paused.ts';
 
-/** Closes the paused pages whose pause has expired (by each app's clock); runs every second while any page is paused. */
-export async function sweepPausedPages(): Promise<void> {
-  for (const [id, p] of paused)
-    if (p.deps.now().getTime() >= p.expiresAt) {
-      paused.delete(id);
-      await p.session.close();
-    }
-  if (paused.size === 0 && sweeper) {
-    clearInterval(sweeper);
-    sweeper = undefined;
-  }
-}
-
-function keepPaused(runId: string, p: Paused): void {
-  paused.set(runId, p);
-  sweeper ??= setInterval(() => void sweepPausedPages(), SWEEP_EVERY_MS);
-  sweeper.unref();
-}
-
-/** A resend renewed the run's pause: the page lives until the new expiry. */
-export function renewPause(runId: string, expiresAt: string | null): void {
-  const p = paused.get(runId);
-  if (p && expiresAt) p.expiresAt = Date.parse(expiresAt);
-}
 const workers = new WeakMap<Ports, BrowserWorker | null>();
 
 /**
@@ -59,12 +35,7 @@ export function workerOf(deps: Ports, onClose: (hook: () => Promise<void>) => vo
     const w = deps.browserWorker !== undefined ? (deps.browserWorker ?? undefined) : workerFromEnv(process.env);
     workers.set(deps, w ?? null);
     onClose(async () => {
-      // Paused pages of this app end with it (their runs fail on a later verification: resume_inputs_unavailable).
-      for (const [id, p] of paused)
-        if (p.deps === deps) {
-          paused.delete(id);
-          await p.session.close();
-        }
+      await closeAllOf(deps);
       await w?.close();
     });
   }
@@ -72,6 +43,7 @@ export function workerOf(deps: Ports, onClose: (hook: () => Promise<void>) => vo
 }
 
 export const signupUrlOf = (deps: Ports, serverId: string) => (deps.providers.runtime.sandbox ? `${deps.providers.runtime.sandbox.http}/_sandbox/${serverId}/signup` : undefined);
+export const runOwnerKey = (runId: string) => `signup:${runId}`;
 
 type RunArgs = { runId: string; tenant: Tenant; serverId: string; userId: string; email: string; name: string };
 
@@ -84,32 +56,66 @@ function commander(deps: Ports, tenant: Tenant) {
   };
 }
 
-/** Starts the run in the background; every outcome is an event on the run's stream. */
-export function launchRun(deps: Ports, worker: BrowserWorker, a: RunArgs): void {
-  void runSignup(deps, worker, a).catch(() => {}); // every outcome it can reach is already an event
+/** What one run's steps share: its arguments, its stream's commands, and its failure. */
+type Run = { deps: Ports; worker: BrowserWorker; a: RunArgs; act: (c: SignupRunCommand) => Promise<CommandResult<SignupRunState>>; fail: (code: string, step: string, detail: string | null) => Promise<unknown> };
+
+/** Starts the run in the background, after claiming it for this instance; every outcome is an event on the run's stream. */
+export async function launchRun(deps: Ports, worker: BrowserWorker, a: RunArgs): Promise<void> {
+  await claim(deps, [runOwnerKey(a.runId)]);
+  void runSignup(deps, worker, a)
+    .catch(() => {}) // every outcome it can reach is already an event
+    .finally(() => release(deps, [runOwnerKey(a.runId)]));
 }
 
 async function runSignup(deps: Ports, worker: BrowserWorker, a: RunArgs): Promise<void> {
-  const run = commander(deps, a.tenant);
-  const stream = signupRunStream(a.runId);
-  const act = (c: SignupRunCommand) => run(signupRunDecider, stream, c);
+  const act = (c: SignupRunCommand) => commander(deps, a.tenant)(signupRunDecider, signupRunStream(a.runId), c);
   const fail = async (code: string, step: string, detail: string | null) => act({ type: 'fail', code, failedStepId: step, detail: detail?.slice(0, 500) ?? null }).catch(() => {});
+  const r: Run = { deps, worker, a, act, fail };
   const url = signupUrlOf(deps, a.serverId);
   if (!url) return void (await fail('provider_account_not_registered', 'open_signup', 'no signup site is configured for this provider'));
-  let session: BrowserSession;
+  const session = await openContext(r);
+  if (!session) return;
+  const key = await driveSignup(r, session, url);
+  if (key === undefined) return;
+  await storeAndProbe(r, key);
+}
+
+/**
+ * A context for the run: at once when one is free for its organization, else
+ * after waiting in the worker's queue (the `queued` step), until the wait ends
+ * by the app's clock (`capacity` at open_browser). Undefined once the run failed.
+ */
+async function openContext(r: Run): Promise<BrowserSession | undefined> {
+  const wait = enqueue(r.deps, r.a.runId);
+  let queued: Promise<unknown> | undefined;
   try {
-    session = await worker.open();
+    const session = await r.worker.open({ org: r.a.tenant.orgId, wait: { signal: wait.signal, onQueued: () => void (queued = r.act({ type: 'queue', waitUntil: wait.until.toISOString() }).catch(() => {})) } });
+    if (queued) {
+      await queued;
+      await r.act({ type: 'dequeue' }).catch(() => {});
+    }
+    return session;
   } catch (err) {
-    return void (await fail(err instanceof WorkerError && err.code === 'capacity' ? 'capacity' : 'flow_failed', 'open_browser', (err as Error).message));
+    await queued;
+    await r.fail(err instanceof WorkerError && err.code === 'capacity' ? 'capacity' : 'flow_failed', 'open_browser', (err as Error).message);
+    return undefined;
+  } finally {
+    wait.done();
   }
+}
+
+/** Pages 1 to 3 under the worker's bounds, paused for the code between them: the captured key, or undefined once the run failed. */
+async function driveSignup(r: Run, session: BrowserSession, url: string): Promise<string | undefined> {
+  const { a, deps } = r;
   let step = 'open_signup';
   const failOf = async (err: unknown) => {
     const code = err instanceof WorkerError && (err.code === 'drive_deadline_exceeded' || err.code === 'drive_stalled') ? err.code : err instanceof Rejection && err.code === 'no_credential_captured' ? err.code : 'flow_failed';
     await session.close();
-    await fail(code, (err as { step?: string }).step ?? step, (err as Error).message.split('\n')[0] ?? null);
+    await r.fail(code, (err as { step?: string }).step ?? step, (err as Error).message.split('\n')[0] ?? null);
+    return undefined;
   };
   const page = session.page;
-  const limits = worker.limits;
+  const limits = r.worker.limits;
   let code: string;
   try {
     const prompt = await drive(session, limits, async (progress) => {
@@ -134,16 +140,15 @@ async function runSignup(deps: Ports, worker: BrowserWorker, a: RunArgs): Promis
         },
       });
     });
-    const pausedAt = (await act({ type: 'pause', prompt, mechanism: 'email_code', resend: true })).events[0];
+    const pausedAt = (await r.act({ type: 'pause', prompt, mechanism: 'email_code', resend: true })).events[0];
     if (pausedAt?.type === 'signup_run.needs_verification') renewPause(a.runId, pausedAt.data.expires_at);
     code = await codeP;
   } catch (err) {
-    paused.delete(a.runId);
+    dropPaused(a.runId);
     return failOf(err);
   }
-  let key: string;
   try {
-    key = await drive(session, limits, async (progress) => {
+    const key = await drive(session, limits, async (progress) => {
       progress((step = 'submit_code'));
       await page.fill('#code', code, { timeout: 5_000 });
       await Promise.all([page.waitForURL(/\/done/, { timeout: limits.stallMs }), page.click('#verify', { timeout: 5_000 })]);
@@ -153,11 +158,17 @@ async function runSignup(deps: Ports, worker: BrowserWorker, a: RunArgs): Promis
       if (!text) throw new Rejection('no_credential_captured', 'the last page showed no API key');
       return text;
     });
+    await session.close();
+    return key;
   } catch (err) {
     return failOf(err);
   }
-  await session.close();
-  step = 'store_connection';
+}
+
+/** The key into the vault, the connection created or rotated, then the probe. */
+async function storeAndProbe(r: Run, key: string): Promise<void> {
+  const { deps, a } = r;
+  const step = 'store_connection';
   const p = deps.providers.runtime.catalog.get(a.serverId);
   let connectionId: string;
   let ref: string | undefined;
@@ -169,39 +180,16 @@ async function runSignup(deps: Ports, worker: BrowserWorker, a: RunArgs): Promis
     connectionId = await upsertConnection({ ports: deps, run: commander(deps, a.tenant) }, a.tenant, p.id, a.userId, ref, undefined, p.auth_type);
   } catch (err) {
     if (ref) await deps.vault.delete(a.tenant.orgId, ref).catch(() => {});
-    return void (await fail('no_credential_captured', step, (err as Error).message));
+    return void (await r.fail('no_credential_captured', step, (err as Error).message));
   }
-  await act({ type: 'provision', connectionId });
+  await r.act({ type: 'provision', connectionId });
   let probeResult: unknown;
   try {
     probeResult = await probeProvider(deps, p, 'test', key, a.runId);
   } catch (err) {
     probeResult = err instanceof Rejection && err.code === 'verify_failed' ? err.details : { ok: false, error: 'probe_failed' };
   }
-  await act({ type: 'probed', probeResult }).catch(() => {});
-}
-
-/** Hands the code to the paused page; false when the page is gone (the run is then failed). */
-export function deliverCode(runId: string, code: string): boolean {
-  const p = paused.get(runId);
-  if (!p) return false;
-  paused.delete(runId);
-  p.deliver(code);
-  return true;
-}
-
-/** Clicks the page's resend button; false when the page is gone or the resend failed (the page is then closed: the run is failed). */
-export async function resendCode(runId: string): Promise<boolean> {
-  const p = paused.get(runId);
-  if (!p) return false;
-  try {
-    await p.resend();
-    return true;
-  } catch {
-    if (paused.get(runId) === p) paused.delete(runId);
-    await p.session.close();
-    return false;
-  }
+  await r.act({ type: 'probed', probeResult }).catch(() => {});
 }
 
 export async function failUnavailable(deps: Ports, tenant: Tenant, runId: string): Promise<void> {

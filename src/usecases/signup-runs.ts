@@ -4,12 +4,16 @@ import { loadState, Rejection } from '../eventstore/handler.ts';
 import { newId } from '../ids.ts';
 import type { Environment } from '../providers/tools.ts';
 import type { Ports, Tenant, UseCaseCtx } from './context.ts';
-import { deliverCode, failUnavailable, launchRun, renewPause, resendCode } from './signup-runner.ts';
+import { checkOwner } from './browser-owners.ts';
+import { deliverCode, holdsPaused, renewPause, resendCode } from './signup-paused.ts';
+import { failUnavailable, launchRun, runOwnerKey } from './signup-runner.ts';
 
 // Browser signup runs (spec 2 "Browser signup run (status view)", 3, 4.4, 7
 // sandbox provisioning codes): start (test keys only) launches the run in the
 // background (src/usecases/signup-runner.ts); the status is read from the read
-// model; a verification code or a resend reaches the paused page.
+// model; a verification code or a resend reaches the paused page, in the
+// instance that runs it: another instance throws OwnedElsewhere, and its route
+// forwards the request there (browser-owners.ts).
 
 type RunCtx = Pick<UseCaseCtx, 'ports' | 'tenant' | 'run'>;
 
@@ -29,15 +33,16 @@ export async function startSignupRun(ctx: RunCtx, environment: Environment, work
   const runId = newId('sr');
   const data = { run_id: runId, org_id: tenant.orgId, project_id: tenant.projectId, server_id: p.id, user_id: body.user_id, email: body.email, environment: 'test' as const, created_at: ports.now().toISOString() };
   await ctx.run(signupRunDecider, signupRunStream(runId), { type: 'start', data }, { expectedRevision: 'no_stream' });
-  launchRun(ports, worker, { runId, tenant, serverId: p.id, userId: body.user_id, email: body.email, name: body.name ?? body.user_id });
+  await launchRun(ports, worker, { runId, tenant, serverId: p.id, userId: body.user_id, email: body.email, name: body.name ?? body.user_id });
   return runId;
 }
 
-type Row = { id: string; status: SignupRun['status']; prompt: string | null; mechanism: string | null; resend: boolean; pause_expires_at: Date | null; connection_id: string | null; code: string | null; failed_step_id: string | null; probe_result: unknown; probed: boolean };
+type Row = { id: string; status: SignupRun['status']; step: SignupRun['step']; prompt: string | null; mechanism: string | null; resend: boolean; pause_expires_at: Date | null; connection_id: string | null; code: string | null; failed_step_id: string | null; probe_result: unknown; probed: boolean };
 const runOfRow = (r: Row): SignupRun =>
   ({
     run_id: r.id,
     status: r.status,
+    step: r.step,
     prompt: r.prompt,
     mechanism: r.mechanism,
     resend: r.resend,
@@ -51,7 +56,7 @@ const runOfRow = (r: Row): SignupRun =>
 /** The run's status, served from the read model (projections/signup-run.ts); `run_stale` past its pause. */
 export async function signupRunStatus(ports: Pick<Ports, 'db' | 'now'>, t: Tenant, id: string): Promise<SignupRun> {
   const { rows } = await ports.db.query<Row>(
-    `SELECT id, status, prompt, mechanism, resend, pause_expires_at, connection_id, code, failed_step_id, probe_result, probed FROM signup_runs WHERE id = $1 AND org_id = $2 AND project_id = $3`,
+    `SELECT id, status, step, prompt, mechanism, resend, pause_expires_at, connection_id, code, failed_step_id, probe_result, probed FROM signup_runs WHERE id = $1 AND org_id = $2 AND project_id = $3`,
     [id, t.orgId, t.projectId],
   );
   const row = rows[0];
@@ -63,18 +68,22 @@ export async function signupRunStatus(ports: Pick<Ports, 'db' | 'now'>, t: Tenan
 
 const load = async (ports: Pick<Ports, 'store'>, t: Tenant, id: string) => ownRun((await loadState(ports.store, signupRunStream(id), signupRunDecider)).state, t);
 
-/** A run paused on verification, from its stream (`run_stale`, `not_awaiting_verification` otherwise). */
-async function paused(ports: Pick<Ports, 'store' | 'now'>, t: Tenant, id: string): Promise<SignupRun> {
+/**
+ * A run paused on verification, from its stream (`run_stale`, `not_awaiting_verification` otherwise),
+ * whose page this instance holds: OwnedElsewhere when another does (and `mayForward`).
+ */
+async function paused(ports: Ports, t: Tenant, id: string, mayForward: boolean): Promise<SignupRun> {
   const r = await load(ports, t, id);
   if (isStale(r, ports.now().toISOString())) throw stale(r);
   if (r.status !== 'needs_verification') throw new Rejection('not_awaiting_verification', `the run is ${r.status}, not awaiting verification`, { status: r.status });
+  if (!holdsPaused(ports, r.run_id)) await checkOwner(ports, runOwnerKey(r.run_id), mayForward);
   return r;
 }
 
 /** Hands the code to the paused page: the run resumes (a page that is gone fails it: resume_inputs_unavailable). */
-export async function submitVerification(ctx: RunCtx, id: string, code: string): Promise<SignupRun> {
+export async function submitVerification(ctx: RunCtx, id: string, code: string, opts: { mayForward: boolean }): Promise<SignupRun> {
   const { ports, tenant } = ctx;
-  const r = await paused(ports, tenant, id);
+  const r = await paused(ports, tenant, id, opts.mayForward);
   const res = await ctx.run(signupRunDecider, signupRunStream(r.run_id), { type: 'resume', tenant }, { serialize: true });
   if (!deliverCode(r.run_id, code)) await failUnavailable(ports, tenant, r.run_id);
   const after = await load(ports, tenant, r.run_id).catch(() => undefined);
@@ -82,9 +91,9 @@ export async function submitVerification(ctx: RunCtx, id: string, code: string):
 }
 
 /** Asks the provider for the code again: the pause is renewed (a page that is gone fails the run). */
-export async function resendVerification(ctx: RunCtx, id: string): Promise<SignupRun> {
+export async function resendVerification(ctx: RunCtx, id: string, opts: { mayForward: boolean }): Promise<SignupRun> {
   const { ports, tenant } = ctx;
-  const r = await paused(ports, tenant, id);
+  const r = await paused(ports, tenant, id, opts.mayForward);
   let ok = false;
   try {
     ok = await resendCode(r.run_id);

@@ -59,7 +59,7 @@ t.test('start: ids per call; merchant-a carries checkout_supported false and the
   hostedConfig.idleMs = 300; // these three contexts close on their own, soon
   t.teardown(() => void (hostedConfig.idleMs = idle));
   const a1 = await start('merchant-a');
-  const a2 = await start('merchant-a');
+  const a2 = await start('merchant-a', stranger.key); // another organization: one holds at most its share (BROWSER_MAX_CONTEXTS_PER_ORG, 2)
   const b1 = await start('merchant-b');
   hostedConfig.idleMs = idle;
   for (const r of [a1, a2, b1]) t.equal(r.statusCode, 200, r.body);
@@ -266,9 +266,13 @@ t.test('a worker failure: 502 browser_worker_failed, recorded; a retry mints a n
     get active() {
       return real.active;
     },
-    async open() {
+    get waiting() {
+      return real.waiting;
+    },
+    activeOf: (org) => real.activeOf(org),
+    async open(opts) {
       if (failures-- > 0) throw new WorkerError('worker_unavailable', 'the browser worker is down');
-      return real.open();
+      return real.open(opts);
     },
     close: () => real.close(),
   };

@@ -22,12 +22,16 @@ t.test('PROVIDER_OAUTH_CLIENTS: unset is none; JSON by server id; a bad value na
   t.notMatch((bad as Error).message, /cid/, 'the error does not echo the values');
 });
 
-t.test('BROWSER_WORKER / BROWSER_WORKER_URL', async (t) => {
-  t.same(loadConfig({}).browserWorker, { kind: 'embedded' });
-  t.same(loadConfig({ BROWSER_WORKER: 'none' }).browserWorker, { kind: 'none' });
-  t.same(loadConfig({ BROWSER_WORKER_URL: 'http://127.0.0.1:9222' }).browserWorker, { kind: 'remote', url: 'http://127.0.0.1:9222' });
+t.test('BROWSER_WORKER / BROWSER_WORKER_URL / BROWSER_MAX_CONTEXTS / BROWSER_MAX_CONTEXTS_PER_ORG / INSTANCE_URL', async (t) => {
+  const defaults = { maxContexts: 4, maxContextsPerOrg: 2, instanceUrl: undefined };
+  t.same(loadConfig({}).browserWorker, { kind: 'embedded', ...defaults });
+  t.same(loadConfig({ BROWSER_WORKER: 'none' }).browserWorker, { kind: 'none', ...defaults });
+  t.same(loadConfig({ BROWSER_WORKER_URL: 'http://127.0.0.1:9222' }).browserWorker, { kind: 'remote', url: 'http://127.0.0.1:9222', ...defaults });
   t.throws(() => loadConfig({ BROWSER_WORKER: 'off' }), ConfigError);
   t.throws(() => loadConfig({ BROWSER_WORKER_URL: 'chromium' }), ConfigError);
+  t.same(loadConfig({ BROWSER_MAX_CONTEXTS: '8', BROWSER_MAX_CONTEXTS_PER_ORG: '3', INSTANCE_URL: 'http://10.0.0.7:8080/' }).browserWorker, { kind: 'embedded', maxContexts: 8, maxContextsPerOrg: 3, instanceUrl: 'http://10.0.0.7:8080' });
+  t.equal(loadConfig({ BROWSER_MAX_CONTEXTS: '2', BROWSER_MAX_CONTEXTS_PER_ORG: '5' }).browserWorker.maxContextsPerOrg, 2, 'a share is at most the whole');
+  for (const bad of [{ BROWSER_MAX_CONTEXTS: '0' }, { BROWSER_MAX_CONTEXTS_PER_ORG: 'two' }, { INSTANCE_URL: 'http://10.0.0.7:8080/base' }, { INSTANCE_URL: '10.0.0.7' }]) t.throws(() => loadConfig(bad), ConfigError, JSON.stringify(bad));
 });
 
 t.test('SESSION_QUOTA_PER_ORG: 100 unset; a positive integer; anything else refused at start (it meant no quota at all)', async (t) => {

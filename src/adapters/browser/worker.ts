@@ -1,14 +1,18 @@
 import { randomBytes } from 'node:crypto';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { BROWSER_MAX_CONTEXTS, BROWSER_MAX_CONTEXTS_PER_ORG } from '../../limits.ts';
 import { launchChromium } from './chromium.ts';
+import { ContextSlots, NoSlot, type SlotLimits, type SlotWait } from './slots.ts';
 
 // The browser worker port: isolated browser contexts for signup runs and
 // hosted-browser connect. The embedded default launches headless Chromium on
 // this machine (launchChromium: no download); a remote worker is a Chromium
 // reached over the DevTools protocol at BROWSER_WORKER_URL. Without either the
-// features answer 503. Bounded: at most `maxContexts` open contexts (beyond:
-// WorkerError('capacity')); a drive has a deadline (`drive_deadline_exceeded`)
-// and fails when it reports no progress for `stallMs` (`drive_stalled`).
+// features answer 503. Bounded: at most `maxContexts` open contexts, at most
+// `maxContextsPerOrg` of them for one organization (src/adapters/browser/slots.ts:
+// beyond, WorkerError('capacity') at once, or a fair queue for a caller that
+// waits); a drive has a deadline (`drive_deadline_exceeded`) and fails when it
+// reports no progress for `stallMs` (`drive_stalled`).
 
 export type WorkerErrorCode = 'capacity' | 'worker_unavailable' | 'drive_deadline_exceeded' | 'drive_stalled';
 export class WorkerError extends Error {
@@ -20,18 +24,25 @@ export class WorkerError extends Error {
   }
 }
 
-export type WorkerLimits = { maxContexts: number; deadlineMs: number; stallMs: number };
-export const DEFAULT_WORKER_LIMITS: WorkerLimits = { maxContexts: 4, deadlineMs: 120_000, stallMs: 30_000 };
+export type WorkerLimits = SlotLimits & { deadlineMs: number; stallMs: number };
+export const DEFAULT_WORKER_LIMITS: WorkerLimits = { maxContexts: BROWSER_MAX_CONTEXTS, maxContextsPerOrg: BROWSER_MAX_CONTEXTS_PER_ORG, deadlineMs: 120_000, stallMs: 30_000 };
 
 export type BrowserSession = { id: string; context: BrowserContext; page: Page; close(): Promise<void> };
+
+/** Whose context it is (its organization's share), and whether the caller waits in the queue for one. */
+export type OpenOptions = { org?: string; wait?: SlotWait };
 
 export interface BrowserWorker {
   readonly kind: 'embedded' | 'remote';
   readonly limits: WorkerLimits;
-  /** A fresh isolated context with one page. */
-  open(): Promise<BrowserSession>;
-  /** Contexts open now. */
+  /** Where other instances reach this one for the contexts it holds (INSTANCE_URL); undefined: the address the service listens on. */
+  readonly instanceUrl?: string | undefined;
+  /** A fresh isolated context with one page, counted against `org`'s share. */
+  open(opts?: OpenOptions): Promise<BrowserSession>;
+  /** Contexts open (or being opened) now, in all and for one organization; callers waiting for one. */
   readonly active: number;
+  activeOf(org: string): number;
+  readonly waiting: number;
   close(): Promise<void>;
 }
 
@@ -42,12 +53,27 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 
 class PooledWorker implements BrowserWorker {
   private browser: Promise<Browser> | undefined;
-  active = 0;
+  private readonly slots: ContextSlots;
   constructor(
     readonly kind: 'embedded' | 'remote',
     private readonly connect: () => Promise<Browser>,
     readonly limits: WorkerLimits,
-  ) {}
+    readonly instanceUrl: string | undefined,
+  ) {
+    this.slots = new ContextSlots(limits);
+  }
+
+  get active(): number {
+    return this.slots.active;
+  }
+
+  get waiting(): number {
+    return this.slots.waiting;
+  }
+
+  activeOf(org: string): number {
+    return this.slots.activeOf(org);
+  }
 
   private async get(): Promise<Browser> {
     this.browser ??= this.connect();
@@ -66,9 +92,13 @@ class PooledWorker implements BrowserWorker {
     }
   }
 
-  async open(): Promise<BrowserSession> {
-    if (this.active >= this.limits.maxContexts) throw new WorkerError('capacity', `the browser worker has ${this.active} of ${this.limits.maxContexts} contexts open`);
-    this.active++;
+  async open(opts: OpenOptions = {}): Promise<BrowserSession> {
+    let release: () => void;
+    try {
+      release = await this.slots.acquire(opts.org, opts.wait);
+    } catch (err) {
+      throw err instanceof NoSlot ? new WorkerError('capacity', err.message) : err;
+    }
     try {
       // Embedded: one Chromium process per session (the bundled Chromium runs --single-process,
       // where closing one context can take the whole browser down); remote: one shared connection.
@@ -92,28 +122,37 @@ class PooledWorker implements BrowserWorker {
         close: async () => {
           if (closed) return;
           closed = true;
-          this.active--;
           await ctx.close().catch(() => {});
           await owned?.close().catch(() => {});
+          release();
         },
       };
     } catch (err) {
-      this.active--;
+      release();
       if (err instanceof WorkerError) throw err;
       throw new WorkerError('worker_unavailable', `the browser worker refused a context (${(err as Error).message.split('\n')[0]!.slice(0, 200)})`);
     }
   }
 
   async close(): Promise<void> {
+    this.slots.failWaiting(new WorkerError('capacity', 'the browser worker closed'));
     const b = this.browser;
     this.browser = undefined;
     if (b) await (await b.catch(() => undefined))?.close().catch(() => {});
   }
 }
 
-export const embeddedWorker = (limits: Partial<WorkerLimits> = {}): BrowserWorker => new PooledWorker('embedded', launchChromium, { ...DEFAULT_WORKER_LIMITS, ...limits });
+type WorkerOptions = Partial<WorkerLimits> & { instanceUrl?: string | undefined };
+const limitsOf = (o: WorkerOptions): WorkerLimits => ({
+  maxContexts: o.maxContexts ?? DEFAULT_WORKER_LIMITS.maxContexts,
+  maxContextsPerOrg: o.maxContextsPerOrg ?? DEFAULT_WORKER_LIMITS.maxContextsPerOrg,
+  deadlineMs: o.deadlineMs ?? DEFAULT_WORKER_LIMITS.deadlineMs,
+  stallMs: o.stallMs ?? DEFAULT_WORKER_LIMITS.stallMs,
+});
+
+export const embeddedWorker = (o: WorkerOptions = {}): BrowserWorker => new PooledWorker('embedded', launchChromium, limitsOf(o), o.instanceUrl);
 /** A Chromium reached over the DevTools protocol (http://host:9222 or ws://...). */
-export const remoteWorker = (url: string, limits: Partial<WorkerLimits> = {}): BrowserWorker => new PooledWorker('remote', () => chromium.connectOverCDP(url, { timeout: 10_000 }), { ...DEFAULT_WORKER_LIMITS, ...limits });
+export const remoteWorker = (url: string, o: WorkerOptions = {}): BrowserWorker => new PooledWorker('remote', () => chromium.connectOverCDP(url, { timeout: 10_000 }), limitsOf(o), o.instanceUrl);
 
 /**
  * Runs `steps` under the worker's bounds: rejects with drive_deadline_exceeded
@@ -153,13 +192,15 @@ export async function drive<T>(session: BrowserSession, limits: Pick<WorkerLimit
   }
 }
 
-/** The worker Config.browserWorker names (null: none, the features answer 503). */
-export function workerOfConfig(c: { kind: 'remote'; url: string } | { kind: 'embedded' } | { kind: 'none' }, limits: Partial<WorkerLimits> = {}): BrowserWorker | null {
-  return c.kind === 'remote' ? remoteWorker(c.url, limits) : c.kind === 'embedded' ? embeddedWorker(limits) : null;
+/** The worker Config.browserWorker names, with its bounds and the instance's URL (null: none, the features answer 503). */
+export function workerOfConfig(c: ({ kind: 'remote'; url: string } | { kind: 'embedded' } | { kind: 'none' }) & WorkerOptions, limits: WorkerOptions = {}): BrowserWorker | null {
+  const { kind: _k, ...bounds } = c as { kind: string } & WorkerOptions;
+  const o = { ...bounds, ...limits };
+  return c.kind === 'remote' ? remoteWorker(c.url, o) : c.kind === 'embedded' ? embeddedWorker(o) : null;
 }
 
 /** The worker the configuration names: remote by URL, the embedded default, or none (features answer 503). */
-export function workerFromEnv(env: { BROWSER_WORKER_URL?: string; BROWSER_WORKER?: string }, limits: Partial<WorkerLimits> = {}): BrowserWorker | undefined {
+export function workerFromEnv(env: { BROWSER_WORKER_URL?: string; BROWSER_WORKER?: string }, limits: WorkerOptions = {}): BrowserWorker | undefined {
   if (env.BROWSER_WORKER_URL) return remoteWorker(env.BROWSER_WORKER_URL, limits);
   if (env.BROWSER_WORKER === 'none') return undefined;
   return embeddedWorker(limits);
