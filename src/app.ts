@@ -60,6 +60,7 @@ import type { BrowserWorker } from './adapters/browser/worker.ts';
 import type { MerchantSites } from './adapters/merchants/sites.ts';
 import { platformRoutes } from './http/platform.ts';
 import { registerMetrics } from './http/metrics.ts';
+import { Drain, registerDrain } from './http/drain.ts';
 import { docsRoutes } from './http/docs.ts';
 import { projectRoutes } from './http/projects.ts';
 import { defaultRateLimit, SharedRateLimiter, type RateLimitConfig } from './http/ratelimit.ts';
@@ -141,6 +142,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
 
   app.decorate('routeSpecs', deps.routes);
   app.decorate('registeredRoutes', registered);
+  // Before the routes, so its hooks reach every one.
+  registerDrain(app, deps.drain);
   // Before the route plugins, so its request hooks reach every route.
   registerMetrics(app, deps, { token: opts.metricsToken });
   await registerCoreRoutes(app, deps, opts);
@@ -171,7 +174,10 @@ function createFastify(opts: BuildOptions): { app: FastifyInstance; registered: 
       return typeof h === 'string' && REQUEST_ID.test(h) ? h : `req_${pooledHex(16)}`;
     },
     requestIdHeader: false,
-    return503OnClosing: true,
+    // While the instance drains, a request that still reaches it on a kept-alive
+    // connection is served (its answer closes the connection), not shed with a
+    // 503: the runtime stays open until the last one is answered (src/http/drain.ts).
+    return503OnClosing: false,
     // Malformed URLs and over-long path segments get the envelope too.
     frameworkErrors: (err, req, reply) => {
       const long = err.code === 'FST_ERR_MAX_PARAM_LENGTH';
@@ -245,6 +251,7 @@ function composeDeps(opts: BuildOptions): AppDeps {
     readWaitMs: opts.readWaitMs ?? 5_000,
     sessionQuota: opts.sessionQuota ?? 100,
     routes: [],
+    drain: new Drain(),
     baseUrl: opts.baseUrl,
     vault: opts.vault,
     webhooks: opts.webhooks,

@@ -48,7 +48,11 @@ export async function openInstance(config: Config, opts: { log?: (line: string) 
     runtime,
     app,
     async close() {
-      // Stop accepting, let in-flight requests finish, then close the stores and Postgres.
+      // The drain (src/http/drain.ts, docs/deployment.md "Rolling restart"):
+      // readiness answers 503, every open event stream ends with a retry hint,
+      // no connection is accepted, idle ones close, the requests in flight
+      // are answered (their connections close after them); only then the
+      // stores and Postgres, which those requests still use.
       await app.close().catch(() => {});
       await runtime.close();
     },

@@ -29,12 +29,16 @@ for (const w of runtime.warnings) app.log.warn(w);
 const recovery = runtime.readSide?.recovery;
 if (recovery) recovery.log = (level, msg, fields) => app.log[level](fields ?? {}, msg);
 
+// SIGTERM (a rolling restart, an orchestrator stopping the instance) drains:
+// see Instance.close. A signal repeated meanwhile (npm and tsx relay the one a
+// process group got) changes nothing.
 let stopping = false;
 async function shutdown(signal: string) {
   if (stopping) return;
   stopping = true;
-  app.log.info({ signal }, 'shutting down');
+  app.log.info({ signal }, 'draining: no new connections, event streams told to reconnect elsewhere, requests in flight finishing');
   await close().catch((err: unknown) => app.log.error({ err }, 'runtime close failed'));
+  app.log.info('drained; exiting');
   process.exit(0);
 }
 process.on('SIGINT', () => void shutdown('SIGINT'));

@@ -9,6 +9,7 @@ import { checkKey, type IdempotencyStore } from './idempotency.ts';
 import { type IdemKey, idempotently } from './route-idempotency.ts';
 import { type BodyText, checkInputText } from './input-text.ts';
 import type { SharedRateLimiter } from './ratelimit.ts';
+import type { Drain } from './drain.ts';
 import type { PageSpec } from './openapi.ts';
 import type { Ports } from '../usecases/context.ts';
 
@@ -25,6 +26,8 @@ export type AppDeps = Ports & {
   idempotency: IdempotencyStore;
   rateLimiter: SharedRateLimiter;
   routes: RouteSpec[];
+  /** Ends the open event streams when the instance drains (src/http/drain.ts). */
+  drain: Drain;
   /** The HTML pages registered outside defineRoute (the OAuth consent page), for the OpenAPI document. */
   pages?: PageSpec[];
 };
@@ -193,7 +196,8 @@ async function handle<P, Q, B, M extends AuthMode>(deps: AppDeps, spec: RouteSpe
   const writes = { wrote: false };
   const ctx: Ctx<P, Q, B, AuthFor<M>> = { params, query, body, auth, req, reply, deps, run: runner(deps, auth, req, reply, writes) };
 
-  const checked = async (): Promise<Reply> => checkResponse(spec as unknown as RouteSpec, await spec.handler(ctx), req);
+  // A GET's event stream goes through the drain: every SSE route is covered there, none needs to know.
+  const checked = async (): Promise<Reply> => deps.drain.answer(spec.method, reply, checkResponse(spec as unknown as RouteSpec, await spec.handler(ctx), req));
   const idemHeader = req.headers['idempotency-key'];
   const idemKey = spec.idempotent && typeof idemHeader === 'string' ? idemHeader : undefined;
   if (idemKey === undefined || !('orgId' in auth)) return sendResponse(reply, await checked());

@@ -6,13 +6,28 @@ import type { AddressInfo } from 'node:net';
 // connection (stopped, restarting) is sent to the next one, as balancers do
 // for connection failures (nothing of it reached the instance). Bodies are
 // buffered (so a request can be resent); answers stream (SSE). The client's
-// address travels in X-Forwarded-For.
+// address travels in X-Forwarded-For. A backend's address can be replaced (an
+// instance restarted on another port, as an orchestrator updates its endpoints).
 
-export type Balancer = { url: string; backends: string[]; sent: number[]; close(): Promise<void> };
+export type Balancer = {
+  url: string;
+  backends: string[];
+  /** Answers received from each backend slot. */
+  sent: number[];
+  /** Attempts sent again to the next backend because the connection failed before any answer. */
+  resent: number;
+  /** Puts another instance's address in a backend's slot. */
+  replace(i: number, url: string): void;
+  close(): Promise<void>;
+};
+
+/** Connection failures on which nothing was answered: the request goes to the next instance. */
+const RESEND = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE']);
 
 export async function startBalancer(backends: string[]): Promise<Balancer> {
   let next = 0;
   const sent = backends.map(() => 0);
+  const stats = { resent: 0 };
   const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -31,7 +46,10 @@ export async function startBalancer(backends: string[]): Promise<Balancer> {
           res.on('close', () => answer.destroy());
         });
         out.on('error', (err: NodeJS.ErrnoException) => {
-          if (!res.headersSent && (err.code === 'ECONNREFUSED' || err.code === 'ECONNRESET') && k + 1 < backends.length * 2) return attempt(k + 1);
+          if (!res.headersSent && RESEND.has(err.code ?? '') && k + 1 < backends.length * 2) {
+            stats.resent++;
+            return attempt(k + 1);
+          }
           if (!res.headersSent) res.writeHead(502).end();
           else res.destroy();
         });
@@ -45,6 +63,12 @@ export async function startBalancer(backends: string[]): Promise<Balancer> {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     backends,
     sent,
+    get resent() {
+      return stats.resent;
+    },
+    replace(i, url) {
+      backends[i] = url;
+    },
     close: () =>
       new Promise<void>((r) => {
         agent.destroy();

@@ -13,14 +13,45 @@ import { secondInstance, testApp, type TestApp } from './app.ts';
 // audit key, the platform secret, the vault's master key) and the outside
 // systems (the sandbox providers, started once).
 
-export type Cluster = { first: TestApp; apps: FastifyInstance[]; urls: string[]; balancer: Balancer };
+export type Cluster = {
+  first: TestApp;
+  apps: FastifyInstance[];
+  urls: string[];
+  balancer: Balancer;
+  /**
+   * Drains the second instance and closes it as SIGTERM does (src/instance.ts):
+   * its app (event streams told to reconnect, requests in flight answered),
+   * then its runtime. The balancer keeps its slot: a connection refused there
+   * goes to the first instance.
+   */
+  stopSecond(): Promise<void>;
+  /** A new second instance on the same database, put in the balancer's slot of the old one (a rolling restart). */
+  startSecond(): Promise<void>;
+};
 
 type Options = Parameters<typeof testApp>[1];
+
+type Member = { app: FastifyInstance; url: string; close(): Promise<void> };
+
+/** An instance as secondInstance builds it, listening on loopback; its teardown (the app, then its runtime) also runs when the cluster stops it, once. */
+async function listeningInstance(t: Test, a: TestApp, opts: Parameters<typeof secondInstance>[2]): Promise<Member> {
+  const teardowns: (() => unknown)[] = [];
+  const scope = { teardown: (fn: () => unknown) => void teardowns.push(fn) } as unknown as Test;
+  let closed: Promise<void> | undefined;
+  const close = () =>
+    (closed ??= (async () => {
+      for (const fn of teardowns.reverse()) await fn();
+    })());
+  t.teardown(close);
+  const app = await secondInstance(scope, a, opts);
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  return { app, url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`, close };
+}
 
 export async function testCluster(t: Test, opts: Options = {}): Promise<Cluster> {
   const { app: appOpts, ...first } = opts;
   const a = await testApp(t, opts);
-  const b = await secondInstance(t, a, {
+  const secondOpts = {
     sealer: { checkpointEveryEntries: first.checkpointEveryEntries ?? 4, checkpointIntervalMs: first.checkpointIntervalMs ?? 60_000 },
     app: {
       vault: a.vault,
@@ -32,16 +63,26 @@ export async function testCluster(t: Test, opts: Options = {}): Promise<Cluster>
       ...(first.oauth ? { oauth: first.oauth } : {}),
       ...appOpts,
     },
-  });
-  const apps = [a.app, b];
-  const urls: string[] = [];
-  for (const app of apps) {
-    await app.listen({ host: '127.0.0.1', port: 0 });
-    urls.push(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}`);
-  }
-  const balancer = await startBalancer(urls);
+  };
+  await a.app.listen({ host: '127.0.0.1', port: 0 });
+  let second = await listeningInstance(t, a, secondOpts);
+  const apps = [a.app, second.app];
+  const urls = [`http://127.0.0.1:${(a.app.server.address() as AddressInfo).port}`, second.url];
+  const balancer = await startBalancer([...urls]);
   t.teardown(() => balancer.close());
-  return { first: a, apps, urls, balancer };
+  return {
+    first: a,
+    apps,
+    urls,
+    balancer,
+    stopSecond: () => second.close(),
+    async startSecond() {
+      second = await listeningInstance(t, a, secondOpts);
+      apps[1] = second.app;
+      urls[1] = second.url;
+      balancer.replace(1, second.url);
+    },
+  };
 }
 
 /** fetch with JSON in and out: the status and the parsed body. */
