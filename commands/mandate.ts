@@ -112,6 +112,8 @@ function expiredEvent(m: Mandate, now: string): DomainEvent {
 
 export const mandateDecider: Decider<MandateState, MandateCommand> = {
   initialState: () => ({ status: 'none' }),
+  // A busy mandate's stream grows with every spend: a cold load starts from a snapshot.
+  snapshot: { name: 'mandate', version: 1, streamPrefix: mandateStream('') },
 
   evolve(state, event) {
     if (event.type === 'mandate.created') {

@@ -1,9 +1,10 @@
 import { type DomainEvent, parseEvent } from '../../events/index.ts';
 import type { Actor, EventMeta } from '../../events/common.ts';
-import { STATE_CACHE_MAX_STREAMS } from '../limits.ts';
+import { SNAPSHOT_EVERY_EVENTS, STATE_CACHE_MAX_STREAMS } from '../limits.ts';
 import { randomUUID } from 'node:crypto';
-import { type AppendGuard, checkAppend, type EventStore, type ExpectedRevision, type NewEvent, type Position, WrongExpectedRevision } from './port.ts';
+import { type AppendGuard, checkAppend, type EventStore, type ExpectedRevision, type NewEvent, type Position, type RecordedEvent, WrongExpectedRevision } from './port.ts';
 import { eventsAppended } from '../metrics.ts';
+import { type SnapshotSpec, type Snapshots, snapshotsOf } from './snapshots.ts';
 
 // The command handler: load the stream, fold it with `evolve`, `decide`, append
 // with the expected revision. On a revision conflict it re-reads and decides
@@ -26,7 +27,12 @@ export type Decider<State, Command> = {
   evolve: (state: State, event: DomainEvent) => State;
   /** Pure: the events the command produces, none when it changes nothing, or a thrown Rejection. */
   decide: (command: Command, state: State, ctx: DecideContext) => DomainEvent[];
+  /** Opt-in: a cold load starts from a snapshot of the folded state (src/eventstore/snapshots.ts). */
+  snapshot?: SnapshotSpec;
 };
+
+/** What loading a stream needs of a decider. */
+export type Foldable<State> = Pick<Decider<State, unknown>, 'initialState' | 'evolve' | 'snapshot'>;
 
 export type DecideContext = { now: string };
 
@@ -155,21 +161,10 @@ export function cachedState<State>(store: EventStore, stream: string, decider: o
   return hit ? { state: hit.state as State, revision: hit.revision < 0n ? null : hit.revision } : undefined;
 }
 
-export async function loadState<State>(store: EventStore, stream: string, decider: Pick<Decider<State, unknown>, 'initialState' | 'evolve'>) {
+export async function loadState<State>(store: EventStore, stream: string, decider: Foldable<State>) {
   const cache = cacheOf(store, decider);
   const hit = cache.get(stream);
-  let state = hit ? (hit.state as State) : decider.initialState();
-  let revision: bigint | null = hit && hit.revision >= 0n ? hit.revision : null;
-  let from = revision === null ? 0n : revision + 1n;
-  for (;;) {
-    const page = await store.readStream(stream, { fromRevision: from, maxCount: 1000 });
-    for (const e of page) {
-      state = decider.evolve(state, parseEvent(e.type, e.data));
-      revision = e.revision;
-    }
-    if (page.length < 1000) break;
-    from = page[page.length - 1]!.revision + 1n;
-  }
+  const { state, revision } = hit ? await fold(store, stream, decider, { state: hit.state as State, revision: hit.revision >= 0n ? hit.revision : null }) : await coldLoad(store, stream, decider);
   if (hit) {
     // Most recently used last.
     cache.delete(stream);
@@ -177,6 +172,91 @@ export async function loadState<State>(store: EventStore, stream: string, decide
   }
   remember(cache, stream, state, revision);
   return { state, revision };
+}
+
+const PAGE = 1000;
+/** The first page of a cold read, asked for together with the snapshot: most streams end within it. */
+const FIRST_PAGE = 100;
+
+type Start<State> = { state: State; revision: bigint | null };
+type Fold<State> = Start<State> & { lastId: string | undefined; folded: number };
+
+/** Folds the events after `start` (beginning with `page` when given: a read of `asked` events). */
+async function fold<State>(store: EventStore, stream: string, decider: Foldable<State>, start: Start<State>, first?: { page: RecordedEvent[]; asked: number }): Promise<Fold<State>> {
+  let { state, revision } = start;
+  let lastId: string | undefined;
+  let folded = 0;
+  let from = revision === null ? 0n : revision + 1n;
+  let read = first;
+  for (;;) {
+    read ??= { page: await store.readStream(stream, { fromRevision: from, maxCount: PAGE }), asked: PAGE };
+    for (const e of read.page) {
+      if (e.revision < from) continue;
+      state = decider.evolve(state, parseEvent(e.type, e.data));
+      revision = e.revision;
+      lastId = e.id;
+      folded++;
+    }
+    if (read.page.length < read.asked) break;
+    from = read.page[read.page.length - 1]!.revision + 1n;
+    read = undefined;
+  }
+  return { state, revision, lastId, folded };
+}
+
+/**
+ * A load without a cached state: from the decider's snapshot when the stream
+ * still holds, at the snapshot's revision, the event the snapshot names; else
+ * from the start. The snapshot and the stream's first page are asked for
+ * together, so a short stream costs no more than before. A load that folded
+ * many events leaves a snapshot behind, off the command path.
+ */
+async function coldLoad<State>(store: EventStore, stream: string, decider: Foldable<State>): Promise<Fold<State>> {
+  const initial: Start<State> = { state: decider.initialState(), revision: null };
+  const spec = decider.snapshot;
+  const snapshots = spec ? snapshotsOf(store) : undefined;
+  if (!spec || !snapshots) return fold(store, stream, decider, initial);
+  const [snap, page] = await Promise.all([snapshots.load(stream, spec).catch(() => undefined), store.readStream(stream, { fromRevision: 0n, maxCount: FIRST_PAGE })]);
+  const first = { page, asked: FIRST_PAGE };
+  let res: Fold<State> | undefined;
+  if (snap) {
+    const inFirst = snap.revision <= (page.at(-1)?.revision ?? -1n);
+    const at = inFirst ? first : { page: await store.readStream(stream, { fromRevision: snap.revision, maxCount: PAGE }), asked: PAGE };
+    const there = at.page.find((e) => e.revision === snap.revision);
+    if (there && there.id === snap.eventId) res = await fold(store, stream, decider, { state: snap.state as State, revision: snap.revision }, at);
+    else void snapshots.discard(stream, spec, snap).catch(() => {});
+  }
+  res ??= await fold(store, stream, decider, initial, first);
+  if (res.folded > SNAPSHOT_EVERY_EVENTS) saveLater(snapshots, stream, spec, res);
+  return res;
+}
+
+function saveLater(snapshots: Snapshots, stream: string, spec: SnapshotSpec, res: Fold<unknown>): void {
+  const { revision, lastId, state } = res;
+  if (revision === null || lastId === undefined) return;
+  // A snapshot never fails, nor delays, a command.
+  setImmediate(() => void snapshots.save(stream, spec, revision, lastId, state).catch(() => {}));
+}
+
+/**
+ * Brings a stream's snapshot up to the stream's end (for the snapshotter):
+ * folds from the snapshot there is, bypassing this process's cache (whose
+ * states do not carry the id of their last event). True when one was written.
+ */
+export async function takeSnapshot<State>(store: EventStore, stream: string, decider: Foldable<State>): Promise<boolean> {
+  const spec = decider.snapshot;
+  const snapshots = snapshotsOf(store);
+  if (!spec || !snapshots) return false;
+  const snap = await snapshots.load(stream, spec);
+  let res: Fold<State> | undefined;
+  if (snap) {
+    const at = { page: await store.readStream(stream, { fromRevision: snap.revision, maxCount: PAGE }), asked: PAGE };
+    if (at.page[0]?.revision === snap.revision && at.page[0].id === snap.eventId) res = await fold(store, stream, decider, { state: snap.state as State, revision: snap.revision }, at);
+    else await snapshots.discard(stream, spec, snap);
+  }
+  res ??= await fold(store, stream, decider, { state: decider.initialState(), revision: null });
+  if (res.folded === 0 || res.revision === null || res.lastId === undefined) return false;
+  return snapshots.save(stream, spec, res.revision, res.lastId, res.state);
 }
 
 export async function handleCommand<State, Command>(
