@@ -6,7 +6,9 @@ import path from 'node:path';
 import { Vault } from '../src/adapters/vault.ts';
 import { buildApp } from '../src/app.ts';
 import { generateSigningKey } from '../src/audit/note.ts';
+import { forgetStates } from '../src/eventstore/handler.ts';
 import { PostgresEventStore } from '../src/eventstore/postgres.ts';
+import { attachSnapshots, detachSnapshots, snapshotsOf } from '../src/eventstore/snapshots.ts';
 import type { NewEvent } from '../src/eventstore/port.ts';
 import { openDb } from '../src/postgres/db.ts';
 import { startReadSide } from '../src/readside.ts';
@@ -16,6 +18,8 @@ import { benchPostgres } from './harness.ts';
 // 1 000 and 100 000 events (approved spends), over loopback HTTP with one
 // connection, in the same run. A command's cost should not grow with its
 // stream: target p50 within 1.5x across the three.
+// Then the first spend after a restart (the process's folded states
+// forgotten), without snapshots and from the snapshot the snapshotter took.
 // Run: npm run bench:stream-length   (BENCH_SECONDS=5, LENGTHS=10,1000,100000)
 
 const seconds = Number(process.env.BENCH_SECONDS ?? '5');
@@ -47,7 +51,14 @@ try {
   const consumer = (await app.inject({ method: 'POST', url: '/v1/consumers', headers: auth, payload: {} })).json();
   const ours = await app.listen({ host: '127.0.0.1', port: 0 });
   const rows: string[] = [];
+  const restarts: string[] = [];
   const p50s: number[] = [];
+  const spendOnce = async (mandateId: string): Promise<number> => {
+    const t0 = performance.now();
+    const r = await app.inject({ method: 'POST', url: `/v1/consumers/mandates/${mandateId}/spend`, headers: auth, payload: { amount_minor: '1', currency: 'BRL', merchant: 'shop@pix.example' } });
+    if (r.statusCode !== 201) throw new Error(r.body);
+    return performance.now() - t0;
+  };
   for (const n of LENGTHS) {
     const mandate = (
       await app.inject({
@@ -79,12 +90,25 @@ try {
     const warm = Date.now();
     await app.inject({ method: 'POST', url: `/v1/consumers/mandates/${mandate.id}/spend`, headers: auth, payload: { amount_minor: '1', currency: 'BRL', merchant: 'shop@pix.example' } });
     process.stderr.write(`first spend after writing the history: ${Date.now() - warm} ms\n`);
+    // A restart: the process forgets every folded state. First without snapshots (as before them)...
+    const snapshots = snapshotsOf(store)!;
+    detachSnapshots(store, snapshots);
+    forgetStates(store);
+    const cold = await spendOnce(mandate.id);
+    attachSnapshots(store, snapshots);
+    // ...then from the snapshot, once the snapshotter has followed the log to its head.
+    if (!(await readSide.snapshotter.waitFor(await store.headPosition(), 120_000))) throw new Error('snapshotter behind');
+    forgetStates(store);
+    const fromSnapshot = await spendOnce(mandate.id);
+    restarts.push(`${String(n).padStart(7)} prior events   first spend after a restart: without snapshots ${cold.toFixed(1)} ms, from a snapshot ${fromSnapshot.toFixed(1)} ms`);
     const r = await load({ target: ours, connections: 1, seconds, mode: 'spends', headers: auth, mandateIds: [mandate.id] });
     p50s.push(r.p50_ms);
     rows.push(`${String(n).padStart(7)} prior events   ${r.rps.toFixed(0).padStart(6)} req/s   p50 ${r.p50_ms.toFixed(1)} ms   p99 ${r.p99_ms.toFixed(1)} ms   unexpected ${r.unexpected}`);
   }
   console.log(`\nbench/stream-length: spends on one mandate, 1 connection, ${seconds} s each, loopback HTTP\n`);
   for (const r of rows) console.log(r);
+  console.log('');
+  for (const r of restarts) console.log(r);
   const spread = Math.max(...p50s) / Math.min(...p50s);
   console.log(`\np50 spread (max / min)  ${spread.toFixed(2)}x  (target <= 1.5: ${spread <= 1.5 ? 'met' : 'NOT met'})`);
   await app.close();

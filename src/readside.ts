@@ -27,9 +27,15 @@ import { PostgresEventStore } from './eventstore/postgres.ts';
 import { VerifierThread, type VerifierThreadSpec } from './audit/verifier-thread.ts';
 import { inlineFollower } from './projector/inline.ts';
 import { Recovery } from './recovery.ts';
+import { attachSnapshots, detachSnapshots, Snapshots } from './eventstore/snapshots.ts';
+import { Snapshotter, snapshotTarget } from './reactors/snapshotter.ts';
+import { mandateDecider } from '../commands/mandate.ts';
 
 // Everything that follows the log to serve reads: the projections and the
 // audit sealer, and the progress tracker behind read-your-writes.
+
+/** The deciders whose streams the snapshotter follows (each opts in with `snapshot`). */
+export const snapshotted = [snapshotTarget(mandateDecider)];
 
 export const projections: readonly Projection[] = [orgProjection, agentProjection, consumerProjection, mandateProjection, auditProjection, webhookProjection, bankConsentProjection, x402Projection, policyProjection, oauthProjection, pixProjection, connectionProjection, commerceMemoryProjection, mcpProjection, sessionProjection, signupRunProjection];
 
@@ -38,6 +44,8 @@ export type ReadSide = {
   runners: ProjectionRunner[];
   sealer: Sealer;
   expiry: MandateExpiryReactor;
+  /** Keeps snapshots of long streams up to date (src/eventstore/snapshots.ts). */
+  snapshotter: Snapshotter;
   verifier: AuditVerifier;
   /** Heals the read side when the database goes backwards (Postgres store only: src/recovery.ts). */
   recovery: Recovery | undefined;
@@ -74,11 +82,16 @@ export async function startReadSide(
   const recovery = store instanceof PostgresEventStore ? new Recovery(db, store, { progress, runners, sealer, projections: list }, opts.now) : undefined;
   recovery?.install();
   const expiry = new MandateExpiryReactor(db, store, opts.now ?? (() => new Date()));
+  // Snapshots live in PostgreSQL beside either log; the command handler finds them through the store.
+  const snapshots = await Snapshots.open(db);
+  attachSnapshots(store, snapshots);
+  const snapshotter = new Snapshotter(db, store, snapshots, snapshotted);
   await AuditVerifier.migrate(db);
   const verifier = new AuditVerifier(db, store, sealerOpts.signingKey, sealerOpts.origin ?? 'agent-ledger/audit', opts.now);
   let verifierThread: VerifierThread | undefined;
   if (opts.reactors !== false) {
     expiry.start();
+    await snapshotter.start();
     const spec = threadSpec(db, store, sealerOpts);
     // A thread that cannot start (its store unreachable, say) leaves the verifier here.
     verifierThread = spec && !opts.now ? await VerifierThread.start(spec).catch(() => undefined) : undefined;
@@ -89,6 +102,7 @@ export async function startReadSide(
     runners,
     sealer,
     expiry,
+    snapshotter,
     verifier,
     recovery,
     waitFor: (position, timeoutMs) => progress.waitFor(position, timeoutMs),
@@ -98,6 +112,8 @@ export async function startReadSide(
       await verifierThread?.stop();
       await verifier.stop();
       await expiry.stop();
+      await snapshotter.stop();
+      detachSnapshots(store, snapshots);
       await progress.stop();
       await sealer.stop();
       for (const r of runners) await r.stop();
