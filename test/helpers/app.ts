@@ -3,7 +3,7 @@ import type { Test } from 'tap';
 import { randomBytes } from 'node:crypto';
 import { buildApp, type BuildOptions } from '../../src/app.ts';
 import { PostgresEventStore } from '../../src/eventstore/postgres.ts';
-import { openDb } from '../../src/postgres/db.ts';
+import { openDb, type Db } from '../../src/postgres/db.ts';
 import { startReadSide } from '../../src/readside.ts';
 import type { SealerOptions } from '../../src/audit/sealer.ts';
 import { Vault } from '../../src/adapters/vault.ts';
@@ -11,6 +11,7 @@ import type { Bank } from '../../src/adapters/bank/port.ts';
 import type { PixDeps } from '../../src/adapters/psp/port.ts';
 import { BASE_SEPOLIA_CHAIN_ID, BASE_SEPOLIA_USDC, SANDBOX_FACILITATOR_KEY, startLocalChain } from '../../src/adapters/chain/local-chain.ts';
 import { EvmSettlement } from '../../src/adapters/chain/settlement.ts';
+import { postgresNonceGate } from '../../src/adapters/chain/nonces.ts';
 import { generateSigningKey } from '../../src/audit/note.ts';
 import type { X402Deps } from '../../src/adapters/chain/x402.ts';
 import { defaultWebhookConfig, WebhookDispatcher, type WebhookConfig } from '../../src/reactors/webhooks.ts';
@@ -50,7 +51,7 @@ export async function testApp(t: Test, opts: { readWaitMs?: number; sessionQuota
   if (opts.x402) {
     const chain = await startLocalChain();
     t.teardown(() => chain.stop());
-    const settlement = new EvmSettlement({ rpcUrl: chain.rpcUrl, chainId: BASE_SEPOLIA_CHAIN_ID, token: BASE_SEPOLIA_USDC, facilitatorKey: SANDBOX_FACILITATOR_KEY, receiptTimeoutMs: 10_000 });
+    const settlement = new EvmSettlement({ rpcUrl: chain.rpcUrl, chainId: BASE_SEPOLIA_CHAIN_ID, token: BASE_SEPOLIA_USDC, facilitatorKey: SANDBOX_FACILITATOR_KEY, receiptTimeoutMs: 10_000, nonces: postgresNonceGate(ledger.db) });
     x402 = {
       test: { name: 'base-sepolia', chainId: BASE_SEPOLIA_CHAIN_ID, token: BASE_SEPOLIA_USDC, domainName: 'USDC', domainVersion: '2', settlement, adapter: 'local-evm' },
       live: undefined,
@@ -132,11 +133,11 @@ function ok(res: LightMyRequestResponse, status: number): LightMyRequestResponse
  * side (no reactors), sealer and command-state cache. `app` overrides its
  * build options (say, the first instance's vault, providers or x402).
  */
-export async function secondInstance(t: Test, a: TestApp, opts: { sealer?: Partial<SealerOptions>; app?: Partial<BuildOptions> } = {}): Promise<FastifyInstance> {
+export async function secondInstance(t: Test, a: TestApp, opts: { sealer?: Partial<SealerOptions>; app?: Partial<BuildOptions> | ((db: Db) => Partial<BuildOptions>) } = {}): Promise<FastifyInstance> {
   const db = openDb(a.ledger.url, { max: testPoolMax(10) });
   const store = await PostgresEventStore.open(db);
   const readSide = await startReadSide(db, store, { signingKey: a.ledger.key, origin: a.ledger.origin, ...opts.sealer }, undefined, { reactors: false });
-  const app = await buildApp({ vault: await Vault.open(db, randomBytes(32)), db, store, readSide, serviceSecret: SERVICE_SECRET, baseUrl: 'http://127.0.0.1:8080', logLevel: 'silent', readWaitMs: 10_000, rateLimit: { burst: 100_000, perSecond: 100_000 }, ...opts.app });
+  const app = await buildApp({ vault: await Vault.open(db, randomBytes(32)), db, store, readSide, serviceSecret: SERVICE_SECRET, baseUrl: 'http://127.0.0.1:8080', logLevel: 'silent', readWaitMs: 10_000, rateLimit: { burst: 100_000, perSecond: 100_000 }, ...(typeof opts.app === 'function' ? opts.app(db) : opts.app) });
   t.teardown(async () => {
     await app.close();
     await readSide.stop();

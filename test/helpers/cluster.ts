@@ -2,6 +2,10 @@ import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Test } from 'tap';
 import type { BuildOptions } from '../../src/app.ts';
+import { EvmSettlement } from '../../src/adapters/chain/settlement.ts';
+import { postgresNonceGate } from '../../src/adapters/chain/nonces.ts';
+import { BASE_SEPOLIA_CHAIN_ID, BASE_SEPOLIA_USDC, SANDBOX_FACILITATOR_KEY } from '../../src/adapters/chain/local-chain.ts';
+import type { Db } from '../../src/postgres/db.ts';
 import { startBalancer, type Balancer } from './balancer.ts';
 import { secondInstance, testApp, type TestApp } from './app.ts';
 
@@ -53,16 +57,18 @@ export async function testCluster(t: Test, opts: Options = {}): Promise<Cluster>
   const a = await testApp(t, opts);
   const secondOpts = {
     sealer: { checkpointEveryEntries: first.checkpointEveryEntries ?? 4, checkpointIntervalMs: first.checkpointIntervalMs ?? 60_000 },
-    app: {
+    app: (db: Db) => ({
       vault: a.vault,
       providers: a.providerRuntime,
+      // x402 on the same chain, settled by this instance's own adapter, one sender per facilitator account through the shared database.
+      ...(a.x402?.test ? { x402: { ...a.x402, test: { ...a.x402.test, settlement: new EvmSettlement({ rpcUrl: a.x402.test.settlement.rpcUrl, chainId: BASE_SEPOLIA_CHAIN_ID, token: BASE_SEPOLIA_USDC, facilitatorKey: SANDBOX_FACILITATOR_KEY, receiptTimeoutMs: 10_000, nonces: postgresNonceGate(db) }) } } } : {}),
       ...(a.sandboxMerchants ? { merchants: a.sandboxMerchants.sites() } : {}),
       readWaitMs: 60_000,
       ...(first.rateLimit ? { rateLimit: first.rateLimit } : {}),
       ...(first.now ? { now: first.now } : {}),
       ...(first.oauth ? { oauth: first.oauth } : {}),
       ...appOpts,
-    },
+    }),
   };
   await a.app.listen({ host: '127.0.0.1', port: 0 });
   let second = await listeningInstance(t, a, secondOpts);

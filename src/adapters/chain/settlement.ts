@@ -44,6 +44,11 @@ export class EvmSettlement {
     this.reader = createPublicClient({ chain, transport: http(cfg.rpcUrl, { retryCount: 0 }) });
   }
 
+  /** The RPC endpoint this adapter sends through. */
+  get rpcUrl(): string {
+    return this.cfg.rpcUrl;
+  }
+
   /** Sends transferWithAuthorization and waits for its receipt; an unknown outcome is never reported as a failure. */
   async settle(a: Authorization, signature: Hex): Promise<SettlementResult> {
     const result = await this.settleOnce(a, signature);
