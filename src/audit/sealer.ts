@@ -1,6 +1,6 @@
 import type { EventStore, ExpectedRevision, NewEvent, Position, RecordedEvent } from '../eventstore/port.ts';
 import type { InlineTx } from '../eventstore/postgres.ts';
-import { DuplicateEventId, WrongExpectedRevision } from '../eventstore/port.ts';
+import { AppendTooLarge, DuplicateEventId, WrongExpectedRevision } from '../eventstore/port.ts';
 import type { Db, Queryable } from '../postgres/db.ts';
 import { ensureCheckpoint, PROGRESS_CHANNEL, readCheckpoint } from '../projector/checkpoints.ts';
 import { batches } from '../projector/follow.ts';
@@ -405,6 +405,13 @@ export class Sealer {
     try {
       appended = await append(auditStream(chain.orgId), newEvents, chain.sequence === 0 ? 'no_stream' : BigInt(chain.sequence - 1));
     } catch (err) {
+      if (err instanceof AppendTooLarge && err.refusedBy === 'port' && err.atEvent !== undefined && err.atEvent > 0) {
+        // The entries pass the most one append may carry (a backlog of one
+        // organization): the store refused them before writing anything, so
+        // they are sealed as several appends, in order.
+        await this.sealOrg(chain, fresh.slice(0, err.atEvent), append, q, last);
+        return this.sealOrg(chain, fresh.slice(err.atEvent), append, q, last);
+      }
       if (err instanceof WrongExpectedRevision || err instanceof DuplicateEventId) {
         // The chain moved under us (another sealer, or a restart): reload and let the loop retry.
         this.chains.delete(chain.orgId);
