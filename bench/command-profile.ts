@@ -19,19 +19,49 @@ const counts = new Map<string, number>();
 const times = new Map<string, number>();
 let total = 0;
 let counting = false;
+// A round trip: a connection goes from no statement in flight to one. Statements
+// issued while others are in flight on the same connection (pipelined) travel in
+// the same round trip; one issued after the answers it waited for starts another.
+const inflight = new WeakMap<object, number>();
+let roundTrips = 0;
+/** Per command, the instants (ns) of its phases; the request's own statements mark them. */
+type Marks = { start: bigint; rateIssued?: bigint; rateAnswered?: bigint; append?: bigint; begin?: bigint; commitIssued?: bigint; commitAnswered?: bigint; appended?: bigint; waited?: bigint; end?: bigint };
+let marks: Marks | undefined;
 const orig = pg.Client.prototype.query;
 (pg.Client.prototype as unknown as { query: unknown }).query = function (this: pg.Client, ...args: unknown[]) {
-  if (counting) {
-    const q = args[0] as string | { text: string };
-    const text = (typeof q === 'string' ? q : q.text).replace(/\s+/g, ' ').slice(0, Number(process.env.QLEN ?? 70));
-    counts.set(text, (counts.get(text) ?? 0) + 1);
-    total++;
-    const s = process.hrtime.bigint();
-    const r = (orig as (...a: unknown[]) => unknown).apply(this, args) as Promise<unknown>;
-    if (r && typeof r.then === 'function') void r.then(() => times.set(text, (times.get(text) ?? 0) + Number(process.hrtime.bigint() - s) / 1e6), () => {});
-    return r;
+  if (!counting) return (orig as (...a: unknown[]) => unknown).apply(this, args);
+  const q = args[0] as string | { text: string };
+  const text = (typeof q === 'string' ? q : q.text).replace(/\s+/g, ' ').slice(0, Number(process.env.QLEN ?? 70));
+  counts.set(text, (counts.get(text) ?? 0) + 1);
+  total++;
+  const n = inflight.get(this) ?? 0;
+  if (n === 0) roundTrips++;
+  inflight.set(this, n + 1);
+  const s = process.hrtime.bigint();
+  const m = marks;
+  if (m) {
+    if (text.startsWith('WITH req AS')) m.rateIssued ??= s;
+    else if (text.startsWith('BEGIN')) m.begin ??= s;
+    else if (text === 'COMMIT') m.commitIssued ??= s;
   }
-  return (orig as (...a: unknown[]) => unknown).apply(this, args);
+  const settle = () => {
+    const e = process.hrtime.bigint();
+    inflight.set(this, (inflight.get(this) ?? 1) - 1);
+    times.set(text, (times.get(text) ?? 0) + Number(e - s) / 1e6);
+    if (m && text.startsWith('WITH req AS')) m.rateAnswered ??= e;
+    if (m && text === 'COMMIT') m.commitAnswered ??= e;
+  };
+  // pg-pool calls with a callback (nothing returned); transactions await a promise.
+  const last = args[args.length - 1];
+  if (typeof last === 'function') {
+    args[args.length - 1] = (...r: unknown[]) => {
+      settle();
+      return (last as (...a: unknown[]) => unknown)(...r);
+    };
+  }
+  const r = (orig as (...a: unknown[]) => unknown).apply(this, args) as Promise<unknown> | undefined;
+  if (typeof last !== 'function' && r && typeof r.then === 'function') void r.then(settle, settle);
+  return r;
 };
 
 const pgServer = await benchPostgres();
@@ -43,10 +73,13 @@ try {
   const origAppend = store.appendToStream.bind(store);
   store.appendToStream = async (...a: Parameters<typeof origAppend>) => {
     const s = process.hrtime.bigint();
+    if (marks) marks.append ??= s;
     try {
       return await origAppend(...a);
     } finally {
-      if (counting) phase.append += Number(process.hrtime.bigint() - s) / 1e6;
+      const e = process.hrtime.bigint();
+      if (marks) marks.appended = e;
+      if (counting) phase.append += Number(e - s) / 1e6;
     }
   };
   const origWait = readSide.waitFor;
@@ -55,7 +88,9 @@ try {
     try {
       return await origWait(p, ms);
     } finally {
-      if (counting) phase.wait += Number(process.hrtime.bigint() - s) / 1e6;
+      const e = process.hrtime.bigint();
+      if (marks) marks.waited = e;
+      if (counting) phase.wait += Number(e - s) / 1e6;
     }
   };
   const secret = 'svc_bench_secret_0123456789abcdefghijklmnop';
@@ -79,10 +114,15 @@ try {
   await new Promise((r) => setTimeout(r, 500));
   counting = true;
   const lat: number[] = [];
+  const all: Marks[] = [];
   const t0 = process.hrtime.bigint();
   for (let i = 0; i < SPENDS; i++) {
     const s = process.hrtime.bigint();
+    marks = { start: s };
     const r = await spend();
+    marks.end = process.hrtime.bigint();
+    all.push(marks);
+    marks = undefined;
     if (r.statusCode !== 201) throw new Error(r.body);
     lat.push(Number(process.hrtime.bigint() - s) / 1e6);
   }
@@ -93,7 +133,27 @@ try {
   console.log(`p50 ${lat[Math.floor(lat.length / 2)]!.toFixed(2)} ms   mean ${((secs * 1000) / SPENDS).toFixed(2)} ms`);
   console.log(`of which: append ${(phase.append / SPENDS).toFixed(2)} ms, waiting for the read side ${(phase.wait / SPENDS).toFixed(2)} ms`);
   const tx = (counts.get('BEGIN') ?? 0);
-  console.log(`statements per command ${(total / SPENDS).toFixed(1)}   transactions (BEGIN) per command ${(tx / SPENDS).toFixed(2)}   plus autocommit statements\n`);
+  console.log(`statements per command ${(total / SPENDS).toFixed(1)}   transactions (BEGIN) per command ${(tx / SPENDS).toFixed(2)}   plus autocommit statements`);
+  console.log(`round trips to PostgreSQL per command ${(roundTrips / SPENDS).toFixed(2)}  (a connection going from nothing in flight to a statement; pipelined statements share one)\n`);
+  // Where one command's microseconds go (medians over the commands that went through each phase).
+  const med = (f: (m: Marks) => bigint | undefined, g: (m: Marks) => bigint | undefined) => {
+    const v = all.flatMap((m) => {
+      const a = f(m);
+      const b = g(m);
+      return a !== undefined && b !== undefined && b >= a ? [Number(b - a) / 1e3] : [];
+    });
+    v.sort((x, y) => x - y);
+    return v.length ? `${v[Math.floor(v.length / 2)]!.toFixed(0).padStart(6)} µs  (${v.length} of ${all.length})` : '     -';
+  };
+  console.log('phases of one command, median');
+  console.log(`  request to the append (routing, authentication, validation, policy, fold, decision)  ${med((m) => m.start, (m) => m.append)}`);
+  console.log(`    of which the rate-limit admission's round trip                                     ${med((m) => m.rateIssued, (m) => m.rateAnswered)}`);
+  console.log(`  queued until its batch begins                                                          ${med((m) => m.append, (m) => m.begin)}`);
+  console.log(`  the batch's statements issued (sealing, projections, encoding)                         ${med((m) => m.begin, (m) => m.commitIssued)}`);
+  console.log(`  the database: statements run and COMMIT answered                                       ${med((m) => m.commitIssued, (m) => m.commitAnswered)}`);
+  console.log(`  COMMIT answered to the append resolved (wake-up)                                       ${med((m) => m.commitAnswered, (m) => m.appended)}`);
+  console.log(`  append resolved to the response (read side, serialization)                             ${med((m) => m.appended, (m) => m.end)}`);
+  console.log(`  whole request (app.inject, no socket)                                                  ${med((m) => m.start, (m) => m.end)}\n`);
   for (const [k, v] of [...counts].sort((a, b) => b[1] - a[1])) console.log(`${(v / SPENDS).toFixed(2).padStart(7)}  ${((times.get(k) ?? 0) / SPENDS).toFixed(2).padStart(6)} ms  ${k}`);
   await app.close();
   await readSide.stop();

@@ -86,39 +86,45 @@ function sameJson(a: unknown, b: unknown): boolean {
 }
 
 export function checkEntry(orgId: string, se: StoredEntry, prevHash: string): Problem | null {
+  return checkParsed(orgId, se, prevHash).problem;
+}
+
+/** checkEntry, answering the parsed envelope too when the entry is sound (so the source check need not parse it again). */
+export function checkParsed(orgId: string, se: StoredEntry, prevHash: string): { problem: Problem | null; env?: Envelope } {
+  const problem = (p: Problem) => ({ problem: p });
   const e = se.entry;
   const seq = Number(se.revision) + 1;
   const bad = (kind: ProblemKind, detail: string): Problem => ({ kind, sequence_number: seq, detail });
   if (typeof e !== 'object' || e === null || typeof e.envelope !== 'string' || typeof e.entry_hash !== 'string' || typeof e.sequence_number !== 'number') {
-    return bad('malformed_entry', 'entry lacks its envelope, hash or sequence number');
+    return problem(bad('malformed_entry', 'entry lacks its envelope, hash or sequence number'));
   }
-  if (e.sequence_number !== seq) return bad('sequence_mismatch', `entry at revision ${se.revision} claims sequence ${e.sequence_number}`);
+  if (e.sequence_number !== seq) return problem(bad('sequence_mismatch', `entry at revision ${se.revision} claims sequence ${e.sequence_number}`));
   let env: Envelope;
   try {
     env = JSON.parse(e.envelope) as Envelope;
   } catch {
-    return bad('canonical_mismatch', 'envelope text is not JSON');
+    return problem(bad('canonical_mismatch', 'envelope text is not JSON'));
   }
-  if (canonicalizeSafe(env) !== e.envelope) return bad('canonical_mismatch', 'envelope text is not in canonical (RFC 8785) form');
-  if (env.org_id !== orgId) return bad('foreign_entry', `entry belongs to organization ${env.org_id}`);
-  if (entryHash(e.envelope) !== e.entry_hash) return bad('hash_mismatch', 'entry_hash does not match the envelope');
+  if (canonicalizeSafe(env) !== e.envelope) return problem(bad('canonical_mismatch', 'envelope text is not in canonical (RFC 8785) form'));
+  if (env.org_id !== orgId) return problem(bad('foreign_entry', `entry belongs to organization ${env.org_id}`));
+  if (entryHash(e.envelope) !== e.entry_hash) return problem(bad('hash_mismatch', 'entry_hash does not match the envelope'));
   if (env.sequence_number !== seq || env.prev_hash !== e.prev_hash || env.event_type !== e.event_type || env.event_id !== e.source?.event_id || env.occurred_at !== e.happened_at) {
-    return bad('hash_mismatch', 'entry fields differ from the hashed envelope');
+    return problem(bad('hash_mismatch', 'entry fields differ from the hashed envelope'));
   }
   if (e.payload !== null) {
     if (typeof e.payload_salt !== 'string' || payloadHash(e.payload_salt, e.payload) !== env.payload_hash) {
-      return bad('hash_mismatch', 'payload does not match the committed payload_hash');
+      return problem(bad('hash_mismatch', 'payload does not match the committed payload_hash'));
     }
   }
-  if (e.prev_hash !== prevHash) return bad('link_mismatch', 'prev_hash is not the previous entry_hash');
-  return null;
+  if (e.prev_hash !== prevHash) return problem(bad('link_mismatch', 'prev_hash is not the previous entry_hash'));
+  return { problem: null, env };
 }
 
 /** A sound entry (checkEntry found no problem) against its source event in the log. */
-export async function checkSource(se: StoredEntry, lookup: NonNullable<ChainSource['lookupSource']>): Promise<Problem | null> {
+export async function checkSource(se: StoredEntry, lookup: NonNullable<ChainSource['lookupSource']>, parsed?: Envelope): Promise<Problem | null> {
   const e = se.entry;
   const seq = Number(se.revision) + 1;
-  const env = JSON.parse(e.envelope) as Envelope;
+  const env = parsed ?? (JSON.parse(e.envelope) as Envelope);
   const src = await lookup(e.source);
   const bad = (detail: string): Problem => ({ kind: 'source_mismatch', sequence_number: seq, detail });
   if (!src) return bad(`source event ${e.source.stream}@${e.source.revision} is missing`);
@@ -192,10 +198,10 @@ export async function verifyChain(source: ChainSource): Promise<VerifyReport> {
     }
     const entryHashHex = typeof se.entry?.entry_hash === 'string' ? se.entry.entry_hash : '';
     if (seq > watermark) {
-      const p = checkEntry(source.orgId, se, linkUnverifiable ? (se.entry?.prev_hash ?? prevHash) : prevHash);
+      const { problem, env } = checkParsed(source.orgId, se, linkUnverifiable ? (se.entry?.prev_hash ?? prevHash) : prevHash);
       linkUnverifiable = false;
-      add(p);
-      if (!p && source.lookupSource) add(await checkSource(se, source.lookupSource));
+      add(problem);
+      if (!problem && source.lookupSource) add(await checkSource(se, source.lookupSource, env));
     }
     prevHash = entryHashHex;
     range.append(leafHash(Buffer.from(entryHashHex, 'hex')));
@@ -228,12 +234,18 @@ export async function verifyChain(source: ChainSource): Promise<VerifyReport> {
 
 /** Entries of an organization's chain in the live log, page by page. */
 export async function* storedEntries(store: EventStore, orgId: string): AsyncGenerator<StoredEntry> {
-  let from = 0n;
-  for (;;) {
-    const page = await store.readStream(auditStream(orgId), { fromRevision: from, maxCount: 5000 });
-    for (const e of page) yield { revision: e.revision, entry: e.data as unknown as AuditEntry };
-    if (page.length < 5000) return;
-    from = page[page.length - 1]!.revision + 1n;
+  const read = (from: bigint) => store.readStream(auditStream(orgId), { fromRevision: from, maxCount: 5000 });
+  let next: Promise<RecordedEvent[]> | undefined = read(0n);
+  try {
+    while (next) {
+      const page: RecordedEvent[] = await next;
+      // The next page is read while this one is checked.
+      next = page.length < 5000 ? undefined : read(page[page.length - 1]!.revision + 1n);
+      for (const e of page) yield { revision: e.revision, entry: e.data as unknown as AuditEntry };
+    }
+  } finally {
+    // A reader that stopped early leaves no read to fail unobserved.
+    next?.catch(() => {});
   }
 }
 
@@ -293,8 +305,14 @@ export async function checkpointsBetween(store: EventStore, orgId: string, from:
 export function logCursor(store: EventStore, eventTypes: readonly string[]): NonNullable<ChainSource['lookupSource']> {
   let page: RecordedEvent[] = [];
   let idx = 0;
-  let after = '';
   let exhausted = false;
+  const read = (after: string) => {
+    const p = store.readAll({ after, maxCount: 5000, filter: { eventTypes } });
+    p.catch(() => {});
+    return p;
+  };
+  // The next page is read while this one is used.
+  let next: Promise<RecordedEvent[]> | undefined;
   const direct = async (s: AuditEntry['source']) => {
     const rev = BigInt(s.revision);
     return (await store.readStream(s.stream, { fromRevision: rev, maxCount: 1 })).find((e) => e.revision === rev);
@@ -309,11 +327,11 @@ export function logCursor(store: EventStore, eventTypes: readonly string[]): Non
         return e.position === s.position && e.streamName === s.stream ? e : direct(s);
       }
       if (exhausted) return direct(s);
-      page = await store.readAll({ after, maxCount: 5000, filter: { eventTypes } });
+      page = await (next ?? read(''));
       idx = 0;
       if (page.length < 5000) exhausted = true;
-      if (page.length > 0) after = page[page.length - 1]!.position;
-      else return direct(s);
+      else next = read(page[page.length - 1]!.position);
+      if (page.length === 0) return direct(s);
     }
   };
 }

@@ -5,7 +5,7 @@ import { type AuditEntry, auditStream, genesisHash } from './chain.ts';
 import { leafHash, nodeHash } from './merkle.ts';
 import { openCheckpoint } from './note.ts';
 import { rootFromStore } from './tree.ts';
-import { checkEntry, checkpointsBetween, checkSource, type Problem, type StoredEntry } from './verifier.ts';
+import { checkParsed, checkpointsBetween, checkSource, type Problem, type StoredEntry } from './verifier.ts';
 
 // Verification of one stretch of a chain, [from, to] by sequence number, at a
 // cost proportional to the stretch, not to the chain: every entry is
@@ -111,9 +111,9 @@ export async function verifyRange(
         expected = e.revision;
       }
       const se: StoredEntry = { revision: e.revision, entry: e.data as unknown as AuditEntry };
-      const p = checkEntry(orgId, se, prevHash);
+      const { problem: p, env } = checkParsed(orgId, se, prevHash);
       add(p);
-      if (!p) add(await checkSource(se, lookup));
+      if (!p) add(await checkSource(se, lookup, env));
       prevHash = typeof se.entry?.entry_hash === 'string' ? se.entry.entry_hash : '';
       leaves.push(leafHash(Buffer.from(prevHash, 'hex')));
       expected++;
