@@ -99,10 +99,10 @@ try {
   printTable('events', Object.values(results));
   console.log('');
   ratio('ours/Emmett, 16 writers', results.ours16!, results.emmett16!, 3);
-  ratio('ours 16 writers / raw INSERT 16 conn', results.ours16!, results.raw16!, 2);
+  ratio('ours 16 writers / raw INSERT 16 conn', results.ours16!, results.raw16!);
   ratio('ceiling (bare group commit) / raw INSERT 16 conn', results.ceiling16!, results.raw16!);
   ratio('floor (lock-ordered group commit) / raw INSERT 16 conn', results.floor16!, results.raw16!);
-  ratio('ours 16 writers / floor', results.ours16!, results.floor16!);
+  ratio('ours 16 writers / floor', results.ours16!, results.floor16!, 0.85);
   ratio('ours/Emmett, 1 writer', results.ours1!, results.emmett1!);
   ratio('ours 1 writer / raw INSERT 1 conn', results.ours1!, results.raw1!);
   if (results.esdb16) {

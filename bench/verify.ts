@@ -11,7 +11,7 @@ import { benchPostgres } from './harness.ts';
 
 // bench/verify: verifies an N-entry chain (default 200 000) and compares
 // entries/s with canonicalize + SHA-256 of the same entries, in the same run.
-// Target: ratio >= 0.5 for the chain walk. Run: npm run bench:verify  (ENTRIES=200000)
+// Targets: ratio >= 0.5 for the chain walk, >= 0.35 for the full verification (issue 39). Run: npm run bench:verify  (ENTRIES=200000)
 
 const total = Number(process.env.ENTRIES ?? '200000');
 const org = 'org_bench';
@@ -81,7 +81,7 @@ try {
   const r1 = baseSecs / walkSecs;
   const r2 = baseSecs / liveSecs;
   console.log(`\nchain walk / baseline                ${r1.toFixed(2)}x  (target >= 0.5: ${r1 >= 0.5 ? 'met' : 'NOT met'})`);
-  console.log(`full verify / baseline               ${r2.toFixed(2)}x`);
+  console.log(`full verify / baseline               ${r2.toFixed(2)}x  (goal >= 0.35: ${r2 >= 0.35 ? 'met' : 'NOT met'})`);
   await store.close();
   await db.close();
 } finally {
