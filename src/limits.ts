@@ -15,6 +15,14 @@ export const APPEND_MAX_EVENTS = 10_000;
  */
 export const APPEND_MAX_BYTES = 1_048_576;
 export const APPEND_MAX_BYTES_CEILING = 16_777_216;
+/**
+ * Event store: the room an event of any stream the audit chain seals must
+ * leave below the append limit for its entry (the entry carries the event's
+ * data as its payload, plus an envelope, hashes and the source's address: a
+ * few hundred bytes to ~1.5 KB). An event without that room could be
+ * acknowledged and never sealed.
+ */
+export const SEAL_HEADROOM_BYTES = 16_384;
 
 /** Group commit: the most appends coalesced into one transaction. */
 export const GROUP_COMMIT_MAX_APPENDS = 512;

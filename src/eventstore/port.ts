@@ -1,4 +1,5 @@
-import { APPEND_MAX_BYTES, APPEND_MAX_EVENTS, EVENT_TYPE_MAX_CHARS, STREAM_NAME_MAX_CHARS } from '../limits.ts';
+import { isAuditStream } from '../audit/chain.ts';
+import { APPEND_MAX_BYTES, APPEND_MAX_EVENTS, EVENT_TYPE_MAX_CHARS, SEAL_HEADROOM_BYTES, STREAM_NAME_MAX_CHARS } from '../limits.ts';
 
 // The event store port. Semantics follow EventStoreDB so that every adapter
 // behaves the same; one conformance suite (test/eventstore/) holds them to it.
@@ -333,6 +334,9 @@ export function checkAppend(stream: string, events: readonly NewEvent[], expecte
   let bound = 0;
   let exact: number | undefined;
   const checked: CheckedEvent[] = [];
+  // An event the audit chain will seal must leave room for its entry, which
+  // is appended alone if need be (SEAL_HEADROOM_BYTES).
+  const eventMax = isAuditStream(stream) ? maxAppendBytes : maxAppendBytes - SEAL_HEADROOM_BYTES;
   events.forEach((e, i) => {
     if (typeof e !== 'object' || e === null) throw new InvalidEvent(`event ${i}: not an object`);
     if (typeof e.type !== 'string' || !EVENT_TYPE.test(e.type) || e.type.length > EVENT_TYPE_MAX_CHARS) {
@@ -354,7 +358,12 @@ export function checkAppend(stream: string, events: readonly NewEvent[], expecte
     if (unholdable(data) || unholdable(metadata)) throw new InvalidEvent(`event ${i}: a string holds U+0000 or a lone surrogate, which the read side and the audit chain cannot hold`);
     const c: CheckedEvent = { id, type: e.type, data, metadata, dataValue: e.data, metadataValue: m as EventMetadata };
     checked.push(c);
-    bound += 3 * (data.length + metadata.length) + 2 * e.type.length;
+    const own = 3 * (data.length + metadata.length) + 2 * e.type.length;
+    if (own > eventMax) {
+      const size = appendSize([c]);
+      if (size > eventMax) throw new AppendTooLarge(eventMax, size, 'port', i);
+    }
+    bound += own;
     if (exact === undefined && bound > maxAppendBytes) exact = appendSize(checked);
     else if (exact !== undefined) exact += appendSize([c]);
     if (exact !== undefined && exact > maxAppendBytes) throw new AppendTooLarge(maxAppendBytes, exact, 'port', i);

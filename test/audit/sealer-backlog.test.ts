@@ -43,3 +43,20 @@ for (const store of ['postgres', 'esdb'] as const) {
     t.equal(report.entries, business.length);
   });
 }
+
+// One event whose own audit entry would pass the limit (its payload plus the
+// entry's envelope): refused at the append, so no acknowledged event is left
+// that the chain can never seal (the sealer would retry it forever, and every
+// organization's sealing behind it would wait).
+t.test('an event too large to seal is refused, and sealing goes on', async (t) => {
+  const ledger = await testLedger(t);
+  const org = 'org_huge';
+  const ctx = ledger.ctx(org);
+  await ledger.run(orgDecider, orgStream(org), { type: 'create_org', orgId: org, name: 'Huge', defaultProjectId: 'prj_huge', owner: { userId: 'usr_huge', email: 'owner@example.com', displayName: null } }, ctx);
+  const filler = 'x'.repeat(ledger.store.maxAppendBytes - 1_200);
+  await t.rejects(ledger.run(orgDecider, orgStream(org), { type: 'create_project', projectId: 'prj_huge_1', name: 'P', slug: 'h-1', environment: 'test', settings: { filler } }, ctx), { code: 'invalid_event' });
+  await ledger.run(orgDecider, orgStream(org), { type: 'create_project', projectId: 'prj_huge_2', name: 'P2', slug: 'h-2', environment: 'test', settings: {} }, ctx);
+  t.ok(await ledger.readSide.waitFor(await ledger.store.headPosition(), 30_000), 'sealed up to the head');
+  const report = await verifyOrgChain(ledger.store, org, ledger.key, ledger.origin);
+  t.ok(report.ok, 'the chain verifies');
+});

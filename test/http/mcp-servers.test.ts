@@ -2,6 +2,7 @@ import t from 'tap';
 import { bootstrapOrg, platform, testApp } from '../helpers/app.ts';
 import { startDeadUpstream, startUpstream } from '../helpers/mcp-upstream.ts';
 import { freeLoopbackPort } from '../../src/postgres/embedded.ts';
+import { SEAL_HEADROOM_BYTES } from '../../src/limits.ts';
 
 // Monetized MCP servers: validation against real SDK upstreams (and dead and
 // slow ones), registration with the global slug claim, prices, provisioned
@@ -222,7 +223,8 @@ t.test("a body within the HTTP limit whose server would not fit one append of th
   t.ok(bytes() < 1_048_576 && bytes() > 1_048_576 - 1024, `the body is ${bytes()} bytes, under the HTTP limit`);
   const r = await call('POST', '/v1/mcp-servers', org, big);
   t.equal(r.statusCode, 413, r.body.slice(0, 300));
-  t.match(r.json(), { error: { code: 'payload_too_large', message: /event store accepts in one append/, details: { max_append_bytes: limit } } });
+  // One event of a sealed stream must leave room below the limit for its audit entry.
+  t.match(r.json(), { error: { code: 'payload_too_large', message: /event store accepts in one append/, details: { max_append_bytes: limit - SEAL_HEADROOM_BYTES } } });
   const written = (await ledger.store.readAll({ after: head, maxCount: 1000 })).filter((e) => e.type.startsWith('mcp_server') || e.type.startsWith('mcp_slug'));
   t.same(written, [], 'nothing written: no server, no slug claim');
   const again = await call('POST', '/v1/mcp-servers', org, body('too-big'));
