@@ -2,7 +2,7 @@ import path from 'node:path';
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { parseWitnessList, type WitnessEndpoint } from './audit/witness-client.ts';
-import { APPEND_MAX_BYTES, APPEND_MAX_BYTES_CEILING, BROWSER_MAX_CONTEXTS, BROWSER_MAX_CONTEXTS_PER_ORG } from './limits.ts';
+import { APPEND_MAX_BYTES, APPEND_MAX_BYTES_CEILING, APPEND_MAX_BYTES_FLOOR, BROWSER_MAX_CONTEXTS, BROWSER_MAX_CONTEXTS_PER_ORG } from './limits.ts';
 
 // The environment, parsed once. Nothing else in the service reads process.env.
 const schema = z.object({
@@ -11,7 +11,7 @@ const schema = z.object({
   DATA_DIR: z.string().min(1).default('./.data'),
   DATABASE_URL: z.string().url().optional(),
   ESDB_URL: z.string().min(1).optional(),
-  EVENTSTORE_MAX_APPEND_BYTES: z.coerce.number().int().min(1).max(APPEND_MAX_BYTES_CEILING).default(APPEND_MAX_BYTES),
+  EVENTSTORE_MAX_APPEND_BYTES: z.coerce.number().int().min(APPEND_MAX_BYTES_FLOOR).max(APPEND_MAX_BYTES_CEILING).default(APPEND_MAX_BYTES),
   AUDIT_SIGNING_KEY: z.string().min(1).optional(),
   AUDIT_WITNESSES: z.string().optional(),
   SVC_SERVICE_SECRET: z.string().min(32).optional(),

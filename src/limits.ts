@@ -23,6 +23,8 @@ export const APPEND_MAX_BYTES_CEILING = 16_777_216;
  * acknowledged and never sealed.
  */
 export const SEAL_HEADROOM_BYTES = 16_384;
+/** Event store: the smallest append limit the service can be set to (events must still fit beside their seal's headroom). */
+export const APPEND_MAX_BYTES_FLOOR = 4 * SEAL_HEADROOM_BYTES;
 
 /** Group commit: the most appends coalesced into one transaction. */
 export const GROUP_COMMIT_MAX_APPENDS = 512;

@@ -43,7 +43,7 @@ t.test('SESSION_QUOTA_PER_ORG: 100 unset; a positive integer; anything else refu
 t.test('EVENTSTORE_MAX_APPEND_BYTES: EventStoreDB\'s default MaxAppendSize unset; a positive integer up to the ceiling; anything else refused at start', async (t) => {
   t.equal(loadConfig({}).maxAppendBytes, 1_048_576);
   t.equal(loadConfig({ EVENTSTORE_MAX_APPEND_BYTES: '65536' }).maxAppendBytes, 65_536);
-  for (const bad of ['abc', '0', '-1', '2.5', String(16_777_216 + 1)]) t.throws(() => loadConfig({ EVENTSTORE_MAX_APPEND_BYTES: bad }), ConfigError, bad);
+  for (const bad of ['abc', '0', '-1', '2.5', '65535', String(16_777_216 + 1)]) t.throws(() => loadConfig({ EVENTSTORE_MAX_APPEND_BYTES: bad }), ConfigError, bad);
 });
 
 t.test('TRUST_PROXY: unset trusts no proxy; a hop count; a list of addresses, CIDRs or loopback/linklocal/uniquelocal; anything else refused at start', async (t) => {
