@@ -12,8 +12,6 @@ import { defineRoute, type AppDeps } from './route.ts';
 // src/http/audit-config.ts; for auditors, the signed checkpoints and inclusion
 // proofs in src/http/audit-proofs.ts. The logic is src/usecases/audit.ts.
 
-export { clampAuditLimit, parseAcknowledgement } from './audit-schemas.ts';
-
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 export async function auditRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
