@@ -2,7 +2,8 @@ import type { AppDeps } from './route.ts';
 import { OAUTH_CLIENT_NAME_MAX_CHARS, OAUTH_REDIRECT_URI_MAX_CHARS, OAUTH_REDIRECT_URIS_MAX } from '../limits.ts';
 import { Rejection } from '../eventstore/handler.ts';
 import { RawHttpError } from './errors.ts';
-import { type OAuthShared, param, redirectUriProblem } from './oauth-common.ts';
+import { redirectUriProblem } from '../usecases/oauth-redirects.ts';
+import { type OAuthShared, param } from './oauth-common.ts';
 import { type ClientMetadata, oauthClientKnown } from '../usecases/oauth-clients.ts';
 import type { TokenRequest } from '../usecases/oauth-tokens.ts';
 
