@@ -1,18 +1,22 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
-import Fastify from 'fastify';
+import Fastify, { type FastifyInstance } from 'fastify';
 import { buildApp } from '../src/app.ts';
 import { Vault } from '../src/adapters/vault.ts';
 import { generateSigningKey } from '../src/audit/note.ts';
 import { PostgresEventStore } from '../src/eventstore/postgres.ts';
 import { openDb } from '../src/postgres/db.ts';
 import { startReadSide } from '../src/readside.ts';
+import * as oauth from 'oauth4webapi';
+import { authorizeUrl, clientOptions, consent, pkce } from '../test/helpers/oauth.ts';
 import { benchPostgres } from './harness.ts';
 
 // bench/http-read: GET /v1/projects/{id} (API-key auth, project resolution,
 // read model query, zod on the way out) against a fastify hello-world route,
-// both over real HTTP on loopback with 50 connections, in the same run.
+// both over real HTTP on loopback with 50 connections, in the same run; then
+// the same GET with an OAuth access token (what MCP clients send), issued
+// through the real authorization-code flow.
 // autocannon runs in its own process. Goal (issue 39): ratio >= 0.7.
 // Both targets are warmed up first (a process's first seconds run slower:
 // its code is still being compiled, its heap still grows), then loaded in
@@ -38,6 +42,23 @@ async function load(url: string, headers: Record<string, string>, duration = sec
   return { rps: j.requests.average, p99: j.latency.p99, non2xx: j.non2xx, errors: j.errors };
 }
 
+/** An access token for `apiKey` (all its scopes), through registration, the consent form and the code exchange, as an MCP client gets one. */
+async function issueAccessToken(app: FastifyInstance, apiKey: string): Promise<string> {
+  const opts = clientOptions(app);
+  const issuer = new URL('http://127.0.0.1');
+  const as = await oauth.processDiscoveryResponse(issuer, await oauth.discoveryRequest(issuer, { ...opts, algorithm: 'oauth2' }));
+  const client = await oauth.processDynamicClientRegistrationResponse(
+    await oauth.dynamicClientRegistrationRequest(as, { redirect_uris: ['http://127.0.0.1/callback'], client_name: 'bench', token_endpoint_auth_method: 'none' }, opts),
+  );
+  const p = await pkce();
+  const state = oauth.generateRandomState();
+  const url = authorizeUrl(as, { client_id: client.client_id, redirect_uri: 'http://127.0.0.1/callback', response_type: 'code', code_challenge: p.challenge, code_challenge_method: 'S256', state, scope: '*' });
+  const res = await consent(app, url, apiKey);
+  const params = oauth.validateAuthResponse(as, client, new URL(String(res.headers.location)), state);
+  const tokens = await oauth.processAuthorizationCodeResponse(as, client, await oauth.authorizationCodeGrantRequest(as, client, oauth.None(), params, 'http://127.0.0.1/callback', p.verifier, opts));
+  return tokens.access_token;
+}
+
 const pgServer = await benchPostgres();
 try {
   const db = openDb(await pgServer.database('bench_http'), { max: 10 });
@@ -55,25 +76,32 @@ try {
   hello.get('/hello', async () => ({ hello: 'world' }));
   const helloUrl = await hello.listen({ host: '127.0.0.1', port: 0 });
 
+  const accessToken = await issueAccessToken(app, key);
   const target = `${ours}/v1/projects/${org.default_project.id}`;
-  const headers = { authorization: `Bearer ${key}` };
+  const targets = [
+    { name: 'GET /v1/projects/{id}, API key', headers: { authorization: `Bearer ${key}` } },
+    { name: 'the same, OAuth access token', headers: { authorization: `Bearer ${accessToken}` } },
+  ];
   process.stderr.write(`warming each target for ${warmup} s, then ${rounds} alternating rounds of ${seconds} s each with 50 connections...\n`);
   await load(`${helloUrl}/hello`, {}, warmup);
-  await load(target, headers, warmup);
-  const results: { base: Result; read: Result; ratio: number }[] = [];
+  for (const x of targets) await load(target, x.headers, warmup);
+  const results: { base: Result; reads: Result[] }[] = [];
   for (let r = 0; r < rounds; r++) {
     const base = await load(`${helloUrl}/hello`, {});
-    const read = await load(target, headers);
-    results.push({ base, read, ratio: read.rps / base.rps });
+    const reads: Result[] = [];
+    for (const x of targets) reads.push(await load(target, x.headers));
+    results.push({ base, reads });
   }
 
   console.log(`\nbench/http-read: 50 connections, ${rounds} alternating rounds of ${seconds} s each after ${warmup} s of warm-up, loopback HTTP\n`);
-  results.forEach(({ base, read, ratio }, i) => {
-    console.log(`round ${i + 1}: fastify hello-world ${base.rps.toFixed(0).padStart(7)} req/s (p99 ${base.p99} ms)   GET /v1/projects/{id} ${read.rps.toFixed(0).padStart(7)} req/s (p99 ${read.p99} ms)   ${ratio.toFixed(2)}x`);
+  results.forEach(({ base, reads }, i) => {
+    console.log(`round ${i + 1}: fastify hello-world ${base.rps.toFixed(0).padStart(7)} req/s (p99 ${base.p99} ms)`);
+    reads.forEach((x, j) => console.log(`         ${targets[j]!.name.padEnd(34)} ${x.rps.toFixed(0).padStart(7)} req/s (p99 ${x.p99} ms)   ${(x.rps / base.rps).toFixed(2)}x`));
   });
-  const median = [...results].sort((a, b) => a.ratio - b.ratio)[Math.floor(results.length / 2)]!;
-  console.log(`\nratio, median round           ${median.ratio.toFixed(2)}x  (goal >= 0.7: ${median.ratio >= 0.7 ? 'met' : 'NOT met'})`);
-  const bad = results.reduce((n, r) => n + r.read.non2xx + r.read.errors, 0);
+  const median = (j: number) => results.map((r) => r.reads[j]!.rps / r.base.rps).sort((a, b) => a - b)[Math.floor(results.length / 2)]!;
+  console.log(`\nratio, median round, API key         ${median(0).toFixed(2)}x  (goal >= 0.7: ${median(0) >= 0.7 ? 'met' : 'NOT met'})`);
+  console.log(`ratio, median round, access token    ${median(1).toFixed(2)}x`);
+  const bad = results.reduce((n, r) => n + r.reads.reduce((m, x) => m + x.non2xx + x.errors, 0), 0);
   if (bad > 0) console.log(`WARNING: ${bad} non-2xx responses or errors`);
   await hello.close();
   await app.close();

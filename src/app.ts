@@ -69,6 +69,7 @@ import type { AppDeps, RouteSpec } from './http/route.ts';
 import { HTTP_BODY_MAX_BYTES } from './limits.ts';
 import { ReadCache } from './projector/readcache.ts';
 import { orgProjection } from '../projections/org.ts';
+import { oauthProjection } from '../projections/oauth.ts';
 import type { Db } from './postgres/db.ts';
 import type { ReadSide } from './readside.ts';
 import { redactingStream } from './redact.ts';
@@ -237,16 +238,20 @@ function registerBodyParsers(app: FastifyInstance): void {
 /** The ports and services every route family shares. */
 function composeDeps(opts: BuildOptions): AppDeps {
   const orgCache = new ReadCache<unknown>(opts.readSide.progress, orgProjection.name);
+  const auth = new Authenticator(opts.db, opts.serviceSecret, orgCache, new ReadCache<unknown>(opts.readSide.progress, oauthProjection.name), {
+    resourceMetadataUrl: oauthUrls(opts.baseUrl).resourceMetadata,
+    ...(opts.now ? { now: opts.now } : {}),
+  });
   const providerRuntime = opts.providers ?? { catalog: Catalog.load(), client: new HttpProvider({ allow: opts.webhookTargets ?? { loopback: false, private: false } }), sandbox: undefined };
   return {
     db: opts.db,
     store: opts.store,
     readSide: opts.readSide,
-    auth: new Authenticator(opts.db, opts.serviceSecret, orgCache, { resourceMetadataUrl: oauthUrls(opts.baseUrl).resourceMetadata, ...(opts.now ? { now: opts.now } : {}) }),
+    auth,
     orgCache,
     idempotency: new IdempotencyStore(opts.db),
-    // Counted in PostgreSQL for every instance; each admission also reads the organization projection's applied position (src/http/ratelimit.ts).
-    rateLimiter: new SharedRateLimiter(opts.db, opts.rateLimit ?? defaultRateLimit, orgProjection.name),
+    // Counted in PostgreSQL for every instance; each admission also reads the applied positions of the projections credentials come from (src/http/ratelimit.ts).
+    rateLimiter: new SharedRateLimiter(opts.db, opts.rateLimit ?? defaultRateLimit, auth.projections),
     now: opts.now ?? (() => new Date()),
     readWaitMs: opts.readWaitMs ?? 5_000,
     sessionQuota: opts.sessionQuota ?? 100,

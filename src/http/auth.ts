@@ -79,21 +79,27 @@ const headerValue = (v: string | string[] | undefined): string | undefined => (t
 
 export class Authenticator {
   /**
-   * `cache` follows the organization projection (keys, projects, users): an entry
-   * is used only while that projection has not moved, so a revocation is in
-   * force as soon as its command is acknowledged.
+   * `cache` follows the organization projection (keys, projects, users, project
+   * roles) and `grants` the OAuth projection (access tokens): an entry is used
+   * only while its projection has not moved, so a revocation is in force as
+   * soon as its command is acknowledged.
    */
   constructor(
     private readonly db: Queryable,
     serviceSecret: string,
     private readonly cache: ReadCache<unknown>,
+    private readonly grants: ReadCache<unknown>,
     private readonly opts: { resourceMetadataUrl?: string; now?: () => Date } = {},
   ) {
     this.serviceDigest = sha256(serviceSecret);
+    this.projections = [cache.projection, grants.projection];
   }
 
   /** The platform secret's digest: a presented bearer is hashed once and compared in constant time. */
   private readonly serviceDigest: Buffer;
+
+  /** The projections the credentials are read from: each request's admission reports their applied positions (see learn). */
+  readonly projections: readonly string[];
 
   /**
    * Per connection (keep-alive clients send one credential on many requests):
@@ -106,14 +112,15 @@ export class Authenticator {
    */
   private readonly byConnection = new WeakMap<object, ConnectionAuth>();
 
-  /** The organization projection's version the cached credentials are valid at. */
-  version(): string | undefined {
-    return this.cache.version();
+  /** The versions of the projections the cached credentials are valid at: it changes when either moves. */
+  version(): string {
+    return `${this.cache.version() ?? '-'} ${this.grants.version() ?? '-'}`;
   }
 
-  /** The organization projection's applied position read from the database (see ReadCache.learn). */
-  learn(applied: string | null): void {
-    this.cache.learn(applied);
+  /** The projections' applied positions read from the database by this request's admission (see ReadCache.learn). */
+  learn(applied: ReadonlyMap<string, string | null>): void {
+    this.cache.learn(applied.get(this.cache.projection) ?? null);
+    this.grants.learn(applied.get(this.grants.projection) ?? null);
   }
 
   /** The authentication already made for this request's connection and headers, if it still holds (no hashing, no lookup). */
@@ -154,15 +161,17 @@ export class Authenticator {
   private async accessToken(token: string): Promise<{ row: KeyRow; scopes: string[]; grantId: string }> {
     const grantId = grantOf('access', token);
     if (!grantId) throw this.unauthorizedBearer();
-    const { rows } = await this.db.query<{ key_id: string; status: string; access_token_hash: string | null; access_expires_at: Date | null; token_scopes: string[] | null }>(
-      'SELECT key_id, status, access_token_hash, access_expires_at, token_scopes FROM oauth_grants WHERE grant_id = $1',
-      [grantId],
-    );
-    const g = rows[0];
+    type GrantRow = { key_id: string; status: string; access_token_hash: string | null; access_expires_at: Date | null; token_scopes: string[] | null };
+    const g = (await this.grants.get(`grant:${grantId}`, async () => {
+      const { rows } = await this.db.query<GrantRow>('SELECT key_id, status, access_token_hash, access_expires_at, token_scopes FROM oauth_grants WHERE grant_id = $1', [grantId]);
+      return rows[0] ?? null;
+    })) as GrantRow | null;
     const now = (this.opts.now ?? (() => new Date()))();
     if (!g || g.status !== 'active' || !g.access_token_hash || !sameHash(g.access_token_hash, hashKey(token)) || !g.access_expires_at || g.access_expires_at.getTime() <= now.getTime()) throw this.unauthorizedBearer();
-    const keys = await this.db.query<KeyRow>('SELECT key_id, org_id, project_id, environment, scopes, key_hash, revoked_at::text FROM api_keys WHERE key_id = $1', [g.key_id]);
-    const row = keys.rows[0];
+    const row = (await this.cache.get(`key-id:${g.key_id}`, async () => {
+      const { rows } = await this.db.query<KeyRow>('SELECT key_id, org_id, project_id, environment, scopes, key_hash, revoked_at::text FROM api_keys WHERE key_id = $1', [g.key_id]);
+      return rows[0] ?? null;
+    })) as KeyRow | null;
     if (!row || row.revoked_at !== null) throw this.unauthorizedBearer();
     return { row, scopes: g.token_scopes ?? [], grantId };
   }
@@ -218,8 +227,10 @@ export class Authenticator {
     const userHeader = req.headers['x-svc-user'];
     const userId = typeof userHeader === 'string' ? userHeader.trim() : '';
     if (!/^[\x21-\x7e]{1,200}$/.test(userId)) throw unauthorized();
-    const { rows } = await this.db.query<{ org_id: string; role: Role }>('SELECT org_id, role FROM users WHERE user_id = $1', [userId]);
-    const user = rows[0];
+    const user = (await this.cache.get(`user:${userId}`, async () => {
+      const { rows } = await this.db.query<{ org_id: string; role: Role }>('SELECT org_id, role FROM users WHERE user_id = $1', [userId]);
+      return rows[0] ?? null;
+    })) as { org_id: string; role: Role } | null;
     if (!user) throw unauthorized();
     const auth: ServiceAuth = { kind: 'service', orgId: user.org_id, userId, role: user.role };
     // A call that acts in one project (x-svc-project, else the default) is resolved
@@ -278,8 +289,11 @@ export class Authenticator {
   /** A user's effective role in a project: the override unless they own the organization. */
   async projectRole(auth: ServiceAuth, projectId: string): Promise<Role> {
     if (auth.role === 'owner') return 'owner';
-    const { rows } = await this.db.query<{ role: Role }>('SELECT role FROM project_members WHERE project_id = $1 AND user_id = $2 AND NOT removed', [projectId, auth.userId]);
-    return rows[0]?.role ?? auth.role;
+    const override = (await this.cache.get(`member:${projectId}:${auth.userId}`, async () => {
+      const { rows } = await this.db.query<{ role: Role }>('SELECT role FROM project_members WHERE project_id = $1 AND user_id = $2 AND NOT removed', [projectId, auth.userId]);
+      return rows[0]?.role ?? null;
+    })) as Role | null;
+    return override ?? auth.role;
   }
 }
 

@@ -62,7 +62,7 @@ export class AddressLimits {
 
   static from(db: Db, opts: OAuthOptions, now: () => Date): AddressLimits {
     const cfg = opts.rateLimit?.perAddress ?? { burst: OAUTH_RATE_BURST, perSecond: OAUTH_RATE_PER_SECOND };
-    return new AddressLimits(new SharedRateLimiter(db, { ...cfg, message: 'too many requests from this address' }, null, () => now().getTime()));
+    return new AddressLimits(new SharedRateLimiter(db, { ...cfg, message: 'too many requests from this address' }, [], () => now().getTime()));
   }
 
   /** Throws the spec's 429 `rate_limited` body when the address is over its limit on this endpoint. */

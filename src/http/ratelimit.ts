@@ -28,12 +28,13 @@ export const defaultRateLimit: RateLimitConfig = { burst: RATE_LIMIT_BURST, perS
  * in flight instead of one, measured: slower, 7 500 against 9 100 req/s on
  * bench/http-read; they queue on the key's row lock.)
  *
- * The same statement reads `watch`'s applied position from the checkpoints
- * table (the organization projection's, whose read cache serves credentials
- * and projects): an instance learns there, before trusting its cache, of any
- * write another instance acknowledged before this request arrived.
+ * The same statement reads the applied positions of the `watch`ed
+ * projections from the checkpoints table (the organization projection's and
+ * the OAuth grants', whose read caches serve credentials and projects): an
+ * instance learns there, before trusting its caches, of any write another
+ * instance acknowledged before this request arrived.
  */
-export type Admitted = { watched: string | null };
+export type Admitted = { watched: ReadonlyMap<string, string | null> };
 
 type Waiting = { key: string | null; resolve: (a: Admitted) => void; reject: (e: unknown) => void };
 
@@ -47,7 +48,8 @@ took AS (
     pending = EXCLUDED.pending
   RETURNING key, tat, admitted
 )
-SELECT (SELECT applied_position FROM checkpoints WHERE name = $6) AS watched, t.key, t.tat, t.admitted FROM (SELECT 1) one LEFT JOIN took t ON true`;
+SELECT ARRAY(SELECT c.applied_position FROM unnest($6::text[]) WITH ORDINALITY AS w(name, ord) LEFT JOIN checkpoints c ON c.name = w.name ORDER BY w.ord) AS watched,
+  t.key, t.tat, t.admitted FROM (SELECT 1) one LEFT JOIN took t ON true`;
 
 export async function migrateRateLimits(db: Db): Promise<void> {
   await migrate(db, (tx) =>
@@ -68,14 +70,14 @@ export class SharedRateLimiter {
   constructor(
     private readonly db: Db,
     private readonly cfg: RateLimitConfig & { message?: string },
-    /** The projection whose applied position each admission reports (null: none). */
-    private readonly watch: string | null = null,
+    /** The projections whose applied positions each admission reports. */
+    private readonly watch: readonly string[] = [],
     private readonly now: () => number = Date.now,
   ) {}
 
   /**
    * Admits one request of `key` (null: nothing to count, only the watched
-   * position), or rejects with the 429 `rate_limited` body and Retry-After.
+   * positions), or rejects with the 429 `rate_limited` body and Retry-After.
    */
   take(key: string | null): Promise<Admitted> {
     return new Promise((resolve, reject) => {
@@ -111,8 +113,9 @@ export class SharedRateLimiter {
     // Cells are per limit: instances configured alike share them; a changed limit starts its own count.
     const cell = (key: string) => `${this.cfg.burst}/${this.cfg.perSecond}:${key}`;
     const keys = batch.flatMap((w) => (w.key === null ? [] : [cell(w.key)]));
-    const { rows } = await this.db.query<{ watched: string | null; key: string | null; tat: number | null; admitted: number | null }>(ADMIT, [keys, now, T, tau, this.cfg.burst, this.watch ?? ''], { name: 'rate_limit_admit' });
-    const watched = rows[0]?.watched ?? null;
+    const { rows } = await this.db.query<{ watched: (string | null)[]; key: string | null; tat: number | null; admitted: number | null }>(ADMIT, [keys, now, T, tau, this.cfg.burst, this.watch], { name: 'rate_limit_admit_v2' });
+    const positions = rows[0]?.watched ?? [];
+    const watched = new Map(this.watch.map((name, i) => [name, positions[i] ?? null]));
     const left = new Map<string, { admitted: number; tat: number }>();
     for (const r of rows) if (r.key !== null) left.set(r.key, { admitted: r.admitted!, tat: r.tat! });
     for (const w of batch) {

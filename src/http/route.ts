@@ -157,9 +157,10 @@ function gate<M extends AuthMode>(deps: AppDeps, spec: RouteSpec<unknown, unknow
       const at = deps.auth.version();
       auth = await authenticate(req);
       // One statement for every instance: the key's rate limit, and the
-      // organization projection's applied position. When another instance
-      // acknowledged a change of keys or projects before this request came,
-      // the cache learns it here and the credential is checked again.
+      // applied positions of the projections credentials come from. When
+      // another instance acknowledged a change of keys, projects, users or
+      // OAuth grants before this request came, the caches learn it here and
+      // the credential is checked again.
       const { watched } = await deps.rateLimiter.take(auth.kind === 'api_key' ? auth.keyId : null);
       deps.auth.learn(watched);
       if (deps.auth.version() !== at) auth = await authenticate(req);

@@ -16,7 +16,8 @@ export class ReadCache<V> {
 
   constructor(
     private readonly progress: PositionSource,
-    projection: string,
+    /** The projection whose read models the entries come from. */
+    readonly projection: string,
     private readonly maxEntries = 50_000,
   ) {
     this.applied = appliedKey(projection);

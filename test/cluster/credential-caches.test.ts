@@ -1,0 +1,95 @@
+import * as oauth from 'oauth4webapi';
+import t from 'tap';
+import { platform } from '../helpers/app.ts';
+import { call, testCluster } from '../helpers/cluster.ts';
+import { authorizeUrl, clientOptions, consent, ISSUER, pkce } from '../helpers/oauth.ts';
+
+// Two instances on one PostgreSQL. Each instance keeps the credentials it
+// resolved (OAuth grants, API keys by id, users, project roles) in caches that
+// follow their projections; a change acknowledged through one instance is in
+// force at the other on the very next request (each request's admission reads
+// the projections' applied positions), whatever the other had cached.
+
+const c = await testCluster(t);
+const [A, B] = c.urls as [string, string];
+const first = c.apps[0]!;
+
+const made = await call(A, 'POST', '/v1/orgs', platform, { name: 'Caches', owner_email: 'owner+caches@example.com' });
+const owner = { ...platform, 'x-svc-user': made.body.owner.user_id as string };
+const projectId = made.body.default_project.id as string;
+
+// An OAuth client (registered and authorized through instance A, as the flow's pages are stateless per request).
+const opts = clientOptions(first);
+const issuer = new URL(ISSUER);
+const as = await oauth.processDiscoveryResponse(issuer, await oauth.discoveryRequest(issuer, { ...opts, algorithm: 'oauth2' }));
+const client: oauth.Client = await oauth.processDynamicClientRegistrationResponse(
+  await oauth.dynamicClientRegistrationRequest(as, { redirect_uris: ['http://127.0.0.1/callback'], client_name: 'Cache probe', token_endpoint_auth_method: 'none' }, opts),
+);
+
+/** A grant of `apiKey` with all its scopes: its first token pair. */
+async function grant(apiKey: string): Promise<{ access_token: string; refresh_token: string }> {
+  const p = await pkce();
+  const state = oauth.generateRandomState();
+  const url = authorizeUrl(as, { client_id: client.client_id, redirect_uri: 'http://127.0.0.1/callback', response_type: 'code', code_challenge: p.challenge, code_challenge_method: 'S256', state, scope: '*' });
+  const res = await consent(first, url, apiKey);
+  if (res.statusCode !== 302) throw new Error(`consent answered ${res.statusCode}: ${res.body}`);
+  const params = oauth.validateAuthResponse(as, client, new URL(String(res.headers.location)), state);
+  const tokens = await oauth.processAuthorizationCodeResponse(as, client, await oauth.authorizationCodeGrantRequest(as, client, oauth.None(), params, 'http://127.0.0.1/callback', p.verifier, opts));
+  return { access_token: tokens.access_token, refresh_token: tokens.refresh_token! };
+}
+
+const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+const read = (base: string, token: string) => call(base, 'GET', `/v1/projects/${projectId}`, bearer(token));
+
+t.test('an access token replaced by a refresh through one instance is refused by the other on the very next request (40 trials)', async (t) => {
+  const key = await call(A, 'POST', '/v1/api-keys', owner, { name: 'oauth', environment: 'test' });
+  let tokens = await grant(key.body.key);
+  let refused = 0;
+  let accepted = 0;
+  for (let i = 0; i < 40; i++) {
+    const [writer, reader] = i % 2 === 0 ? [0, B] : [1, A];
+    // The reader accepts the token (and keeps the grant in its cache).
+    if ((await read(reader, tokens.access_token)).status !== 200) throw new Error(`trial ${i}: the token was not accepted`);
+    const writerOpts = clientOptions(c.apps[writer]!);
+    const next = await oauth.processRefreshTokenResponse(as, client, await oauth.refreshTokenGrantRequest(as, client, oauth.None(), tokens.refresh_token, writerOpts));
+    if ((await read(reader, tokens.access_token)).status === 401) refused++;
+    tokens = { access_token: next.access_token, refresh_token: next.refresh_token! };
+    if ((await read(reader, tokens.access_token)).status === 200) accepted++;
+  }
+  t.equal(refused, 40, 'every replaced access token refused by the other instance on the next request');
+  t.equal(accepted, 40, 'every new access token accepted there at once');
+});
+
+t.test("an access token whose key is revoked through one instance is refused by the other on the very next request (20 trials)", async (t) => {
+  let refused = 0;
+  for (let i = 0; i < 20; i++) {
+    const [writer, reader] = i % 2 === 0 ? [A, B] : [B, A];
+    const key = await call(writer, 'POST', '/v1/api-keys', owner, { name: `r${i}`, environment: 'test' });
+    const { access_token } = await grant(key.body.key);
+    if ((await read(reader, access_token)).status !== 200) throw new Error(`trial ${i}: the token was not accepted`);
+    const revoked = await call(writer, 'DELETE', `/v1/api-keys/${key.body.id}`, owner);
+    if (revoked.status !== 200) throw new Error(`trial ${i}: revoke answered ${revoked.status}`);
+    if ((await read(reader, access_token)).status === 401) refused++;
+  }
+  t.equal(refused, 20, 'every token of a revoked key refused by the other instance on the next request');
+});
+
+t.test("a person's project role changed through one instance binds at the other on the very next request (40 trials)", async (t) => {
+  const person = await call(A, 'POST', '/v1/team/members', owner, { email: 'lead@example.com', role: 'member' });
+  t.equal(person.status, 201);
+  const other = await call(A, 'POST', '/v1/team/members', owner, { email: 'other@example.com', role: 'member' });
+  const acting = { ...platform, 'x-svc-user': person.body.user_id as string };
+  // What the person tries at the reader: set another member's role in the project (project admins only).
+  const attempt = (base: string) => call(base, 'POST', `/v1/projects/${projectId}/members`, acting, { user_id: other.body.user_id, role: 'member' });
+  let followed = 0;
+  for (let i = 0; i < 40; i++) {
+    const [writer, reader] = i % 2 === 0 ? [A, B] : [B, A];
+    const role = i % 4 < 2 ? 'admin' : 'member';
+    const set = await call(writer, 'POST', `/v1/projects/${projectId}/members`, owner, { user_id: person.body.user_id, role });
+    if (set.status !== 200) throw new Error(`trial ${i}: setting the role answered ${set.status}`);
+    const status = (await attempt(reader)).status;
+    if (status === (role === 'admin' ? 200 : 403)) followed++;
+    else t.fail(`trial ${i}: as ${role} the person got ${status} at the other instance`);
+  }
+  t.equal(followed, 40, 'each role change in force at the other instance on the next request');
+});
