@@ -289,7 +289,7 @@ export class Authenticator {
   /** A user's effective role in a project: the override unless they own the organization. */
   async projectRole(auth: ServiceAuth, projectId: string): Promise<Role> {
     if (auth.role === 'owner') return 'owner';
-    const override = (await this.cache.get(`member:${projectId}:${auth.userId}`, async () => {
+    const override = (await this.cache.get(`member:${JSON.stringify([projectId, auth.userId])}`, async () => {
       const { rows } = await this.db.query<{ role: Role }>('SELECT role FROM project_members WHERE project_id = $1 AND user_id = $2 AND NOT removed', [projectId, auth.userId]);
       return rows[0]?.role ?? null;
     })) as Role | null;
