@@ -4,7 +4,7 @@ import type { EventStore } from '../eventstore/port.ts';
 import { type CommandContext, type CommandResult, type Decider, handleCommand, type HandleOptions } from '../eventstore/handler.ts';
 import { isShared } from '../projector/readcache.ts';
 import type { Auth, Authenticator, AuthMode, Role } from './auth.ts';
-import { ApiError, sendResponse, toIssues } from './errors.ts';
+import { ApiError, RawHttpError, sendResponse, toIssues } from './errors.ts';
 import { checkKey, type IdempotencyStore } from './idempotency.ts';
 import { type IdemKey, idempotently } from './route-idempotency.ts';
 import { type BodyText, checkInputText } from './input-text.ts';
@@ -155,15 +155,26 @@ function gate<M extends AuthMode>(deps: AppDeps, spec: RouteSpec<unknown, unknow
     let auth: Auth = OPEN;
     if (spec.auth !== 'open') {
       const at = deps.auth.version();
-      auth = await authenticate(req);
+      // A refusal from the caches is not final either: the credential may be
+      // one another instance just issued or widened (a refreshed token, a
+      // promotion), so it is checked again once the positions are known.
+      let first: Auth | { refused: RawHttpError | ApiError };
+      try {
+        first = await authenticate(req);
+      } catch (err) {
+        if (!(err instanceof RawHttpError || err instanceof ApiError)) throw err;
+        first = { refused: err };
+      }
       // One statement for every instance: the key's rate limit, and the
       // applied positions of the projections credentials come from. When
       // another instance acknowledged a change of keys, projects, users or
       // OAuth grants before this request came, the caches learn it here and
       // the credential is checked again.
-      const { watched } = await deps.rateLimiter.take(auth.kind === 'api_key' ? auth.keyId : null);
+      const { watched } = await deps.rateLimiter.take('kind' in first && first.kind === 'api_key' ? first.keyId : null);
       deps.auth.learn(watched);
       if (deps.auth.version() !== at) auth = await authenticate(req);
+      else if ('refused' in first) throw first.refused;
+      else auth = first;
     }
     admitted.set(req, auth);
     await spec.authorize?.({ auth: auth as AuthFor<M>, params: req.params as Record<string, string>, req });
