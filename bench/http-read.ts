@@ -1,15 +1,14 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify from 'fastify';
 import { buildApp } from '../src/app.ts';
 import { Vault } from '../src/adapters/vault.ts';
 import { generateSigningKey } from '../src/audit/note.ts';
 import { PostgresEventStore } from '../src/eventstore/postgres.ts';
 import { openDb } from '../src/postgres/db.ts';
 import { startReadSide } from '../src/readside.ts';
-import * as oauth from 'oauth4webapi';
-import { authorizeUrl, clientOptions, consent, pkce } from '../test/helpers/oauth.ts';
+import { issueTokens } from '../test/helpers/oauth.ts';
 import { benchPostgres } from './harness.ts';
 
 // bench/http-read: GET /v1/projects/{id} (API-key auth, project resolution,
@@ -42,23 +41,6 @@ async function load(url: string, headers: Record<string, string>, duration = sec
   return { rps: j.requests.average, p99: j.latency.p99, non2xx: j.non2xx, errors: j.errors };
 }
 
-/** An access token for `apiKey` (all its scopes), through registration, the consent form and the code exchange, as an MCP client gets one. */
-async function issueAccessToken(app: FastifyInstance, apiKey: string): Promise<string> {
-  const opts = clientOptions(app);
-  const issuer = new URL('http://127.0.0.1');
-  const as = await oauth.processDiscoveryResponse(issuer, await oauth.discoveryRequest(issuer, { ...opts, algorithm: 'oauth2' }));
-  const client = await oauth.processDynamicClientRegistrationResponse(
-    await oauth.dynamicClientRegistrationRequest(as, { redirect_uris: ['http://127.0.0.1/callback'], client_name: 'bench', token_endpoint_auth_method: 'none' }, opts),
-  );
-  const p = await pkce();
-  const state = oauth.generateRandomState();
-  const url = authorizeUrl(as, { client_id: client.client_id, redirect_uri: 'http://127.0.0.1/callback', response_type: 'code', code_challenge: p.challenge, code_challenge_method: 'S256', state, scope: '*' });
-  const res = await consent(app, url, apiKey);
-  const params = oauth.validateAuthResponse(as, client, new URL(String(res.headers.location)), state);
-  const tokens = await oauth.processAuthorizationCodeResponse(as, client, await oauth.authorizationCodeGrantRequest(as, client, oauth.None(), params, 'http://127.0.0.1/callback', p.verifier, opts));
-  return tokens.access_token;
-}
-
 const pgServer = await benchPostgres();
 try {
   const db = openDb(await pgServer.database('bench_http'), { max: 10 });
@@ -76,7 +58,7 @@ try {
   hello.get('/hello', async () => ({ hello: 'world' }));
   const helloUrl = await hello.listen({ host: '127.0.0.1', port: 0 });
 
-  const accessToken = await issueAccessToken(app, key);
+  const accessToken = (await issueTokens(app, key, 'http://127.0.0.1')).access_token;
   const target = `${ours}/v1/projects/${org.default_project.id}`;
   const targets = [
     { name: 'GET /v1/projects/{id}, API key', headers: { authorization: `Bearer ${key}` } },

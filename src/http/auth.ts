@@ -69,11 +69,15 @@ const sha256 = (s: string) => hash('sha256', s, 'buffer');
 type KeyRow = { key_id: string; org_id: string; project_id: string | null; environment: 'live' | 'test'; scopes: string[]; key_hash: string; revoked_at: string | null };
 
 /**
- * The last API key authenticated on a connection: the credential and project
- * header it came with, the organization projection's position when it was
- * resolved, and the (mode, scope) pairs it passed.
+ * The last API key or access token authenticated on a connection: the
+ * credential and project header it came with, the credential projections'
+ * versions when it was resolved, the (mode, scope) pairs it passed, and an
+ * access token's expiry (ms).
  */
-type ConnectionAuth = { header: Buffer; project: string | undefined; at: string; auth: ApiKeyAuth; passed: Set<string> };
+type ConnectionAuth = { header: Buffer; project: string | undefined; at: string; auth: ApiKeyAuth; passed: Set<string>; expiresAt: number | undefined };
+
+/** A key's or token's authentication, with the token's expiry (ms). */
+type Resolved = { auth: ApiKeyAuth; expiresAt: number | undefined };
 
 const headerValue = (v: string | string[] | undefined): string | undefined => (typeof v === 'string' ? v : undefined);
 
@@ -95,6 +99,10 @@ export class Authenticator {
     this.projections = [cache.projection, grants.projection];
   }
 
+  private now(): Date {
+    return (this.opts.now ?? (() => new Date()))();
+  }
+
   /** The platform secret's digest: a presented bearer is hashed once and compared in constant time. */
   private readonly serviceDigest: Buffer;
 
@@ -103,12 +111,13 @@ export class Authenticator {
 
   /**
    * Per connection (keep-alive clients send one credential on many requests):
-   * an API key's authentication is reused for the next request on the same
-   * connection with the same Authorization and x-svc-project headers, while
-   * the organization projection (keys, projects) has not moved; so a
-   * revocation binds from its acknowledgement, as with the read cache. The
-   * headers are compared in constant time. Access tokens (which expire) and
-   * the platform credential are not kept.
+   * an API key's or access token's authentication is reused for the next
+   * request on the same connection with the same Authorization and
+   * x-svc-project headers, while neither credential projection (keys,
+   * projects; OAuth grants) has moved and, for a token, until it expires; so
+   * a revocation or a refresh binds from its acknowledgement, as with the
+   * read caches. The headers are compared in constant time. The platform
+   * credential is not kept.
    */
   private readonly byConnection = new WeakMap<object, ConnectionAuth>();
 
@@ -126,17 +135,20 @@ export class Authenticator {
   /** The authentication already made for this request's connection and headers, if it still holds (no hashing, no lookup). */
   cached(req: FastifyRequest, mode: AuthMode, scope: string | undefined): Auth | undefined {
     const c = this.byConnection.get(req.raw.socket);
-    if (c === undefined || c.at !== this.cache.version() || !c.passed.has(`${mode} ${scope ?? ''}`)) return undefined;
+    if (c === undefined || c.at !== this.version() || !c.passed.has(`${mode} ${scope ?? ''}`)) return undefined;
+    if (c.expiresAt !== undefined && c.expiresAt <= this.now().getTime()) return undefined;
     const header = req.headers.authorization;
     if (typeof header !== 'string' || headerValue(req.headers['x-svc-project']) !== c.project) return undefined;
     const presented = Buffer.from(header);
     return presented.length === c.header.length && timingSafeEqual(presented, c.header) ? c.auth : undefined;
   }
 
-  private remember(req: FastifyRequest, mode: AuthMode, scope: string | undefined, at: string | undefined, auth: ApiKeyAuth): void {
+  private remember(req: FastifyRequest, mode: AuthMode, scope: string | undefined, at: string, { auth, expiresAt }: Resolved): void {
     const header = req.headers.authorization;
     const socket = req.raw.socket as object | null | undefined;
-    if (!socket || at === undefined || at !== this.cache.version() || typeof header !== 'string' || auth.grantId !== undefined) return;
+    // Kept only when the versions it was resolved at are known and still current (the caches keep nothing otherwise either).
+    const known = this.cache.version() !== undefined && (auth.grantId === undefined || this.grants.version() !== undefined);
+    if (!socket || !known || at !== this.version() || typeof header !== 'string') return;
     const key = `${mode} ${scope ?? ''}`;
     const project = headerValue(req.headers['x-svc-project']);
     const presented = Buffer.from(header);
@@ -147,7 +159,7 @@ export class Authenticator {
       return;
     }
     Object.freeze(auth.scopes);
-    this.byConnection.set(socket, { header: presented, project, at, auth: Object.freeze(auth), passed: new Set([key]) });
+    this.byConnection.set(socket, { header: presented, project, at, auth: Object.freeze(auth), passed: new Set([key]), expiresAt });
   }
 
   /** 401 for a bad bearer: the bare body, plus where to discover the OAuth server (RFC 9728 §5.1). */
@@ -158,7 +170,7 @@ export class Authenticator {
   }
 
   /** An OAuth access token: the key it came from, narrowed to the granted scopes. */
-  private async accessToken(token: string): Promise<{ row: KeyRow; scopes: string[]; grantId: string }> {
+  private async accessToken(token: string): Promise<{ row: KeyRow; scopes: string[]; grantId: string; expiresAt: number }> {
     const grantId = grantOf('access', token);
     if (!grantId) throw this.unauthorizedBearer();
     type GrantRow = { key_id: string; status: string; access_token_hash: string | null; access_expires_at: Date | null; token_scopes: string[] | null };
@@ -166,14 +178,14 @@ export class Authenticator {
       const { rows } = await this.db.query<GrantRow>('SELECT key_id, status, access_token_hash, access_expires_at, token_scopes FROM oauth_grants WHERE grant_id = $1', [grantId]);
       return rows[0] ?? null;
     })) as GrantRow | null;
-    const now = (this.opts.now ?? (() => new Date()))();
+    const now = this.now();
     if (!g || g.status !== 'active' || !g.access_token_hash || !sameHash(g.access_token_hash, hashKey(token)) || !g.access_expires_at || g.access_expires_at.getTime() <= now.getTime()) throw this.unauthorizedBearer();
     const row = (await this.cache.get(`key-id:${g.key_id}`, async () => {
       const { rows } = await this.db.query<KeyRow>('SELECT key_id, org_id, project_id, environment, scopes, key_hash, revoked_at::text FROM api_keys WHERE key_id = $1', [g.key_id]);
       return rows[0] ?? null;
     })) as KeyRow | null;
     if (!row || row.revoked_at !== null) throw this.unauthorizedBearer();
-    return { row, scopes: g.token_scopes ?? [], grantId };
+    return { row, scopes: g.token_scopes ?? [], grantId, expiresAt: g.access_expires_at.getTime() };
   }
 
   private async keyRow(hash: string): Promise<KeyRow | null> {
@@ -198,23 +210,23 @@ export class Authenticator {
 
   async authenticate(req: FastifyRequest, mode: AuthMode, scope: string | undefined, minRole: Role | undefined): Promise<Auth> {
     if (mode === 'open') return { kind: 'open' };
-    const at = this.cache.version();
+    const at = this.version();
     const token = bearer(req);
     const digest = token !== undefined ? sha256(token) : undefined;
     const isService = digest !== undefined && timingSafeEqual(digest, this.serviceDigest);
     if (mode === 'api_key' || (mode === 'org_admin' && !isService)) {
       if (!token || isService || !(API_KEY_PATTERN.test(token) || ACCESS_TOKEN_PATTERN.test(token))) throw this.unauthorizedBearer();
-      const auth = await this.apiKey(req, token, scope, digest!);
-      if (mode === 'org_admin' && auth.projectBound) throw forbidden('a project API key cannot act for the whole organization');
-      this.remember(req, mode, scope, at, auth);
-      return auth;
+      const resolved = await this.apiKey(req, token, scope, digest!);
+      if (mode === 'org_admin' && resolved.auth.projectBound) throw forbidden('a project API key cannot act for the whole organization');
+      this.remember(req, mode, scope, at, resolved);
+      return resolved.auth;
     }
     if (mode === 'key_or_service' && !isService) {
       // An OAuth access token acts as its key here too (docs/decisions.md, OAuth).
       if (!token || !(API_KEY_PATTERN.test(token) || ACCESS_TOKEN_PATTERN.test(token))) throw this.unauthorizedBearer();
-      const auth = await this.apiKey(req, token, scope, digest!);
-      this.remember(req, mode, scope, at, auth);
-      return auth;
+      const resolved = await this.apiKey(req, token, scope, digest!);
+      this.remember(req, mode, scope, at, resolved);
+      return resolved.auth;
     }
     if (mode === 'key_or_service' && typeof req.headers['x-svc-user'] !== 'string') throw insufficientRole(minRole ?? 'admin');
     if (mode === 'org_admin') minRole ??= 'admin';
@@ -248,9 +260,9 @@ export class Authenticator {
     return auth;
   }
 
-  private async apiKey(req: FastifyRequest, token: string, scope: string | undefined, digest: Buffer): Promise<ApiKeyAuth> {
+  private async apiKey(req: FastifyRequest, token: string, scope: string | undefined, digest: Buffer): Promise<Resolved> {
     let row: KeyRow | null;
-    let grant: { scopes: string[]; grantId: string } | undefined;
+    let grant: { scopes: string[]; grantId: string; expiresAt: number } | undefined;
     if (ACCESS_TOKEN_PATTERN.test(token)) {
       const t = await this.accessToken(token);
       row = t.row;
@@ -277,7 +289,8 @@ export class Authenticator {
     }
     if (!projectId) throw projectResolutionFailed();
     const scopes = grant ? grant.scopes.filter((x) => hasScope(row.scopes, x)) : row.scopes;
-    return { kind: 'api_key', orgId: row.org_id, projectId, projectBound: row.project_id !== null, environment: row.environment, keyId: row.key_id, scopes, ...(grant ? { grantId: grant.grantId } : {}) };
+    const auth: ApiKeyAuth = { kind: 'api_key', orgId: row.org_id, projectId, projectBound: row.project_id !== null, environment: row.environment, keyId: row.key_id, scopes, ...(grant ? { grantId: grant.grantId } : {}) };
+    return { auth, expiresAt: grant?.expiresAt };
   }
 
   /** Refuses (403 insufficient_role) a person below `min` in a project (their organization role where there is none). */

@@ -2,7 +2,7 @@ import * as oauth from 'oauth4webapi';
 import t from 'tap';
 import { platform } from '../helpers/app.ts';
 import { call, testCluster } from '../helpers/cluster.ts';
-import { authorizeUrl, clientOptions, consent, ISSUER, pkce } from '../helpers/oauth.ts';
+import { clientOptions, issueTokens } from '../helpers/oauth.ts';
 
 // Two instances on one PostgreSQL. Each instance keeps the credentials it
 // resolved (OAuth grants, API keys by id, users, project roles) in caches that
@@ -18,32 +18,17 @@ const made = await call(A, 'POST', '/v1/orgs', platform, { name: 'Caches', owner
 const owner = { ...platform, 'x-svc-user': made.body.owner.user_id as string };
 const projectId = made.body.default_project.id as string;
 
-// An OAuth client (registered and authorized through instance A, as the flow's pages are stateless per request).
-const opts = clientOptions(first);
-const issuer = new URL(ISSUER);
-const as = await oauth.processDiscoveryResponse(issuer, await oauth.discoveryRequest(issuer, { ...opts, algorithm: 'oauth2' }));
-const client: oauth.Client = await oauth.processDynamicClientRegistrationResponse(
-  await oauth.dynamicClientRegistrationRequest(as, { redirect_uris: ['http://127.0.0.1/callback'], client_name: 'Cache probe', token_endpoint_auth_method: 'none' }, opts),
-);
-
-/** A grant of `apiKey` with all its scopes: its first token pair. */
-async function grant(apiKey: string): Promise<{ access_token: string; refresh_token: string }> {
-  const p = await pkce();
-  const state = oauth.generateRandomState();
-  const url = authorizeUrl(as, { client_id: client.client_id, redirect_uri: 'http://127.0.0.1/callback', response_type: 'code', code_challenge: p.challenge, code_challenge_method: 'S256', state, scope: '*' });
-  const res = await consent(first, url, apiKey);
-  if (res.statusCode !== 302) throw new Error(`consent answered ${res.statusCode}: ${res.body}`);
-  const params = oauth.validateAuthResponse(as, client, new URL(String(res.headers.location)), state);
-  const tokens = await oauth.processAuthorizationCodeResponse(as, client, await oauth.authorizationCodeGrantRequest(as, client, oauth.None(), params, 'http://127.0.0.1/callback', p.verifier, opts));
-  return { access_token: tokens.access_token, refresh_token: tokens.refresh_token! };
-}
+/** A grant of `apiKey` with all its scopes (registered and authorized through instance A): its client and first token pair. */
+const grant = (apiKey: string) => issueTokens(first, apiKey);
 
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 const read = (base: string, token: string) => call(base, 'GET', `/v1/projects/${projectId}`, bearer(token));
 
 t.test('an access token replaced by a refresh through one instance is refused by the other on the very next request (40 trials)', async (t) => {
   const key = await call(A, 'POST', '/v1/api-keys', owner, { name: 'oauth', environment: 'test' });
-  let tokens = await grant(key.body.key);
+  const issued = await grant(key.body.key);
+  const { as, client } = issued;
+  let tokens = { access_token: issued.access_token, refresh_token: issued.refresh_token };
   let refused = 0;
   let accepted = 0;
   for (let i = 0; i < 40; i++) {

@@ -58,3 +58,24 @@ export function authorizeUrl(as: { authorization_endpoint?: string }, params: Re
   for (const [k, v] of Object.entries(params)) u.searchParams.set(k, v);
   return u;
 }
+
+/**
+ * A client registered with `app` and a grant of `apiKey` with all its scopes,
+ * through the consent form and the code exchange, as an MCP client gets one.
+ */
+export async function issueTokens(app: FastifyInstance, apiKey: string, issuerUrl: string = ISSUER): Promise<{ as: oauth.AuthorizationServer; client: oauth.Client; access_token: string; refresh_token: string; expires_in: number }> {
+  const opts = clientOptions(app);
+  const issuer = new URL(issuerUrl);
+  const as = await oauth.processDiscoveryResponse(issuer, await oauth.discoveryRequest(issuer, { ...opts, algorithm: 'oauth2' }));
+  const client = await oauth.processDynamicClientRegistrationResponse(
+    await oauth.dynamicClientRegistrationRequest(as, { redirect_uris: ['http://127.0.0.1/callback'], client_name: 'Token probe', token_endpoint_auth_method: 'none' }, opts),
+  );
+  const p = await pkce();
+  const state = oauth.generateRandomState();
+  const url = authorizeUrl(as, { client_id: client.client_id, redirect_uri: 'http://127.0.0.1/callback', response_type: 'code', code_challenge: p.challenge, code_challenge_method: 'S256', state, scope: '*' });
+  const res = await consent(app, url, apiKey);
+  if (res.statusCode !== 302) throw new Error(`consent answered ${res.statusCode}: ${res.body}`);
+  const params = oauth.validateAuthResponse(as, client, new URL(String(res.headers.location)), state);
+  const tokens = await oauth.processAuthorizationCodeResponse(as, client, await oauth.authorizationCodeGrantRequest(as, client, oauth.None(), params, 'http://127.0.0.1/callback', p.verifier, opts));
+  return { as, client, access_token: tokens.access_token, refresh_token: tokens.refresh_token!, expires_in: tokens.expires_in ?? 0 };
+}

@@ -1,15 +1,19 @@
 import { Agent, request } from 'node:http';
 import t from 'tap';
-import { bootstrapOrg, testApp } from '../helpers/app.ts';
+import * as oauth from 'oauth4webapi';
+import { bootstrapOrg, testApp, testClock } from '../helpers/app.ts';
+import { clientOptions, issueTokens } from '../helpers/oauth.ts';
 
 // An API key's authentication is reused for the next request on the same
 // keep-alive connection with the same headers, while the organization
 // projection (keys, projects) stands still. Over real HTTP on one socket:
 // a revocation binds the very next request, another credential or another
 // project header is authenticated on its own, and a scope the key lacks is
-// refused even after the key passed another route on that connection.
+// refused even after the key passed another route on that connection. An
+// OAuth access token is kept the same way, until it expires or its grant moves.
 
-const { app } = await testApp(t);
+const clock = testClock();
+const { app } = await testApp(t, { now: clock.now });
 const org = await bootstrapOrg(app, 'OneSocket');
 const base = await app.listen({ host: '127.0.0.1', port: 0 });
 const agent = new Agent({ keepAlive: true, maxSockets: 1 });
@@ -70,4 +74,19 @@ t.test('a scope the key lacks is refused after the key passed another route on t
   const write = await call('PATCH', project, bearer(reader.key), { name: 'renamed' });
   t.same([write.status, write.reused, write.body.error], [403, true, 'forbidden']);
   t.equal((await call('GET', project, bearer(reader.key))).status, 200, 'and still reads');
+});
+
+t.test('an access token is kept on its connection until a refresh replaces it or it expires', async (t) => {
+  const issued = await issueTokens(app, org.testKey);
+  const first = await call('GET', project, bearer(issued.access_token));
+  const again = await call('GET', project, bearer(issued.access_token));
+  t.same([first.status, again.status, again.reused], [200, 200, true], 'accepted twice on one connection');
+  const next = await oauth.processRefreshTokenResponse(issued.as, issued.client, await oauth.refreshTokenGrantRequest(issued.as, issued.client, oauth.None(), issued.refresh_token, clientOptions(app)));
+  const replaced = await call('GET', project, bearer(issued.access_token));
+  t.same([replaced.status, replaced.reused], [401, true], 'the replaced token refused on the same connection');
+  t.equal((await call('GET', project, bearer(next.access_token))).status, 200, 'the new one accepted');
+  t.equal((await call('GET', project, bearer(next.access_token))).status, 200, 'and kept');
+  clock.advance((next.expires_in ?? 0) * 1000 + 1000);
+  const expired = await call('GET', project, bearer(next.access_token));
+  t.same([expired.status, expired.reused], [401, true], 'refused on the same connection once expired');
 });
