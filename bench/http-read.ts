@@ -15,9 +15,10 @@ import { benchPostgres } from './harness.ts';
 // read model query, zod on the way out) against a fastify hello-world route,
 // both over real HTTP on loopback with 50 connections, in the same run; then
 // the same GET with an OAuth access token (what MCP clients send), issued
-// through the real authorization-code flow.
+// through the real authorization-code flow; and GET /healthz, the same route
+// path with no credential and no read.
 // autocannon runs in its own process. Goal (issue 39): ratio >= 0.7.
-// Both targets are warmed up first (a process's first seconds run slower:
+// Every target is warmed up first (a process's first seconds run slower:
 // its code is still being compiled, its heap still grows), then loaded in
 // alternating rounds; the figure is the median round's ratio.
 // Run: npm run bench:http-read   (BENCH_SECONDS=5 per round, ROUNDS=3, WARMUP_SECONDS=3)
@@ -59,19 +60,22 @@ try {
   const helloUrl = await hello.listen({ host: '127.0.0.1', port: 0 });
 
   const accessToken = (await issueTokens(app, key, 'http://127.0.0.1')).access_token;
-  const target = `${ours}/v1/projects/${org.default_project.id}`;
-  const targets = [
-    { name: 'GET /v1/projects/{id}, API key', headers: { authorization: `Bearer ${key}` } },
-    { name: 'the same, OAuth access token', headers: { authorization: `Bearer ${accessToken}` } },
+  const project = `${ours}/v1/projects/${org.default_project.id}`;
+  // GET /healthz goes through the same route path (hooks, validation, response check, encoding) with no credential and no read:
+  // the difference between it and the hello-world is the route path, between it and the project GET the credential, tenancy and read.
+  const targets: { name: string; url: string; headers: Record<string, string> }[] = [
+    { name: 'GET /v1/projects/{id}, API key', url: project, headers: { authorization: `Bearer ${key}` } },
+    { name: 'the same, OAuth access token', url: project, headers: { authorization: `Bearer ${accessToken}` } },
+    { name: 'GET /healthz (no credential)', url: `${ours}/healthz`, headers: {} },
   ];
   process.stderr.write(`warming each target for ${warmup} s, then ${rounds} alternating rounds of ${seconds} s each with 50 connections...\n`);
   await load(`${helloUrl}/hello`, {}, warmup);
-  for (const x of targets) await load(target, x.headers, warmup);
+  for (const x of targets) await load(x.url, x.headers, warmup);
   const results: { base: Result; reads: Result[] }[] = [];
   for (let r = 0; r < rounds; r++) {
     const base = await load(`${helloUrl}/hello`, {});
     const reads: Result[] = [];
-    for (const x of targets) reads.push(await load(target, x.headers));
+    for (const x of targets) reads.push(await load(x.url, x.headers));
     results.push({ base, reads });
   }
 
@@ -83,6 +87,7 @@ try {
   const median = (j: number) => results.map((r) => r.reads[j]!.rps / r.base.rps).sort((a, b) => a - b)[Math.floor(results.length / 2)]!;
   console.log(`\nratio, median round, API key         ${median(0).toFixed(2)}x  (goal >= 0.7: ${median(0) >= 0.7 ? 'met' : 'NOT met'})`);
   console.log(`ratio, median round, access token    ${median(1).toFixed(2)}x`);
+  console.log(`ratio, median round, /healthz        ${median(2).toFixed(2)}x  (the route path alone)`);
   const bad = results.reduce((n, r) => n + r.reads.reduce((m, x) => m + x.non2xx + x.errors, 0), 0);
   if (bad > 0) console.log(`WARNING: ${bad} non-2xx responses or errors`);
   await hello.close();
