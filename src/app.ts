@@ -1,5 +1,6 @@
 import { pooledHex } from './ids.ts';
-import Fastify, { LogController, type FastifyInstance, type FastifyReply } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import { RequestLog, requestChildLogger } from './http/request-log.ts';
 import type { EventStore } from './eventstore/port.ts';
 import { Authenticator } from './http/auth.ts';
 import { ApiError, envelope, registerErrorHandling, sendResponse } from './http/errors.ts';
@@ -136,7 +137,7 @@ export function didDomainOf(baseUrl: string): string {
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
-  const { app, registered } = createFastify(opts);
+  const { app, registered, requestLog } = createFastify(opts);
   await migrateIdempotency(opts.db);
   await migrateWebhooks(opts.db);
   const deps = composeDeps(opts);
@@ -145,8 +146,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   app.decorate('registeredRoutes', registered);
   // Before the routes, so its hooks reach every one.
   registerDrain(app, deps.drain);
-  // Before the route plugins, so its request hooks reach every route.
-  registerMetrics(app, deps, { token: opts.metricsToken });
+  // Every answered request is counted where the log controller sees it finish.
+  registerMetrics(app, deps, requestLog, { token: opts.metricsToken });
   await registerCoreRoutes(app, deps, opts);
   await registerSessionRoutes(app, deps);
 
@@ -158,12 +159,15 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
 /** Trust the `n` proxies nearest the service (proxy-addr's hop count, as a function: fastify's types take no number). */
 const hops = (n: number) => (_addr: string, i: number) => i < n;
 
-function createFastify(opts: BuildOptions): { app: FastifyInstance; registered: { method: string; url: string }[] } {
+function createFastify(opts: BuildOptions): { app: FastifyInstance; registered: { method: string; url: string }[]; requestLog: RequestLog } {
+  const requestLog = new RequestLog({ requestIdLogLabel: 'request_id' });
   const app = Fastify({
     // Every line through the one redaction rule (src/redact.ts): capabilities and personal data in URLs never reach the log.
     logger: { level: opts.logLevel ?? 'info', stream: redactingStream(opts.logStream ?? process.stdout) },
     // Log lines carry the id the error envelope shows as request_id, under the same name.
-    logController: new LogController({ requestIdLogLabel: 'request_id' }),
+    logController: requestLog,
+    // A request's child logger is made when it first writes a line (most write none).
+    childLoggerFactory: requestChildLogger,
     bodyLimit: HTTP_BODY_MAX_BYTES,
     // Behind a reverse proxy the client address (rate limits per address, the paste guard) comes from X-Forwarded-For, from the configured proxies only.
     trustProxy: typeof opts.trustProxy === 'number' ? hops(opts.trustProxy) : (opts.trustProxy ?? false),
@@ -207,7 +211,7 @@ function createFastify(opts: BuildOptions): { app: FastifyInstance; registered: 
   app.addHook('onRoute', (r) => {
     for (const m of [r.method].flat()) if (m !== 'HEAD') registered.push({ method: m, url: r.url });
   });
-  return { app, registered };
+  return { app, registered, requestLog };
 }
 
 function registerBodyParsers(app: FastifyInstance): void {

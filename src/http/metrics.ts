@@ -1,9 +1,10 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Gauge, Registry } from 'prom-client';
 import { processRegistry } from '../metrics.ts';
 import { listCheckpoints } from '../projector/checkpoints.ts';
 import { ApiError } from './errors.ts';
+import type { RequestLog } from './request-log.ts';
 import type { AppDeps } from './route.ts';
 
 // GET /metrics in the Prometheus text format: requests per route pattern,
@@ -25,10 +26,10 @@ export function isLoopback(req: FastifyRequest): boolean {
   return LOOPBACK.test(req.socket.remoteAddress ?? '');
 }
 
-/** Registers the request hooks on the root instance and the /metrics route. */
-export function registerMetrics(app: FastifyInstance, deps: AppDeps, opts: { token?: string | undefined }): void {
+/** Counts every answered request (through the log controller) and registers the /metrics route. */
+export function registerMetrics(app: FastifyInstance, deps: AppDeps, requestLog: RequestLog, opts: { token?: string | undefined }): void {
   const registry = new Registry();
-  requestMetrics(app, registry);
+  requestMetrics(requestLog, registry);
   followerLagGauges(deps, registry);
 
   const expected = opts.token ? digest(opts.token) : undefined;
@@ -45,36 +46,65 @@ export function registerMetrics(app: FastifyInstance, deps: AppDeps, opts: { tok
   });
 }
 
-/** Requests per method, route pattern and status: their count and latency, counted by a hook on every response. */
-function requestMetrics(app: FastifyInstance, registry: Registry): void {
-  const labelNames = ['method', 'route', 'status'] as const;
-  const requests = new Counter({ name: 'ledger_http_requests_total', help: 'HTTP requests, by method, route pattern and status', labelNames, registers: [registry] });
-  const latency = new Histogram({
-    name: 'ledger_http_request_duration_seconds',
-    help: 'HTTP request latency, by method, route pattern and status',
-    labelNames,
-    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-    registers: [registry],
-  });
-  // One pair of labelled children per (method, route pattern, status), found by a
-  // string key: cheaper per request than prom-client hashing a label object twice.
-  // A callback hook, not an async one (no promise per request).
-  const children = new Map<string, { count: { inc(): void }; time: { observe(v: number): void } }>();
-  app.addHook('onResponse', (req, reply, done) => {
+const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+/** One (method, route pattern, status): its request count, and its latencies' bucket counts (not cumulative) and sum. */
+type RouteStats = { labels: { method: string; route: string; status: string }; count: number; sum: number; buckets: number[] };
+
+/**
+ * Requests per method, route pattern and status: their count and latency. An
+ * answered request adds to plain numbers (found by one string key), seen where
+ * fastify's log controller sees every finished response (src/http/request-log.ts);
+ * the Prometheus families are written from them at scrape time. prom-client's
+ * own counter and histogram hash their label object on every call, and a
+ * response hook of our own cost another hook run per request.
+ */
+function requestMetrics(requestLog: RequestLog, registry: Registry): void {
+  const stats = new Map<string, RouteStats>();
+  requestLog.observe((req, reply) => {
     const route = req.routeOptions.url ?? 'unmatched';
     const status = reply.statusCode;
     const key = `${req.method} ${status} ${route}`;
-    let c = children.get(key);
-    if (c === undefined) {
-      const labels = { method: req.method, route, status: String(status) };
-      c = { count: requests.labels(labels), time: latency.labels(labels) };
-      children.set(key, c);
+    let s = stats.get(key);
+    if (s === undefined) {
+      s = { labels: { method: req.method, route, status: String(status) }, count: 0, sum: 0, buckets: LATENCY_BUCKETS.map(() => 0) };
+      stats.set(key, s);
     }
-    c.count.inc();
-    c.time.observe(reply.elapsedTime / 1000);
-    done();
+    const seconds = reply.elapsedTime / 1000;
+    s.count++;
+    s.sum += seconds;
+    let i = 0;
+    while (i < LATENCY_BUCKETS.length && seconds > LATENCY_BUCKETS[i]!) i++;
+    if (i < LATENCY_BUCKETS.length) s.buckets[i]!++;
   });
+  const family = (name: string, help: string, type: 'counter' | 'histogram', values: () => MetricValue[]) => ({
+    name,
+    help,
+    type,
+    aggregator: 'sum' as const,
+    get: async () => ({ name, help, type, aggregator: 'sum' as const, values: values() }),
+    reset: () => stats.clear(),
+  });
+  registry.registerMetric(
+    family('ledger_http_requests_total', 'HTTP requests, by method, route pattern and status', 'counter', () => [...stats.values()].map((s) => ({ labels: s.labels, value: s.count }))) as never,
+  );
+  const latency = 'ledger_http_request_duration_seconds';
+  registry.registerMetric(
+    family(`${latency}`, 'HTTP request latency, by method, route pattern and status', 'histogram', () =>
+      [...stats.values()].flatMap((s) => {
+        let acc = 0;
+        return [
+          ...LATENCY_BUCKETS.map((le, i) => ({ metricName: `${latency}_bucket`, labels: { le, ...s.labels }, value: (acc += s.buckets[i]!) })),
+          { metricName: `${latency}_bucket`, labels: { le: '+Inf', ...s.labels }, value: s.count },
+          { metricName: `${latency}_sum`, labels: s.labels, value: s.sum },
+          { metricName: `${latency}_count`, labels: s.labels, value: s.count },
+        ];
+      }),
+    ) as never,
+  );
 }
+
+type MetricValue = { metricName?: string; labels: Record<string, string | number>; value: number };
 
 /** Follower lag, read at scrape time from the checkpoints and the log: positions and seconds behind, per follower. */
 function followerLagGauges(deps: AppDeps, registry: Registry): void {
