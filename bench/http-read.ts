@@ -1,5 +1,4 @@
 import { spawn } from 'node:child_process';
-import fs from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import Fastify from 'fastify';
@@ -10,7 +9,7 @@ import { PostgresEventStore } from '../src/eventstore/postgres.ts';
 import { openDb } from '../src/postgres/db.ts';
 import { startReadSide } from '../src/readside.ts';
 import { issueTokens } from '../test/helpers/oauth.ts';
-import { benchPostgres } from './harness.ts';
+import { benchPostgres, cpuMeter, cpuText } from './harness.ts';
 
 // bench/http-read: GET /v1/projects/{id} (API-key auth, project resolution,
 // read model query, zod on the way out) against a fastify hello-world route,
@@ -34,56 +33,18 @@ const autocannon = path.resolve('node_modules/autocannon/autocannon.js');
 
 type Result = { rps: number; p99: number; non2xx: number; errors: number; cpuUs: number; pgUs: number };
 
-/**
- * The CPU ticks (1/100 s) each PostgreSQL process has used so far (Linux:
- * /proc; empty elsewhere), to show what the database spends per request
- * beside this process's own CPU. Throughput on a shared two-core machine
- * swings with its neighbours; CPU per request says where the cost sits.
- */
-function postgresTicks(): Map<string, number> {
-  const ticks = new Map<string, number>();
-  let pids: string[];
-  try {
-    pids = fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p));
-  } catch {
-    return ticks;
-  }
-  for (const pid of pids) {
-    try {
-      const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-      if (stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) !== 'postgres') continue;
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      ticks.set(pid, Number(fields[11]) + Number(fields[12])); // utime + stime
-    } catch {
-      // ended meanwhile
-    }
-  }
-  return ticks;
-}
-
-/** CPU seconds PostgreSQL's processes used between two readings (a process that ended meanwhile counts until its last reading). */
-function postgresSeconds(before: Map<string, number>, after: Map<string, number>): number {
-  if (after.size === 0) return NaN;
-  let ticks = 0;
-  for (const [pid, t] of after) ticks += t - (before.get(pid) ?? 0);
-  return ticks / 100;
-}
-
 async function load(url: string, headers: Record<string, string>, duration = seconds): Promise<Result> {
   const args = [autocannon, '-c', '50', '-d', String(duration), '-j'];
   for (const [k, v] of Object.entries(headers)) args.push('-H', `${k}=${v}`);
   args.push(url);
-  const cpu0 = process.cpuUsage();
-  const pg0 = postgresTicks();
+  const cpu = cpuMeter();
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'ignore'] });
   let stdout = '';
   child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
   await new Promise((r) => child.on('exit', r));
-  const cpu = process.cpuUsage(cpu0);
-  const pgSeconds = postgresSeconds(pg0, postgresTicks());
   const j = JSON.parse(stdout) as { requests: { average: number }; requests_total?: number; latency: { p99: number }; non2xx: number; errors: number };
-  const n = j.requests.average * duration;
-  return { rps: j.requests.average, p99: j.latency.p99, non2xx: j.non2xx, errors: j.errors, cpuUs: (cpu.user + cpu.system) / n, pgUs: (pgSeconds * 1e6) / n };
+  const used = cpu.perRequest(j.requests.average * duration);
+  return { rps: j.requests.average, p99: j.latency.p99, non2xx: j.non2xx, errors: j.errors, cpuUs: used.ours, pgUs: used.postgres };
 }
 
 const pgServer = await benchPostgres();
@@ -125,7 +86,7 @@ try {
 
   console.log(`\nbench/http-read: 50 connections, ${rounds} alternating rounds of ${seconds} s each after ${warmup} s of warm-up, loopback HTTP\n`);
   results.forEach(({ base, reads }, i) => {
-    const cost = (x: Result) => `this process ${x.cpuUs.toFixed(0).padStart(3)} µs, PostgreSQL ${Number.isNaN(x.pgUs) ? '-' : x.pgUs.toFixed(0).padStart(3)} µs of CPU per request`;
+    const cost = (x: Result) => cpuText(x.cpuUs, x.pgUs);
     console.log(`round ${i + 1}: ${'fastify hello-world'.padEnd(34)} ${base.rps.toFixed(0).padStart(7)} req/s (p99 ${base.p99} ms)          ${cost(base)}`);
     reads.forEach((x, j) => console.log(`         ${targets[j]!.name.padEnd(34)} ${x.rps.toFixed(0).padStart(7)} req/s (p99 ${x.p99} ms)   ${(x.rps / base.rps).toFixed(2)}x  ${cost(x)}`));
   });
