@@ -32,7 +32,7 @@ const warmup = Number(process.env.WARMUP_SECONDS ?? '3');
 const autocannon = path.resolve('node_modules/autocannon/autocannon.js');
 
 type Result = { rps: number; p99: number; non2xx: number; errors: number; cpuUs: number; pgUs: number };
-
+/** autocannon in a child process (asynchronously: the servers under test share this event loop). */
 async function load(url: string, headers: Record<string, string>, duration = seconds): Promise<Result> {
   const args = [autocannon, '-c', '50', '-d', String(duration), '-j'];
   for (const [k, v] of Object.entries(headers)) args.push('-H', `${k}=${v}`);
@@ -42,8 +42,8 @@ async function load(url: string, headers: Record<string, string>, duration = sec
   let stdout = '';
   child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
   await new Promise((r) => child.on('exit', r));
-  const j = JSON.parse(stdout) as { requests: { average: number }; requests_total?: number; latency: { p99: number }; non2xx: number; errors: number };
-  const used = cpu.perRequest(j.requests.average * duration);
+  const j = JSON.parse(stdout) as { requests: { average: number; total: number }; latency: { p99: number }; non2xx: number; errors: number };
+  const used = cpu.perRequest(j.requests.total);
   return { rps: j.requests.average, p99: j.latency.p99, non2xx: j.non2xx, errors: j.errors, cpuUs: used.ours, pgUs: used.postgres };
 }
 

@@ -90,7 +90,7 @@ function requestMetrics(requestLog: RequestLog, registry: Registry): void {
   );
   const latency = 'ledger_http_request_duration_seconds';
   registry.registerMetric(
-    family(`${latency}`, 'HTTP request latency, by method, route pattern and status', 'histogram', () =>
+    family(latency, 'HTTP request latency, by method, route pattern and status', 'histogram', () =>
       [...stats.values()].flatMap((s) => {
         let acc = 0;
         return [
