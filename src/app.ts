@@ -147,7 +147,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   // Before the routes, so its hooks reach every one.
   registerDrain(app, deps.drain);
   // Every answered request is counted where the log controller sees it finish.
-  registerMetrics(app, deps, requestLog, { token: opts.metricsToken });
+  registerMetrics(app, deps, (observer) => requestLog.observe(observer), { token: opts.metricsToken });
   await registerCoreRoutes(app, deps, opts);
   await registerSessionRoutes(app, deps);
 

@@ -1,10 +1,9 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Gauge, Registry } from 'prom-client';
 import { processRegistry } from '../metrics.ts';
 import { listCheckpoints } from '../projector/checkpoints.ts';
 import { ApiError } from './errors.ts';
-import type { RequestLog } from './request-log.ts';
 import type { AppDeps } from './route.ts';
 
 // GET /metrics in the Prometheus text format: requests per route pattern,
@@ -26,10 +25,13 @@ export function isLoopback(req: FastifyRequest): boolean {
   return LOOPBACK.test(req.socket.remoteAddress ?? '');
 }
 
-/** Counts every answered request (through the log controller) and registers the /metrics route. */
-export function registerMetrics(app: FastifyInstance, deps: AppDeps, requestLog: RequestLog, opts: { token?: string | undefined }): void {
+/** Where every answered request can be seen once, when its response has finished (the composition root passes fastify's log controller). */
+export type OnCompleted = (observer: (request: FastifyRequest, reply: FastifyReply) => void) => void;
+
+/** Counts every answered request (seen through `onCompleted`) and registers the /metrics route. */
+export function registerMetrics(app: FastifyInstance, deps: AppDeps, onCompleted: OnCompleted, opts: { token?: string | undefined }): void {
   const registry = new Registry();
-  requestMetrics(requestLog, registry);
+  requestMetrics(onCompleted, registry);
   followerLagGauges(deps, registry);
 
   const expected = opts.token ? digest(opts.token) : undefined;
@@ -59,9 +61,9 @@ type RouteStats = { labels: { method: string; route: string; status: string }; c
  * own counter and histogram hash their label object on every call, and a
  * response hook of our own cost another hook run per request.
  */
-function requestMetrics(requestLog: RequestLog, registry: Registry): void {
+function requestMetrics(onCompleted: OnCompleted, registry: Registry): void {
   const stats = new Map<string, RouteStats>();
-  requestLog.observe((req, reply) => {
+  onCompleted((req, reply) => {
     const route = req.routeOptions.url ?? 'unmatched';
     const status = reply.statusCode;
     const key = `${req.method} ${status} ${route}`;
