@@ -3,7 +3,7 @@ import { counterpartySummary, negotiationStats, topCounterparties, type Window }
 import { PostgresEventStore } from '../src/eventstore/postgres.ts';
 import type { NewEvent } from '../src/eventstore/port.ts';
 import { openDb } from '../src/postgres/db.ts';
-import { jsonText } from '../src/http/exact-json.ts';
+import { jsonText } from '../src/http/kernel/exact-json.ts';
 import { migrateCheckpoints, readCheckpoint } from '../src/projector/checkpoints.ts';
 import { ProjectionRunner } from '../src/projector/runner.ts';
 import { benchPostgres } from './harness.ts';

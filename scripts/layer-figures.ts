@@ -21,7 +21,9 @@ function importsOf(file: string): string[] {
   for (const m of s.matchAll(/import\(\s*'(\.[^']+)'\s*\)/g)) out.push(path.normalize(path.join(path.dirname(file), m[1]!)));
   return out;
 }
-const isRouteModule = (f: string) => f.startsWith('src/http/') && f !== 'src/http/route.ts' && /\bdefineRoute\(\s*app\b|\bapp\.(get|post|put|patch|delete|route)\(/.test(text.get(f)!);
+// defineRoute's own file: src/http/route.ts until the kernel folder, src/http/kernel/route.ts since.
+const FRAMEWORK = new Set(['src/http/route.ts', 'src/http/kernel/route.ts']);
+const isRouteModule = (f: string) => f.startsWith('src/http/') && !FRAMEWORK.has(f) && /\bdefineRoute\(\s*app\b|\bapp\.(get|post|put|patch|delete|route|register)\(/.test(text.get(f)!);
 const routes = new Set(files.filter(isRouteModule));
 const routeToRoute = files.filter((f) => f.startsWith('src/http/')).flatMap((f) => importsOf(f).filter((d) => d !== f && routes.has(d)).map((d) => `${f} → ${d}`));
 const upward = files.filter((f) => !f.startsWith('src/http/') && f !== 'src/app.ts').flatMap((f) => importsOf(f).filter((d) => d.startsWith('src/http/')).map((d) => `${f} → ${d}`));

@@ -1,18 +1,18 @@
 import { pooledHex } from './ids.ts';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
-import { RequestLog, requestChildLogger } from './http/request-log.ts';
+import { RequestLog, requestChildLogger } from './http/kernel/request-log.ts';
 import type { EventStore } from './eventstore/port.ts';
-import { Authenticator } from './http/auth.ts';
-import { ApiError, envelope, registerErrorHandling, sendResponse } from './http/errors.ts';
-import { IdempotencyStore, migrateIdempotency } from './http/idempotency.ts';
+import { Authenticator } from './http/kernel/auth.ts';
+import { ApiError, envelope, registerErrorHandling, sendResponse } from './http/kernel/errors.ts';
+import { IdempotencyStore, migrateIdempotency } from './http/kernel/idempotency.ts';
 import { orgRoutes } from './http/orgs.ts';
 import { agentRoutes } from './http/agents.ts';
 import { consumerRoutes } from './http/consumers.ts';
-import { mandateRoutes } from './http/mandates.ts';
+import { mandateRoutes } from './http/mandates/mandates.ts';
 import { mandateSpendExecutor } from './usecases/mandates.ts';
-import { auditRoutes } from './http/audit.ts';
-import { auditProofRoutes } from './http/audit-proofs.ts';
-import { auditConfigRoutes } from './http/audit-config.ts';
+import { auditRoutes } from './http/audit/audit.ts';
+import { auditProofRoutes } from './http/audit/audit-proofs.ts';
+import { auditConfigRoutes } from './http/audit/audit-config.ts';
 import { webhookEndpointRoutes } from './http/webhook-endpoints.ts';
 import { webhookDeliveryRoutes } from './http/webhook-deliveries.ts';
 import { bankConsentRoutes } from './http/bank-consents.ts';
@@ -21,11 +21,11 @@ import { x402ExecuteExecutor } from './usecases/x402.ts';
 import { policyRoutes } from './http/policies.ts';
 import { approvalRoutes } from './http/approvals.ts';
 import { ApprovalExecutors } from './usecases/approval-executors.ts';
-import { oauthRoutes } from './http/oauth.ts';
-import { consentRoutes } from './http/oauth-consent.ts';
-import { oauthShared, oauthUrls, type OAuthOptions } from './http/oauth-common.ts';
-import { commerceMemoryRoutes } from './http/commerce-memory.ts';
-import { commerceMemoryInsightRoutes } from './http/commerce-memory-insights.ts';
+import { oauthRoutes } from './http/oauth/oauth.ts';
+import { consentRoutes } from './http/oauth/oauth-consent.ts';
+import { oauthShared, oauthUrls, type OAuthOptions } from './http/oauth/oauth-common.ts';
+import { commerceMemoryRoutes } from './http/commerce-memory/commerce-memory.ts';
+import { commerceMemoryInsightRoutes } from './http/commerce-memory/commerce-memory-insights.ts';
 import { mcpServerRoutes } from './http/mcp-servers.ts';
 import { mcpGatewayRoutes } from './http/mcp-gateway.ts';
 import { defaultMcpConfig, type McpConfig } from './mcp/config.ts';
@@ -43,30 +43,30 @@ import { Catalog } from './providers/catalog.ts';
 import { ProviderTools, type ProviderRuntime } from './providers/tools.ts';
 import { HttpProvider } from './adapters/providers/http-provider.ts';
 import { providerRoutes } from './http/providers.ts';
-import { connectionRoutes } from './http/connections.ts';
+import { connectionRoutes } from './http/connections/connections.ts';
 import { providerWebhookRoutes } from './http/provider-webhooks.ts';
 import { sessionRoutes } from './http/sessions.ts';
 import { toolCallRoutes } from './http/tool-calls.ts';
-import { malformedId } from './http/errors.ts';
+import { malformedId } from './http/kernel/errors.ts';
 import { providerToolExecutor } from './usecases/session-tools.ts';
 import { proxyExecutors } from './usecases/session-proxy.ts';
 import { statusStreamRoutes } from './http/status-stream.ts';
 import { sessionMcpRoutes } from './http/session-mcp.ts';
 import { sessionSendRoutes } from './http/session-send.ts';
 import { sessionProxyRoutes } from './http/session-proxy.ts';
-import { connectLinkRoutes } from './http/connect-links.ts';
+import { connectLinkRoutes } from './http/connections/connect-links.ts';
 import { signupRunRoutes } from './http/signup-runs.ts';
-import { hostedConnectRoutes } from './http/hosted-connect.ts';
+import { hostedConnectRoutes } from './http/connections/hosted-connect.ts';
 import type { BrowserWorker } from './adapters/browser/worker.ts';
 import type { MerchantSites } from './adapters/merchants/sites.ts';
 import { platformRoutes } from './http/platform.ts';
 import { registerMetrics } from './http/metrics.ts';
-import { Drain, registerDrain } from './http/drain.ts';
+import { Drain, registerDrain } from './http/kernel/drain.ts';
 import { docsRoutes } from './http/docs.ts';
 import { projectRoutes } from './http/projects.ts';
-import { defaultRateLimit, SharedRateLimiter, type RateLimitConfig } from './http/ratelimit.ts';
+import { defaultRateLimit, SharedRateLimiter, type RateLimitConfig } from './http/kernel/ratelimit.ts';
 import type { WitnessEndpoint } from './audit/witness-client.ts';
-import type { AppDeps, RouteSpec } from './http/route.ts';
+import type { AppDeps, RouteSpec } from './http/kernel/route.ts';
 import { HTTP_BODY_MAX_BYTES } from './limits.ts';
 import { ReadCache } from './projector/readcache.ts';
 import { orgProjection } from '../projections/org.ts';
@@ -181,7 +181,7 @@ function createFastify(opts: BuildOptions): { app: FastifyInstance; registered: 
     requestIdHeader: false,
     // While the instance drains, a request that still reaches it on a kept-alive
     // connection is served (its answer closes the connection), not shed with a
-    // 503: the runtime stays open until the last one is answered (src/http/drain.ts).
+    // 503: the runtime stays open until the last one is answered (src/http/kernel/drain.ts).
     return503OnClosing: false,
     // Malformed URLs and over-long path segments get the envelope too.
     frameworkErrors: (err, req, reply) => {
@@ -254,7 +254,7 @@ function composeDeps(opts: BuildOptions): AppDeps {
     auth,
     orgCache,
     idempotency: new IdempotencyStore(opts.db),
-    // Counted in PostgreSQL for every instance; each admission also reads the applied positions of the projections credentials come from (src/http/ratelimit.ts).
+    // Counted in PostgreSQL for every instance; each admission also reads the applied positions of the projections credentials come from (src/http/kernel/ratelimit.ts).
     rateLimiter: new SharedRateLimiter(opts.db, opts.rateLimit ?? defaultRateLimit, auth.projections),
     now: opts.now ?? (() => new Date()),
     readWaitMs: opts.readWaitMs ?? 5_000,

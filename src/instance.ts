@@ -48,7 +48,7 @@ export async function openInstance(config: Config, opts: { log?: (line: string) 
     runtime,
     app,
     async close() {
-      // The drain (src/http/drain.ts, docs/deployment.md "Rolling restart"):
+      // The drain (src/http/kernel/drain.ts, docs/deployment.md "Rolling restart"):
       // readiness answers 503, every open event stream ends with a retry hint,
       // no connection is accepted, idle ones close, the requests in flight
       // are answered (their connections close after them); only then the

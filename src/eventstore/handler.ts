@@ -10,7 +10,7 @@ import { type SnapshotSpec, type Snapshots, snapshotsOf } from './snapshots.ts';
 // with the expected revision. On a revision conflict it re-reads and decides
 // again (bounded), or answers a rejection when the command asks for that.
 
-/** A refusal with a stable snake_case code; src/http/errors.ts maps codes to HTTP. */
+/** A refusal with a stable snake_case code; src/http/kernel/errors.ts maps codes to HTTP. */
 export class Rejection extends Error {
   override name = 'Rejection';
   constructor(

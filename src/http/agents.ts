@@ -2,10 +2,10 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { DID_SEGMENT } from '../../commands/agent.ts';
 import { getAgent, readAgents, registerAgent, resolveDid, revokeAgent, revokeAgentKey, rotateAgentKey, signAsAgent } from '../usecases/agents.ts';
-import { ApiError, forbidden } from './errors.ts';
-import { defineRoute, type AppDeps } from './route.ts';
-import { Timestamp } from './schemas.ts';
-import type { ApiKeyAuth } from './auth.ts';
+import { ApiError, forbidden } from './kernel/errors.ts';
+import { defineRoute, type AppDeps } from './kernel/route.ts';
+import { Timestamp } from './kernel/schemas.ts';
+import type { ApiKeyAuth } from './kernel/auth.ts';
 
 // Agent identities (spec 4.9): registration and keys (also under the
 // deprecated /v1/orgs/:orgId/agents), revocation, signing, reads and the

@@ -2,10 +2,10 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { migrateApprovalSweeps } from '../reactors/approval-expiry.ts';
 import { approvalsHealth, decideApproval, findApproval, getApproval, listApprovals } from '../usecases/approvals.ts';
-import { forbidden, errorResponse } from './errors.ts';
-import { defineRoute, type AppDeps } from './route.ts';
-import { IdParam, Timestamp } from './schemas.ts';
-import { type Auth, type ServiceAuth } from './auth.ts';
+import { forbidden, errorResponse } from './kernel/errors.ts';
+import { defineRoute, type AppDeps } from './kernel/route.ts';
+import { IdParam, Timestamp } from './kernel/schemas.ts';
+import { type Auth, type ServiceAuth } from './kernel/auth.ts';
 
 // Approvals (spec Part 2 Approval, 4.10): a call held by an approval-required
 // policy. A person decides through the human-session rules (Part 5 item 8);

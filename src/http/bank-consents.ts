@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { authoriseBankConsent, createBankConsent, getBankConsent, listBankConsents, refreshBankStatement, revokeBankConsent } from '../usecases/bank-consents.ts';
-import { defineRoute, type AppDeps } from './route.ts';
-import { IdParam, Timestamp } from './schemas.ts';
+import { defineRoute, type AppDeps } from './kernel/route.ts';
+import { IdParam, Timestamp } from './kernel/schemas.ts';
 
 // Bank consents (open finance), under /v1/bank-consents and the deprecated
 // /v1/ofb/consents (spec 4.6). The logic is src/usecases/bank-consents.ts.

@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { ExactInt } from './exact-json.ts';
-import { defineRoute, type AppDeps } from './route.ts';
-import { IdParam, QueryBool, Timestamp } from './schemas.ts';
+import { ExactInt } from './kernel/exact-json.ts';
+import { defineRoute, type AppDeps } from './kernel/route.ts';
+import { IdParam, QueryBool, Timestamp } from './kernel/schemas.ts';
 import { consumerDetail, consumerWallet, createConsumer, listConsumers, updateConsumer } from '../usecases/consumers.ts';
 
 // Consumers (titulars), their wallet view per currency: the HTTP declarations
@@ -133,7 +133,7 @@ function consumerItemRoutes(app: FastifyInstance, deps: AppDeps): void {
     },
     errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
     async handler({ auth, params, deps }) {
-      // bigint throughout: written as exact JSON integers (src/http/exact-json.ts).
+      // bigint throughout: written as exact JSON integers (src/http/kernel/exact-json.ts).
       return { status: 200, body: await consumerWallet(deps, auth, params.id) };
     },
   });

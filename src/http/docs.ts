@@ -1,7 +1,7 @@
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance } from 'fastify';
-import { buildOpenApi } from './openapi.ts';
-import type { AppDeps } from './route.ts';
+import { buildOpenApi } from './kernel/openapi.ts';
+import type { AppDeps } from './kernel/route.ts';
 
 // The API reference at /docs: swagger-ui, served from its npm package (no CDN),
 // rendering the same OpenAPI document as /openapi.json. @fastify/swagger-ui reads

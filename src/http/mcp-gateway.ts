@@ -2,9 +2,9 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { runMcpGateway } from '../usecases/mcp-gateway.ts';
 import { b64json } from '../x402/payment.ts';
-import { ApiError } from './errors.ts';
-import { MCP_ORIGIN_ERRORS, mcpOriginHook, mcpPreflight } from './mcp-browser.ts';
-import { defineRoute, type AppDeps, type Reply } from './route.ts';
+import { ApiError } from './kernel/errors.ts';
+import { MCP_ORIGIN_ERRORS, mcpOriginHook, mcpPreflight } from './kernel/mcp-browser.ts';
+import { defineRoute, type AppDeps, type Reply } from './kernel/route.ts';
 
 // The paying gateway `/mcp/<slug>`: the declarations. The gateway itself (the
 // server and its priced tool, the MCP exchange, the paid call settled through
@@ -50,7 +50,7 @@ const GATEWAY_DESCRIPTION = [
 const JsonRpc = z.union([z.record(z.string(), z.unknown()), z.array(z.record(z.string(), z.unknown())).max(50)]);
 
 export async function mcpGatewayRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
-  // Origin and Host checked before anything runs (DNS rebinding), CORS for the allowed origins: src/http/mcp-browser.ts.
+  // Origin and Host checked before anything runs (DNS rebinding), CORS for the allowed origins: src/http/kernel/mcp-browser.ts.
   mcpOriginHook(app, deps);
   defineRoute(
     app,

@@ -3,10 +3,10 @@ import { z } from 'zod';
 import type { Queryable } from '../postgres/db.ts';
 import { actingRoleOf, getServer, HEADER_NAME, listServers, mcpConfigOf, type McpServerRow, patchServer, patchTool, registerServer, sweepPlatformFees, toolsOf, validateUpstream } from '../usecases/mcp-servers.ts';
 import type { UseCaseCtx } from '../usecases/context.ts';
-import { type ApiKeyAuth, ROLE_RANK, type Role } from './auth.ts';
-import { RawHttpError } from './errors.ts';
-import { defineRoute, type AppDeps } from './route.ts';
-import { IdParam, Timestamp } from './schemas.ts';
+import { type ApiKeyAuth, ROLE_RANK, type Role } from './kernel/auth.ts';
+import { RawHttpError } from './kernel/errors.ts';
+import { defineRoute, type AppDeps } from './kernel/route.ts';
+import { IdParam, Timestamp } from './kernel/schemas.ts';
 
 // Monetized MCP servers (spec 2 "MCP server", 4.14): validate an upstream with
 // a real MCP client, register a server (global slug claim, provisioned

@@ -3,8 +3,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Gauge, Registry } from 'prom-client';
 import { processRegistry } from '../metrics.ts';
 import { listCheckpoints } from '../projector/checkpoints.ts';
-import { ApiError } from './errors.ts';
-import type { AppDeps } from './route.ts';
+import { ApiError } from './kernel/errors.ts';
+import type { AppDeps } from './kernel/route.ts';
 
 // GET /metrics in the Prometheus text format: requests per route pattern,
 // method and status (count and latency), the lag of every follower
@@ -56,7 +56,7 @@ type RouteStats = { labels: { method: string; route: string; status: string }; c
 /**
  * Requests per method, route pattern and status: their count and latency. An
  * answered request adds to plain numbers (found by one string key), seen where
- * fastify's log controller sees every finished response (src/http/request-log.ts);
+ * fastify's log controller sees every finished response (src/http/kernel/request-log.ts);
  * the Prometheus families are written from them at scrape time. prom-client's
  * own counter and histogram hash their label object on every call, and a
  * response hook of our own cost another hook run per request.

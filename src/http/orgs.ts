@@ -1,9 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { addTeamMember, createApiKey, createOrganization, listApiKeys, revokeApiKey } from '../usecases/orgs.ts';
-import { hashKey } from './auth.ts';
-import { defineRoute, type AppDeps } from './route.ts';
-import { IdParam, Project, Timestamp } from './schemas.ts';
+import { hashKey } from './kernel/auth.ts';
+import { defineRoute, type AppDeps } from './kernel/route.ts';
+import { IdParam, Project, Timestamp } from './kernel/schemas.ts';
 
 // Bootstrap and credentials: organizations, team members, API keys, whoami:
 // the routes; the use cases are src/usecases/orgs.ts.

@@ -4,8 +4,8 @@ import type { PixAccount } from '../../commands/pix.ts';
 import { maskAccount } from '../../commands/pix-format.ts';
 import { confirmContactVerification, deactivateFundingSource, openPartnerAccount, startContactVerification } from '../usecases/pix-accounts.ts';
 import { accountMasked, loadAccount } from '../usecases/pix-common.ts';
-import { type AppDeps, defineRoute } from './route.ts';
-import { ConsumerParams, Timestamp } from './schemas.ts';
+import { type AppDeps, defineRoute } from './kernel/route.ts';
+import { ConsumerParams, Timestamp } from './kernel/schemas.ts';
 
 // How a consumer gets a Pix partner account (the spec leaves it open; see
 // docs/decisions.md): the PSP opens it for a consumer whose document (CPF or

@@ -1,12 +1,12 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { STATIC_TXID } from '../../commands/pix-brcode.ts';
-import { ApiError } from './errors.ts';
-import { ConsumerParams } from './schemas.ts';
+import { ApiError } from './kernel/errors.ts';
+import { ConsumerParams } from './kernel/schemas.ts';
 import { chargeBrCode, type ChargeProvider, type ChargeRow, chargeStatusOf, createPixCharge, getPixCharge, simulatePixPayment } from '../usecases/pix-charges.ts';
 import { qrPng, qrPngDataUri, qrSvg } from '../usecases/pix-qr.ts';
-import { type AppDeps, defineRoute } from './route.ts';
-import { Timestamp } from './schemas.ts';
+import { type AppDeps, defineRoute } from './kernel/route.ts';
+import { Timestamp } from './kernel/schemas.ts';
 
 // Pix charges of a consumer's Pix wallet (the logic, dynamic and static
 // charges and the PSP check on read, is src/usecases/pix-charges.ts). Each

@@ -1,9 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { KEY_TYPES } from '../../commands/pix-format.ts';
-import { ConsumerParams } from './schemas.ts';
+import { ConsumerParams } from './kernel/schemas.ts';
 import { deletePixKey, listPixKeys, registerPixKey } from '../usecases/pix-keys.ts';
-import { type AppDeps, defineRoute } from './route.ts';
+import { type AppDeps, defineRoute } from './kernel/route.ts';
 
 // Pix keys of a consumer's partner account, read from and written to the
 // PSP's directory, the key cache reconciled with it: the routes; the use cases

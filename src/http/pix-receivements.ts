@@ -1,9 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { ApiError } from './errors.ts';
-import { ConsumerParams } from './schemas.ts';
+import { ApiError } from './kernel/errors.ts';
+import { ConsumerParams } from './kernel/schemas.ts';
 import { createDevolution, getReceivement, receivePixNotification } from '../usecases/pix-receivements.ts';
-import { type AppDeps, defineRoute } from './route.ts';
+import { type AppDeps, defineRoute } from './kernel/route.ts';
 
 // Receivements: the PSP's notifications of received Pix (verified the
 // Standard Webhooks way: HMAC-SHA256 over "<id>.<timestamp>.<body>", the

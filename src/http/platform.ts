@@ -3,8 +3,8 @@ import { z } from 'zod';
 import { listCheckpoints } from '../projector/checkpoints.ts';
 import type { LogRewind } from '../eventstore/port.ts';
 import { PostgresEventStore } from '../eventstore/postgres.ts';
-import { buildOpenApi } from './openapi.ts';
-import { defineRoute, type AppDeps } from './route.ts';
+import { buildOpenApi } from './kernel/openapi.ts';
+import { defineRoute, type AppDeps } from './kernel/route.ts';
 
 // Liveness, readiness (event store, read side and sealer lag), and the OpenAPI document.
 

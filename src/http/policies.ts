@@ -3,9 +3,9 @@ import { z } from 'zod';
 import { PolicyType } from '../../events/policy.ts';
 import { CONFIG_SCHEMAS, Pattern } from '../policy/config.ts';
 import { createPolicy, deletePolicy, getPolicy, listPolicies, type PolicyRow, reorderPolicies, updatePolicy } from '../usecases/policies.ts';
-import { forbidden } from './errors.ts';
-import { defineRoute, type AppDeps } from './route.ts';
-import { IdParam, Timestamp } from './schemas.ts';
+import { forbidden } from './kernel/errors.ts';
+import { defineRoute, type AppDeps } from './kernel/route.ts';
+import { IdParam, Timestamp } from './kernel/schemas.ts';
 
 // Policies (spec 4.11): the declarations of src/usecases/policies.ts; every
 // change is an event in the organization's policy stream, which the engine

@@ -3,10 +3,10 @@ import { z } from 'zod';
 import { ProjectCascadeReactor } from '../reactors/project-cascade.ts';
 import { PROJECTS_LIST_DEFAULT, PROJECTS_LIST_MAX } from '../limits.ts';
 import { createProject, deleteProject, listProjectMembers, listProjects, removeProjectMember, requireProject, setProjectMember, updateProject } from '../usecases/projects.ts';
-import { forbidden } from './errors.ts';
-import { defineRoute, READ_SIDE_HEADER, type AppDeps } from './route.ts';
-import { IdParam, Project, QueryBool, Timestamp } from './schemas.ts';
-import type { ServiceAuth } from './auth.ts';
+import { forbidden } from './kernel/errors.ts';
+import { defineRoute, READ_SIDE_HEADER, type AppDeps } from './kernel/route.ts';
+import { IdParam, Project, QueryBool, Timestamp } from './kernel/schemas.ts';
+import type { ServiceAuth } from './kernel/auth.ts';
 
 // The projects family (spec 4.2), members included: the routes; the use cases
 // are src/usecases/projects.ts.

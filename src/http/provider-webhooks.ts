@@ -2,8 +2,8 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { INBOUND_WEBHOOK_MAX_BYTES } from '../limits.ts';
 import { receiveProviderWebhook } from '../usecases/provider-webhooks.ts';
-import { defineRoute, type AppDeps } from './route.ts';
-import { IdParam } from './schemas.ts';
+import { defineRoute, type AppDeps } from './kernel/route.ts';
+import { IdParam } from './kernel/schemas.ts';
 
 // Inbound provider webhooks (spec 4.4, 6 item 6): the route, which keeps the
 // body as the exact text sent; verification and the receipt are

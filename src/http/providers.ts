@@ -2,13 +2,13 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { baseUrlOf, type ProviderDef } from '../providers/catalog.ts';
 import { catalogEntry, connectionSchema, searchCatalog, verifyConnection } from '../usecases/providers.ts';
-import { RawHttpError, VERIFY_ERRORS } from './errors.ts';
-import { defineRoute, type AppDeps } from './route.ts';
+import { RawHttpError, VERIFY_ERRORS } from './kernel/errors.ts';
+import { defineRoute, type AppDeps } from './kernel/route.ts';
 
 // The provider catalog (spec 4.5) and verify-connection: a probe of the
 // provider with the stored credential (src/usecases/providers.ts, with the
 // catalog's reads), answered with the spec's matrix (verify_failed in
-// src/http/errors.ts).
+// src/http/kernel/errors.ts).
 
 export const ProviderView = z
   .object({

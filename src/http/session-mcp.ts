@@ -6,11 +6,11 @@ import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprot
 import type { RunCommand } from '../usecases/context.ts';
 import { executeTool, ToolUnresolved } from '../usecases/session-tools.ts';
 import { activeSession, getSession, type SessionRow } from '../usecases/sessions.ts';
-import { envelope } from './errors.ts';
-import { defineRoute, type AppDeps, type Ctx } from './route.ts';
-import { IdParam } from './schemas.ts';
-import { MCP_ORIGIN_ERRORS, mcpOriginHook, mcpPreflight } from './mcp-browser.ts';
-import { tenantOf } from './auth.ts';
+import { envelope } from './kernel/errors.ts';
+import { defineRoute, type AppDeps, type Ctx } from './kernel/route.ts';
+import { IdParam } from './kernel/schemas.ts';
+import { MCP_ORIGIN_ERRORS, mcpOriginHook, mcpPreflight } from './kernel/mcp-browser.ts';
+import { tenantOf } from './kernel/auth.ts';
 
 // The session's tools over MCP Streamable HTTP (stateless: a server and a
 // transport per request, JSON responses). Tool names are `<server>.<tool>`
@@ -45,7 +45,7 @@ function mcpServer(deps: AppDeps, run: RunCommand, s: SessionRow): Server {
 }
 
 export async function sessionMcpRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
-  // Origin and Host checked before anything runs (DNS rebinding), CORS for the allowed origins: src/http/mcp-browser.ts.
+  // Origin and Host checked before anything runs (DNS rebinding), CORS for the allowed origins: src/http/kernel/mcp-browser.ts.
   mcpOriginHook(app, deps);
   defineRoute(
     app,

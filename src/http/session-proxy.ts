@@ -2,9 +2,9 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { ProxyRequest, proxyExecute } from '../usecases/session-proxy.ts';
 import { activeSession } from '../usecases/sessions.ts';
-import { defineRoute, type AppDeps } from './route.ts';
-import { IdParam } from './schemas.ts';
-import { tenantOf } from './auth.ts';
+import { defineRoute, type AppDeps } from './kernel/route.ts';
+import { IdParam } from './kernel/schemas.ts';
+import { tenantOf } from './kernel/auth.ts';
 
 // POST /v1/sessions/{id}/proxy_execute {server, endpoint, method, params?,
 // body?, headers?}: one request to a connected provider's own API with the

@@ -3,9 +3,9 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { Rejection } from '../eventstore/handler.ts';
 import { agentOf, sendMessage } from '../usecases/session-send.ts';
-import { defineRoute, type AppDeps } from './route.ts';
-import { IdParam } from './schemas.ts';
-import { tenantOf } from './auth.ts';
+import { defineRoute, type AppDeps } from './kernel/route.ts';
+import { IdParam } from './kernel/schemas.ts';
+import { tenantOf } from './kernel/auth.ts';
 
 // POST /v1/sessions/{id}/send {"message": "..."}: the agent loop
 // (src/usecases/session-send.ts) turns the message into tool calls, each run

@@ -3,9 +3,9 @@ import { z } from 'zod';
 import { executeTool, toolCallRejection, type ToolCallOutcome } from '../usecases/session-tools.ts';
 import { activeSession, closeSession, createSession, getSession, sessionConnections, type SessionRecord } from '../usecases/sessions.ts';
 import type { Tenant } from '../usecases/context.ts';
-import { defineRoute, type AppDeps } from './route.ts';
-import { IdParam, Timestamp } from './schemas.ts';
-import { tenantOf } from './auth.ts';
+import { defineRoute, type AppDeps } from './kernel/route.ts';
+import { IdParam, Timestamp } from './kernel/schemas.ts';
+import { tenantOf } from './kernel/auth.ts';
 
 // Sessions (spec 4.3, client 0.3 wire shape): POST /v1/sessions
 // {"servers": [...], "user_id": "...", "mocks"?: {"<server>/<tool>": output}};

@@ -4,9 +4,9 @@ import type { SignupRun } from '../../commands/signup-run.ts';
 import { SIGNUP_FAILURE_CODES } from '../../events/signup-run.ts';
 import { workerOf } from '../usecases/signup-runner.ts';
 import { resendVerification, signupRunStatus, startSignupRun, submitVerification } from '../usecases/signup-runs.ts';
-import { browserInstance, orForwarded } from './browser-forward.ts';
-import { defineRoute, type AppDeps, type RunCommand } from './route.ts';
-import { IdParam } from './schemas.ts';
+import { browserInstance, orForwarded } from './kernel/browser-forward.ts';
+import { defineRoute, type AppDeps, type RunCommand } from './kernel/route.ts';
+import { IdParam } from './kernel/schemas.ts';
 
 // Browser signup runs (spec 2 "Browser signup run (status view)", 3, 4.4, 7
 // sandbox provisioning codes): a headless browser signs up on a provider's

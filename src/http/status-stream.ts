@@ -3,9 +3,9 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { watchStatus } from '../usecases/status-stream.ts';
 import { readStatusRow } from '../usecases/tool-calls.ts';
-import { defineRoute, type AppDeps } from './route.ts';
-import { tenantOf } from './auth.ts';
-import { notVisible, toolCallIdParam } from './errors.ts';
+import { defineRoute, type AppDeps } from './kernel/route.ts';
+import { tenantOf } from './kernel/auth.ts';
+import { notVisible, toolCallIdParam } from './kernel/errors.ts';
 
 // Server-sent event streams of the payment and verification views (spec 6
 // Streams, 8 Limits; the watch itself: src/usecases/status-stream.ts): each

@@ -1,10 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { listToolCalls, readStatusRow, readToolCall, statusView } from '../usecases/tool-calls.ts';
-import { defineRoute, type AppDeps } from './route.ts';
-import { Instant, Timestamp } from './schemas.ts';
-import { tenantOf } from './auth.ts';
-import { notVisible, toolCallIdParam } from './errors.ts';
+import { defineRoute, type AppDeps } from './kernel/route.ts';
+import { Instant, Timestamp } from './kernel/schemas.ts';
+import { tenantOf } from './kernel/auth.ts';
+import { notVisible, toolCallIdParam } from './kernel/errors.ts';
 
 // Tool calls (spec 2 Tool call, 4.3): the list (before, since, limit,
 // count_only → {count}), one call, and its payment and verification status

@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { getDelivery, listDeadLetters, listDeliveries, redeliver, replayEvent, retryPending } from '../usecases/webhook-deliveries.ts';
-import { defineRoute, type AppDeps } from './route.ts';
-import { IdParam, Timestamp } from './schemas.ts';
+import { defineRoute, type AppDeps } from './kernel/route.ts';
+import { IdParam, Timestamp } from './kernel/schemas.ts';
 
 // Outbound webhook deliveries (spec 4.13, 6): the declarations of
 // src/usecases/webhook-deliveries.ts (deliveries and dead letters, one

@@ -2,8 +2,8 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { businessEventTypes } from '../../events/index.ts';
 import { createEndpoint, listEndpoints, readEndpoint, removeEndpoint, rotateEndpointSecret, updateEndpoint } from '../usecases/webhook-endpoints.ts';
-import { defineRoute, type AppDeps } from './route.ts';
-import { IdParam, Timestamp } from './schemas.ts';
+import { defineRoute, type AppDeps } from './kernel/route.ts';
+import { IdParam, Timestamp } from './kernel/schemas.ts';
 
 // Outbound webhook endpoints ("triggers", spec 4.13, 6): the declarations of
 // src/usecases/webhook-endpoints.ts. Their deliveries: webhook-deliveries.ts.

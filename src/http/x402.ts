@@ -3,8 +3,8 @@ import { z } from 'zod';
 import { receiptJwks } from '../adapters/chain/x402.ts';
 import { executeAuthorization } from '../usecases/x402.ts';
 import { getForeignAuthorization, mintTestUsdc } from '../usecases/x402-facilitator.ts';
-import { defineRoute, type AppDeps } from './route.ts';
-import { IdParam, Timestamp } from './schemas.ts';
+import { defineRoute, type AppDeps } from './kernel/route.ts';
+import { IdParam, Timestamp } from './kernel/schemas.ts';
 
 // The x402 facilitator (spec 4.15): the execution is a use case
 // (src/usecases/x402.ts); a 200 means USDC moved on chain. The read and the

@@ -10,7 +10,7 @@ export type McpConfig = {
   timeouts: UpstreamTimeouts;
   /** How long a sweep holds its lock before another request may take it over (a crashed holder). */
   sweepLeaseMs: number;
-  /** Browser origins besides the service's own that may call the MCP endpoints (MCP_ALLOWED_ORIGINS; src/http/mcp-browser.ts). */
+  /** Browser origins besides the service's own that may call the MCP endpoints (MCP_ALLOWED_ORIGINS; src/http/kernel/mcp-browser.ts). */
   allowedOrigins: string[];
   faults?: {
     /** After the lock is taken, before any transfer. */

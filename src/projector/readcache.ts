@@ -27,7 +27,7 @@ export class ReadCache<V> {
    * The value stored under `key`, loaded when absent or older than the
    * projection. Stored values are frozen (deeply): every reader shares them,
    * and a response built from one can be checked and encoded once (see
-   * src/http/route.ts).
+   * src/http/kernel/route.ts).
    */
   async get(key: string, load: () => Promise<V>): Promise<V> {
     const now = this.version();
@@ -56,7 +56,7 @@ export class ReadCache<V> {
 
   /**
    * The projection's applied position as read from its checkpoint row by
-   * this request (src/http/ratelimit.ts): a write another instance
+   * this request (src/http/kernel/ratelimit.ts): a write another instance
    * acknowledged may not have reached this process by NOTIFY yet; learning
    * it here retires every entry filled before it.
    */

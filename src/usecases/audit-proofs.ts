@@ -7,7 +7,7 @@ import type { Ports } from './context.ts';
 
 // The audit chain for auditors (spec 4.10): the signed checkpoints, inclusion
 // and consistency proofs, the entries and the tiles. A proof is checked against
-// the signed roots before it is served. The routes are src/http/audit-proofs.ts.
+// the signed roots before it is served. The routes are src/http/audit/audit-proofs.ts.
 
 export const ENTRY_PAGE_MAX = 1000;
 

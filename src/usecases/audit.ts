@@ -8,7 +8,7 @@ import type { Ports, RunCommand, Tenant } from './context.ts';
 
 // The audit surface's reads and writes (spec 4.10, 4.12): the chain's events,
 // the verification thresholds, the chain's health, incidents and their
-// acknowledgement. The HTTP routes (src/http/audit.ts, audit-config.ts) parse
+// acknowledgement. The HTTP routes (src/http/audit/audit.ts, audit-config.ts) parse
 // the request and shape the answer; the export bundle is src/audit/export.ts.
 
 const DAY_MS = 86_400_000;

@@ -9,7 +9,7 @@ import type { Ports } from './context.ts';
 // code): they cannot move. So each instance records, beside what it holds, its
 // own id and the URL other instances reach it at; an instance that receives a
 // request for something another holds forwards the request there and relays
-// the answer (src/http/browser-forward.ts). Rows are operational state, not
+// the answer (src/http/kernel/browser-forward.ts). Rows are operational state, not
 // facts: an UNLOGGED table (a crash may empty it; what it pointed to was in a
 // process's memory anyway). Keys: `hosted:<session id>`, `view:<SHA-256 of
 // the live-view token>`, `signup:<run id>`. No secret is stored here.

@@ -25,7 +25,7 @@ import type { Ports, RunCommand, Tenant } from './context.ts';
 import { ListFilter } from './list-filter.ts';
 
 // Commerce memory (spec 4.8): counterparties, their preferences, and
-// interactions. The HTTP declarations are src/http/commerce-memory.ts.
+// interactions. The HTTP declarations are src/http/commerce-memory/commerce-memory.ts.
 
 export type CounterpartyView = {
   id: string;

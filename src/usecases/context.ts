@@ -22,7 +22,7 @@ import type { ApprovalExecutors } from './approval-executors.ts';
 // `Rejection` (src/eventstore/handler.ts) with a stable code; it knows nothing
 // of fastify, status codes or OpenAPI. Every surface calls the same use cases:
 // the HTTP routes (src/http, which map rejection codes to statuses in
-// src/http/errors.ts), the MCP endpoints, the agent loop, approval execution,
+// src/http/kernel/errors.ts), the MCP endpoints, the agent loop, approval execution,
 // reactors and the CLI. Imports only go down:
 //   src/http → src/usecases → commands, projections, adapters → src/eventstore → events
 

@@ -30,7 +30,7 @@ function spendOutcome(r: { state: MandateState; events: { type: string; data: un
   return { transaction_id: d.transaction_id, mandate_id: d.mandate_id, amount_minor: d.amount_minor, currency: d.currency, merchant: d.merchant, decision: 'approved', remaining_minor: d.remaining_minor!, at: d.at };
 }
 
-/** The statuses of the spend's decline codes (src/http/errors.ts lists them; the route documents them). */
+/** The statuses of the spend's decline codes (src/http/kernel/errors.ts lists them; the route documents them). */
 export const SPEND_ERRORS = Object.entries(SPEND_CODES).map(([code, status]) => [status, code] as const);
 
 // A mandate's agent, organization and project never change once granted, so a
@@ -126,7 +126,7 @@ export type MandateRow = {
   created_at: string;
 };
 
-/** What a grant needs, validated (src/http/mandates.ts checks the body's shape). */
+/** What a grant needs, validated (src/http/mandates/mandates.ts checks the body's shape). */
 export type CreateInput = {
   consumer_id: string;
   agent_id: string;

@@ -7,7 +7,7 @@ import type { RunCommand } from './context.ts';
 // (a client belongs to no organization), and the look-ups of the token
 // endpoint and the consent page.
 
-/** A registration's client metadata, checked (src/http/oauth-requests.ts). */
+/** A registration's client metadata, checked (src/http/oauth/oauth-requests.ts). */
 export type ClientMetadata = { redirectUris: string[]; grantTypes: string[]; responseTypes: string[]; clientName: string | null };
 
 /** Registers a public client under a new id; the id. */

@@ -11,7 +11,7 @@ import { migrate } from '../postgres/schema.ts';
 // A paste first reserves an attempt in one atomic statement (INSERT … ON
 // CONFLICT … DO UPDATE … RETURNING): the window restarts when it has passed,
 // else the count goes up by one; a count beyond the limit is refused
-// (`key_paste_limited`, which src/http/errors.ts answers 429 with Retry-After).
+// (`key_paste_limited`, which src/http/kernel/errors.ts answers 429 with Retry-After).
 // A paste whose key turns out valid gives its attempt back, so only failures
 // count and a person with a valid key is not locked out by earlier typos behind
 // the same address — while concurrent guesses cannot all slip in before one is

@@ -38,7 +38,7 @@ export function grantOf(kind: SecretKind, secret: string): string | null {
 
 export const ACCESS_TOKEN_PATTERN = PATTERN.access;
 
-/** A checked token request (src/http/oauth-requests.ts); redirectUri and verifier are the code's, requested the refresh's narrower scopes. */
+/** A checked token request (src/http/oauth/oauth-requests.ts); redirectUri and verifier are the code's, requested the refresh's narrower scopes. */
 export type TokenRequest = { grantType: 'authorization_code' | 'refresh_token'; clientId: string; secret: string; requested: string[] | null; redirectUri: string; verifier: string };
 
 /** A new pair with its scopes, or the grant revoked by this request (a replayed code, a consumed refresh token); `behind` when the read side had not caught up. */

@@ -128,7 +128,7 @@ async function registrationFailed(err: unknown, run: RunCommand, tenant: Tenant,
   const markUncertain = () => run(pixAccountDecider, pixAccountStream(a.consumerId), { type: 'key_uncertain', tenant, keyType, key });
   if (err.reason === 'malformed') {
     await markUncertain();
-    // Answered in the spec's framework-default shape for this operation's failures (src/http/errors.ts RAW_REJECTIONS).
+    // Answered in the spec's framework-default shape for this operation's failures (src/http/kernel/errors.ts RAW_REJECTIONS).
     throw new Rejection('pix_key_provider_malformed', 'the PSP answered the registration with a body that cannot be read; list keys to see whether it was registered');
   }
   let inventory: PspKey[] | null = null;

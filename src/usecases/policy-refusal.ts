@@ -4,7 +4,7 @@ import type { Denial } from '../policy/evaluator.ts';
 /**
  * A policy's denial or hold as a rejection: `policy_denied` or
  * `approval_required`, the denial body (reason, ruleType, ruleId, and the
- * approval's id and expiry when held) as its details. src/http/errors.ts
+ * approval's id and expiry when held) as its details. src/http/kernel/errors.ts
  * answers both with the spec's bare 403 of that body (Part 7).
  */
 export function policyRefusal(outcome: { decision: 'denied' | 'approval_required'; body: Denial }): Rejection {

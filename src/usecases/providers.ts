@@ -8,7 +8,7 @@ import type { Ports } from './context.ts';
 // (stored or candidate). A failure is the rejection `verify_failed` whose
 // details are the spec's body {ok: false, error: <code>, message, request_id,
 // ...}; the HTTP layer answers it whole with the status of its code
-// (src/http/errors.ts), and a signup run records it as its probe result.
+// (src/http/kernel/errors.ts), and a signup run records it as its probe result.
 // Also the catalog's reads: the search, one row, a connection's fields.
 
 export type VerifyOk = { ok: true; provider: string; account?: { id: string; name: string; extras: Record<string, unknown> }; latency_ms: number };

@@ -14,7 +14,7 @@ import type { Ports, RunCommand } from './context.ts';
 // The x402 facilitator's execution (spec 4.15): verifies a foreign EIP-3009
 // authorization in the spec's order, and only then writes the row and settles
 // it. Reached by the execution route and by an approved held `x402.execute`.
-// Refusals are rejections; src/http/errors.ts maps each code to the spec's
+// Refusals are rejections; src/http/kernel/errors.ts maps each code to the spec's
 // status (REJECTION_STATUS).
 
 const ATOMIC_PER_CENT = 10_000n; // USDC has 6 decimals; amounts in minor units are cents

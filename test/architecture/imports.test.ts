@@ -4,9 +4,17 @@ import t from 'tap';
 
 // The application layer's rule (DESIGN §9b): imports only go down.
 //   src/http → src/usecases → commands, projections, adapters → src/eventstore → events
-// A route module (a file of src/http that registers routes) never imports
-// another route module: what two routes share is a use case. Nothing below
-// src/http imports from it; only the composition root (src/app.ts) mounts it.
+// Nothing below src/http imports from it; only the composition root
+// (src/app.ts) mounts it. Inside src/http, a file's place says what it may use:
+//   - src/http/kernel/ is the HTTP plumbing every feature shares (defineRoute,
+//     errors, auth, schemas, rate limits, …); it registers no route and
+//     imports nothing of src/http outside the kernel.
+//   - A route module (a file that registers routes) sits at the top of src/http,
+//     or in a feature folder (src/http/<feature>/) beside the helper modules of
+//     that feature alone (its wire schemas, its HTML, its request parsing).
+//   - A file of src/http imports from src/http only the kernel and the helper
+//     modules of its own feature folder; never a route module (what two routes
+//     share is a use case), never another feature's helpers.
 
 const root = path.resolve(import.meta.dirname, '..', '..');
 const COMPOSITION_ROOTS = new Set(['src/app.ts']);
@@ -33,17 +41,38 @@ function importsOf(file: string): string[] {
 }
 
 const sources = ['src', 'commands', 'projections', 'events'].flatMap(files);
-/** A file of src/http that registers routes itself (route.ts, which defines defineRoute, is the framework). */
-const FRAMEWORK = new Set(['src/http/route.ts']);
-const isRouteModule = (file: string) => file.startsWith('src/http/') && !FRAMEWORK.has(file) && /\bdefineRoute\(\s*app\b|\bapp\.(get|post|put|patch|delete|route)\(/.test(fs.readFileSync(path.join(root, file), 'utf8'));
+const KERNEL = 'src/http/kernel/';
+/** A file of src/http that registers routes itself, or mounts a plugin that does (docs.ts); kernel/route.ts, which defines defineRoute, is the framework. */
+const FRAMEWORK = new Set([`${KERNEL}route.ts`]);
+const ROUTES = /\bdefineRoute\(\s*app\b|\bapp\.(get|post|put|patch|delete|route|register)\(/;
+const isRouteModule = (file: string) => file.startsWith('src/http/') && !FRAMEWORK.has(file) && ROUTES.test(fs.readFileSync(path.join(root, file), 'utf8'));
 const routeModules = new Set(sources.filter(isRouteModule));
+const http = sources.filter((f) => f.startsWith('src/http/'));
+const kernel = http.filter((f) => f.startsWith(KERNEL));
+/** The feature folder a file of src/http is in, or null at the top of src/http and in the kernel. */
+const featureOf = (file: string) => {
+  const dir = path.dirname(file);
+  return dir === 'src/http' || `${dir}/`.startsWith(KERNEL) ? null : dir;
+};
+/** Imports of src/http files into src/http, as [importer, imported]. */
+const httpImports = http.flatMap((file) => importsOf(file).filter((dep) => dep !== file && dep.startsWith('src/http/')).map((dep) => [file, dep] as const));
 
 t.test('no route module imports another route module', async (t) => {
-  const found: string[] = [];
-  for (const file of sources.filter((f) => f.startsWith('src/http/'))) {
-    for (const dep of importsOf(file)) if (dep !== file && routeModules.has(dep)) found.push(`${file} → ${dep}`);
-  }
+  const found = httpImports.filter(([, dep]) => routeModules.has(dep)).map(([file, dep]) => `${file} → ${dep}`);
   t.same(found, [], 'route-to-route imports');
+});
+
+t.test('a file of src/http imports only the kernel and its own feature folder\'s helpers', async (t) => {
+  const allowed = (file: string, dep: string) =>
+    dep.startsWith(KERNEL) || (featureOf(file) !== null && path.dirname(dep) === featureOf(file) && !routeModules.has(dep));
+  const found = httpImports.filter(([file, dep]) => !allowed(file, dep)).map(([file, dep]) => `${file} → ${dep}`);
+  t.same(found, [], 'imports across features, or of a helper outside the kernel from the top of src/http');
+});
+
+t.test('the kernel registers no route and imports nothing of src/http outside it', async (t) => {
+  const found = httpImports.filter(([file, dep]) => file.startsWith(KERNEL) && !dep.startsWith(KERNEL)).map(([file, dep]) => `${file} → ${dep}`);
+  t.same(found, [], 'kernel files importing src/http outside the kernel');
+  t.same(kernel.filter((f) => routeModules.has(f)), [], 'route modules in the kernel');
 });
 
 t.test('nothing below src/http imports from it', async (t) => {
@@ -60,7 +89,16 @@ t.test('use cases know nothing of fastify', async (t) => {
 });
 
 t.test('the rule sees what it checks', async (t) => {
-  // Guards against a rule that cannot fail: the scan finds the route modules and their imports.
+  // Guards against a rule that cannot fail: the scan finds the route modules, the
+  // kernel, the feature folders and the imports between them.
   t.ok(routeModules.size >= 30, `route modules found: ${routeModules.size}`);
   t.ok(importsOf('src/app.ts').some((d) => routeModules.has(d)), 'the composition root mounts route modules');
+  t.ok(kernel.length >= 10, `kernel files found: ${kernel.length}`);
+  t.ok(FRAMEWORK.has(`${KERNEL}route.ts`) && kernel.includes(`${KERNEL}route.ts`), 'defineRoute is in the kernel');
+  const features = new Set(http.map(featureOf).filter((d) => d !== null));
+  t.ok(features.size >= 3, `feature folders found: ${[...features].join(', ')}`);
+  t.ok([...routeModules].some((f) => featureOf(f) !== null), 'route modules are found inside feature folders');
+  t.ok(httpImports.some(([file, dep]) => featureOf(file) !== null && path.dirname(dep) === featureOf(file)), 'an import within a feature folder is seen');
+  t.ok(httpImports.some(([file, dep]) => !file.startsWith(KERNEL) && dep.startsWith(KERNEL)), 'an import into the kernel is seen');
+  t.ok(httpImports.some(([file, dep]) => file.startsWith(KERNEL) && dep.startsWith(KERNEL)), 'an import within the kernel is seen');
 });

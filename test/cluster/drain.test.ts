@@ -4,14 +4,14 @@ import { EventSource } from 'eventsource';
 import Fastify from 'fastify';
 import { Webhook } from 'standardwebhooks';
 import t, { type Test } from 'tap';
-import { Drain, registerDrain, RETRY_HINT } from '../../src/http/drain.ts';
+import { Drain, registerDrain, RETRY_HINT } from '../../src/http/kernel/drain.ts';
 import { streamConfig } from '../../src/usecases/status-stream.ts';
 import { startBalancer } from '../helpers/balancer.ts';
 import { platform } from '../helpers/app.ts';
 import { call, testCluster } from '../helpers/cluster.ts';
 import { until } from '../helpers/wait.ts';
 
-// What draining an instance does (src/http/drain.ts, docs/deployment.md
+// What draining an instance does (src/http/kernel/drain.ts, docs/deployment.md
 // "Rolling restart"): every open event stream a GET subscribed to ends with a
 // `retry:` hint, and its EventSource reconnects through the balancer to the
 // other instance, where it goes on; requests in flight when the drain begins

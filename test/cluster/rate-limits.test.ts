@@ -4,7 +4,7 @@ import { testCluster } from '../helpers/cluster.ts';
 
 // The limits a client sees do not grow with the number of instances: the
 // per-key rate limit and the OAuth endpoints' per-address limits are counted
-// in PostgreSQL (src/http/ratelimit.ts), so requests alternating between two
+// in PostgreSQL (src/http/kernel/ratelimit.ts), so requests alternating between two
 // instances get exactly one instance's allowance. Behind a trusted proxy
 // (TRUST_PROXY) the address is the client's from X-Forwarded-For, not the
 // proxy's; from anyone else X-Forwarded-For is ignored.

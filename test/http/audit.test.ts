@@ -1,5 +1,5 @@
 import t from 'tap';
-import { clampAuditLimit } from '../../src/http/audit-schemas.ts';
+import { clampAuditLimit } from '../../src/http/audit/audit-schemas.ts';
 import { auditStream } from '../../src/audit/chain.ts';
 import { verifyInclusion } from '../../src/audit/merkle.ts';
 import { bootstrapOrg, platform, testApp } from '../helpers/app.ts';

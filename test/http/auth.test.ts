@@ -1,5 +1,5 @@
 import t from 'tap';
-import { READ_SIDE_HEADER } from '../../src/http/route.ts';
+import { READ_SIDE_HEADER } from '../../src/http/kernel/route.ts';
 import { bootstrapOrg, platform, testApp } from '../helpers/app.ts';
 import { buildApp } from '../../src/app.ts';
 

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { jsonText } from '../../src/http/exact-json.ts';
+import { jsonText } from '../../src/http/kernel/exact-json.ts';
 
 // jsonText: JSON.stringify's text, with a bigint as a bare integer literal.
 

@@ -9,7 +9,7 @@ import { startReadSide } from '../../src/readside.ts';
 import { bootstrapOrg, SERVICE_SECRET } from '../helpers/app.ts';
 import { testDatabase } from '../helpers/db.ts';
 import { LossyProxy } from '../helpers/lossy-proxy.ts';
-import { requestHash } from '../../src/http/idempotency.ts';
+import { requestHash } from '../../src/http/kernel/idempotency.ts';
 import { until } from '../helpers/wait.ts';
 
 // A write whose outcome the store cannot confirm (the COMMIT's answer lost on

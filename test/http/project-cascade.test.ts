@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap';
 import { orgDecider, orgStream } from '../../commands/org.ts';
 import { handleCommand } from '../../src/eventstore/handler.ts';
-import type { RunCommand } from '../../src/http/route.ts';
+import type { RunCommand } from '../../src/http/kernel/route.ts';
 import { cascadeProjectDeletion } from '../../src/reactors/project-cascade.ts';
 import { bootstrapOrg, type Org, testApp } from '../helpers/app.ts';
 import { until } from '../helpers/wait.ts';

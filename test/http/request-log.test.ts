@@ -1,8 +1,8 @@
 import Fastify from 'fastify';
 import t from 'tap';
-import { RequestLog, requestChildLogger } from '../../src/http/request-log.ts';
+import { RequestLog, requestChildLogger } from '../../src/http/kernel/request-log.ts';
 
-// A request's logger is made when it first writes (src/http/request-log.ts):
+// A request's logger is made when it first writes (src/http/kernel/request-log.ts):
 // an operator still finds every line of a request by its request_id, lines
 // below the level are still not written, and what counts requests sees each
 // finished response once.

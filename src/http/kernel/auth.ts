@@ -1,0 +1,320 @@
+import { hash, timingSafeEqual } from 'node:crypto';
+import type { FastifyRequest } from 'fastify';
+import type { Queryable } from '../../postgres/db.ts';
+import type { ReadCache } from '../../projector/readcache.ts';
+import { ApiError, forbidden, insufficientRole, projectResolutionFailed, unauthorized } from './errors.ts';
+import { ACCESS_TOKEN_PATTERN, grantOf } from '../../usecases/oauth-tokens.ts';
+import { sameHash } from '../../../commands/oauth.ts';
+import type { Tenant } from '../../usecases/context.ts';
+import type { Ctx } from './route.ts';
+
+// Credentials (spec Part 5). API keys (`Authorization: Bearer sk_<env>_...`)
+// resolve to an organization, an environment, a project and scopes. The
+// service-auth subtree takes only the platform secret plus the acting user in
+// `x-svc-user`. Keys are stored as SHA-256 hashes and compared in constant time.
+
+export type Role = 'owner' | 'admin' | 'member';
+
+export type ApiKeyAuth = {
+  kind: 'api_key';
+  orgId: string;
+  projectId: string;
+  /** Whether the key is bound to one project (rather than the whole organization). */
+  projectBound: boolean;
+  environment: 'live' | 'test';
+  keyId: string;
+  scopes: string[];
+  /** Set when the credential is an OAuth access token issued from this key (scopes then narrowed to the grant). */
+  grantId?: string;
+};
+
+/** A person acting through the platform credential; `projectId` on calls that act in one project (mode key_or_service). */
+export type ServiceAuth = { kind: 'service'; orgId: string; userId: string; role: Role; projectId?: string };
+export type PlatformAuth = { kind: 'platform' };
+export type OpenAuth = { kind: 'open' };
+export type Auth = ApiKeyAuth | ServiceAuth | PlatformAuth | OpenAuth;
+
+/**
+ * open: no credential. api_key: an API key. platform: the platform secret, no user.
+ * service: the platform secret and `x-svc-user`. human_session: like service, but an
+ * API key is answered 403 human_session_required first (Part 5 item 8).
+ * org_admin: the organization-scoped deprecated family: an organization-wide API
+ * key, or the platform secret with an admin or owner in `x-svc-user`; a
+ * project-bound key answers 403.
+ * key_or_service: an API key, or the platform secret with an acting user in
+ * `x-svc-user` (absent: 403 insufficient_role; below minRole: 403).
+ */
+export type AuthMode = 'open' | 'api_key' | 'platform' | 'service' | 'human_session' | 'org_admin' | 'key_or_service';
+
+export const API_KEY_PATTERN = /^sk_(test|live)_[A-Za-z0-9]{32}$/;
+export const hashKey = (key: string) => hash('sha256', key, 'hex');
+
+export const ROLE_RANK: Record<Role, number> = { member: 1, admin: 2, owner: 3 };
+
+/** Scope vocabulary (docs/api.md): `<family>:read`, `<family>:write`, `<family>:*`, `*`. */
+export function hasScope(scopes: readonly string[], needed: string): boolean {
+  const [family] = needed.split(':');
+  return scopes.includes('*') || scopes.includes(needed) || scopes.includes(`${family}:*`) || (needed.endsWith(':read') && scopes.includes(`${family}:write`));
+}
+
+function bearer(req: FastifyRequest): string | undefined {
+  const h = req.headers.authorization;
+  if (typeof h !== 'string') return undefined;
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(h);
+  return m?.[1];
+}
+
+const sha256 = (s: string) => hash('sha256', s, 'buffer');
+
+type KeyRow = { key_id: string; org_id: string; project_id: string | null; environment: 'live' | 'test'; scopes: string[]; key_hash: string; revoked_at: string | null };
+
+/**
+ * The last API key or access token authenticated on a connection: the
+ * credential and project header it came with, the credential projections'
+ * versions when it was resolved, the (mode, scope) pairs it passed, and an
+ * access token's expiry (ms).
+ */
+type ConnectionAuth = { header: Buffer; project: string | undefined; at: string; auth: ApiKeyAuth; passed: Set<string>; expiresAt: number | undefined };
+
+/** A key's or token's authentication, with the token's expiry (ms). */
+type Resolved = { auth: ApiKeyAuth; expiresAt: number | undefined };
+
+const headerValue = (v: string | string[] | undefined): string | undefined => (typeof v === 'string' ? v : undefined);
+
+export class Authenticator {
+  /**
+   * `cache` follows the organization projection (keys, projects, users, project
+   * roles) and `grants` the OAuth projection (access tokens): an entry is used
+   * only while its projection has not moved, so a revocation is in force as
+   * soon as its command is acknowledged.
+   */
+  constructor(
+    private readonly db: Queryable,
+    serviceSecret: string,
+    private readonly cache: ReadCache<unknown>,
+    private readonly grants: ReadCache<unknown>,
+    private readonly opts: { resourceMetadataUrl?: string; now?: () => Date } = {},
+  ) {
+    this.serviceDigest = sha256(serviceSecret);
+    this.projections = [cache.projection, grants.projection];
+  }
+
+  private now(): Date {
+    return (this.opts.now ?? (() => new Date()))();
+  }
+
+  /** The platform secret's digest: a presented bearer is hashed once and compared in constant time. */
+  private readonly serviceDigest: Buffer;
+
+  /** The projections the credentials are read from: each request's admission reports their applied positions (see learn). */
+  readonly projections: readonly string[];
+
+  /**
+   * Per connection (keep-alive clients send one credential on many requests):
+   * an API key's or access token's authentication is reused for the next
+   * request on the same connection with the same Authorization and
+   * x-svc-project headers, while neither credential projection (keys,
+   * projects; OAuth grants) has moved and, for a token, until it expires; so
+   * a revocation or a refresh binds from its acknowledgement, as with the
+   * read caches. The headers are compared in constant time. The platform
+   * credential is not kept.
+   */
+  private readonly byConnection = new WeakMap<object, ConnectionAuth>();
+
+  /** The versions of the projections the cached credentials are valid at: it changes when either moves. */
+  version(): string {
+    return `${this.cache.version() ?? '-'} ${this.grants.version() ?? '-'}`;
+  }
+
+  /** The projections' applied positions read from the database by this request's admission (see ReadCache.learn). */
+  learn(applied: ReadonlyMap<string, string | null>): void {
+    this.cache.learn(applied.get(this.cache.projection) ?? null);
+    this.grants.learn(applied.get(this.grants.projection) ?? null);
+  }
+
+  /** The authentication already made for this request's connection and headers, if it still holds (no hashing, no lookup). */
+  cached(req: FastifyRequest, mode: AuthMode, scope: string | undefined): Auth | undefined {
+    const c = this.byConnection.get(req.raw.socket);
+    if (c === undefined || c.at !== this.version() || !c.passed.has(`${mode} ${scope ?? ''}`)) return undefined;
+    if (c.expiresAt !== undefined && c.expiresAt <= this.now().getTime()) return undefined;
+    const header = req.headers.authorization;
+    if (typeof header !== 'string' || headerValue(req.headers['x-svc-project']) !== c.project) return undefined;
+    const presented = Buffer.from(header);
+    return presented.length === c.header.length && timingSafeEqual(presented, c.header) ? c.auth : undefined;
+  }
+
+  private remember(req: FastifyRequest, mode: AuthMode, scope: string | undefined, at: string, { auth, expiresAt }: Resolved): void {
+    const header = req.headers.authorization;
+    const socket = req.raw.socket as object | null | undefined;
+    // Kept only when the versions it was resolved at are known and still current (the caches keep nothing otherwise either).
+    const known = this.cache.version() !== undefined && (auth.grantId === undefined || this.grants.version() !== undefined);
+    if (!socket || !known || at !== this.version() || typeof header !== 'string') return;
+    const key = `${mode} ${scope ?? ''}`;
+    const project = headerValue(req.headers['x-svc-project']);
+    const presented = Buffer.from(header);
+    const c = this.byConnection.get(socket);
+    // The same credential again (another route's mode or scope): one more pair it passed.
+    if (c && c.at === at && c.project === project && c.header.length === presented.length && timingSafeEqual(c.header, presented)) {
+      c.passed.add(key);
+      return;
+    }
+    Object.freeze(auth.scopes);
+    this.byConnection.set(socket, { header: presented, project, at, auth: Object.freeze(auth), passed: new Set([key]), expiresAt });
+  }
+
+  /** 401 for a bad bearer: the bare body, plus where to discover the OAuth server (RFC 9728 §5.1). */
+  private unauthorizedBearer() {
+    const e = unauthorized();
+    if (this.opts.resourceMetadataUrl) e.headers['www-authenticate'] = `Bearer resource_metadata="${this.opts.resourceMetadataUrl}"`;
+    return e;
+  }
+
+  /** An OAuth access token: the key it came from, narrowed to the granted scopes. */
+  private async accessToken(token: string): Promise<{ row: KeyRow; scopes: string[]; grantId: string; expiresAt: number }> {
+    const grantId = grantOf('access', token);
+    if (!grantId) throw this.unauthorizedBearer();
+    type GrantRow = { key_id: string; status: string; access_token_hash: string | null; access_expires_at: Date | null; token_scopes: string[] | null };
+    const g = (await this.grants.get(`grant:${grantId}`, async () => {
+      const { rows } = await this.db.query<GrantRow>('SELECT key_id, status, access_token_hash, access_expires_at, token_scopes FROM oauth_grants WHERE grant_id = $1', [grantId]);
+      return rows[0] ?? null;
+    })) as GrantRow | null;
+    const now = this.now();
+    if (!g || g.status !== 'active' || !g.access_token_hash || !sameHash(g.access_token_hash, hashKey(token)) || !g.access_expires_at || g.access_expires_at.getTime() <= now.getTime()) throw this.unauthorizedBearer();
+    const row = (await this.cache.get(`key-id:${g.key_id}`, async () => {
+      const { rows } = await this.db.query<KeyRow>('SELECT key_id, org_id, project_id, environment, scopes, key_hash, revoked_at::text FROM api_keys WHERE key_id = $1', [g.key_id]);
+      return rows[0] ?? null;
+    })) as KeyRow | null;
+    if (!row || row.revoked_at !== null) throw this.unauthorizedBearer();
+    return { row, scopes: g.token_scopes ?? [], grantId, expiresAt: g.access_expires_at.getTime() };
+  }
+
+  private async keyRow(hash: string): Promise<KeyRow | null> {
+    return (await this.cache.get(`key:${hash}`, async () => {
+      const { rows } = await this.db.query<KeyRow>(
+        'SELECT key_id, org_id, project_id, environment, scopes, key_hash, revoked_at::text FROM api_keys WHERE key_hash = $1',
+        [hash],
+      );
+      return rows[0] ?? null;
+    })) as KeyRow | null;
+  }
+
+  /** The project an unbound key acts in: the named one if it is the organization's, else the default. */
+  private async resolveProject(orgId: string, wanted: string | undefined): Promise<string | null> {
+    return (await this.cache.get(`project:${orgId}:${wanted ?? ''}`, async () => {
+      const { rows } = wanted
+        ? await this.db.query<{ id: string }>('SELECT id FROM projects WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL', [orgId, wanted])
+        : await this.db.query<{ id: string }>('SELECT id FROM projects WHERE org_id = $1 AND is_default AND deleted_at IS NULL', [orgId]);
+      return rows[0]?.id ?? null;
+    })) as string | null;
+  }
+
+  async authenticate(req: FastifyRequest, mode: AuthMode, scope: string | undefined, minRole: Role | undefined): Promise<Auth> {
+    if (mode === 'open') return { kind: 'open' };
+    const at = this.version();
+    const token = bearer(req);
+    const digest = token !== undefined ? sha256(token) : undefined;
+    const isService = digest !== undefined && timingSafeEqual(digest, this.serviceDigest);
+    if (mode === 'api_key' || (mode === 'org_admin' && !isService)) {
+      if (!token || isService || !(API_KEY_PATTERN.test(token) || ACCESS_TOKEN_PATTERN.test(token))) throw this.unauthorizedBearer();
+      const resolved = await this.apiKey(req, token, scope, digest!);
+      if (mode === 'org_admin' && resolved.auth.projectBound) throw forbidden('a project API key cannot act for the whole organization');
+      this.remember(req, mode, scope, at, resolved);
+      return resolved.auth;
+    }
+    if (mode === 'key_or_service' && !isService) {
+      // An OAuth access token acts as its key here too (docs/decisions.md, OAuth).
+      if (!token || !(API_KEY_PATTERN.test(token) || ACCESS_TOKEN_PATTERN.test(token))) throw this.unauthorizedBearer();
+      const resolved = await this.apiKey(req, token, scope, digest!);
+      this.remember(req, mode, scope, at, resolved);
+      return resolved.auth;
+    }
+    if (mode === 'key_or_service' && typeof req.headers['x-svc-user'] !== 'string') throw insufficientRole(minRole ?? 'admin');
+    if (mode === 'org_admin') minRole ??= 'admin';
+    // The service-auth subtree never reads API keys.
+    if (mode === 'human_session' && token && !isService && (API_KEY_PATTERN.test(token) || ACCESS_TOKEN_PATTERN.test(token))) {
+      throw new ApiError(403, 'human_session_required', 'this operation needs a human session (the platform credential and x-svc-user), not an API key');
+    }
+    if (!isService) throw unauthorized();
+    if (mode === 'platform') return { kind: 'platform' };
+    const userHeader = req.headers['x-svc-user'];
+    const userId = typeof userHeader === 'string' ? userHeader.trim() : '';
+    if (!/^[\x21-\x7e]{1,200}$/.test(userId)) throw unauthorized();
+    const user = (await this.cache.get(`user:${userId}`, async () => {
+      const { rows } = await this.db.query<{ org_id: string; role: Role }>('SELECT org_id, role FROM users WHERE user_id = $1', [userId]);
+      return rows[0] ?? null;
+    })) as { org_id: string; role: Role } | null;
+    if (!user) throw unauthorized();
+    const auth: ServiceAuth = { kind: 'service', orgId: user.org_id, userId, role: user.role };
+    // A call that acts in one project (x-svc-project, else the default) is resolved
+    // here, once, and takes the user's role there: a project-level override raises
+    // or narrows it, except for owners (spec Part 5).
+    if (mode === 'key_or_service') {
+      const header = req.headers['x-svc-project'];
+      const wanted = typeof header === 'string' && header.trim() !== '' ? header.trim() : undefined;
+      const projectId = wanted === undefined || /^[\x21-\x7e]{1,200}$/.test(wanted) ? await this.resolveProject(auth.orgId, wanted) : null;
+      if (!projectId) throw wanted ? forbidden('x-svc-project names no project of this organization') : projectResolutionFailed();
+      auth.projectId = projectId;
+      auth.role = await this.projectRole(auth, projectId);
+    }
+    if (minRole && ROLE_RANK[auth.role] < ROLE_RANK[minRole]) throw insufficientRole(minRole);
+    return auth;
+  }
+
+  private async apiKey(req: FastifyRequest, token: string, scope: string | undefined, digest: Buffer): Promise<Resolved> {
+    let row: KeyRow | null;
+    let grant: { scopes: string[]; grantId: string; expiresAt: number } | undefined;
+    if (ACCESS_TOKEN_PATTERN.test(token)) {
+      const t = await this.accessToken(token);
+      row = t.row;
+      grant = t;
+    } else {
+      const hash = digest.toString('hex');
+      row = await this.keyRow(hash);
+      if (!row || row.revoked_at !== null || !timingSafeEqual(Buffer.from(row.key_hash, 'hex'), digest)) throw this.unauthorizedBearer();
+    }
+    if (scope && !hasScope(row.scopes, scope)) throw forbidden(`this API key lacks the scope ${scope}`);
+    if (scope && grant && !hasScope(grant.scopes, scope)) throw forbidden(`this access token was not granted the scope ${scope}`);
+    const header = req.headers['x-svc-project'];
+    const wanted = typeof header === 'string' && header.trim() !== '' ? header.trim() : undefined;
+    if (wanted !== undefined && !/^[\x21-\x7e]{1,200}$/.test(wanted)) throw forbidden('x-svc-project names no project of this organization');
+    let projectId: string | undefined;
+    if (row.project_id) {
+      if (wanted && wanted !== row.project_id) throw forbidden('this API key is bound to another project');
+      projectId = row.project_id;
+    } else if (wanted) {
+      if (!(await this.resolveProject(row.org_id, wanted))) throw forbidden('x-svc-project names no project of this organization');
+      projectId = wanted;
+    } else {
+      projectId = (await this.resolveProject(row.org_id, undefined)) ?? undefined;
+    }
+    if (!projectId) throw projectResolutionFailed();
+    const scopes = grant ? grant.scopes.filter((x) => hasScope(row.scopes, x)) : row.scopes;
+    const auth: ApiKeyAuth = { kind: 'api_key', orgId: row.org_id, projectId, projectBound: row.project_id !== null, environment: row.environment, keyId: row.key_id, scopes, ...(grant ? { grantId: grant.grantId } : {}) };
+    return { auth, expiresAt: grant?.expiresAt };
+  }
+
+  /** Refuses (403 insufficient_role) a person below `min` in a project (their organization role where there is none). */
+  async requireRoleIn(auth: ServiceAuth, projectId: string | null, min: Role): Promise<void> {
+    const role = projectId ? await this.projectRole(auth, projectId) : auth.role;
+    if (ROLE_RANK[role] < ROLE_RANK[min]) throw insufficientRole(min);
+  }
+
+  /** A user's effective role in a project: the override unless they own the organization. */
+  async projectRole(auth: ServiceAuth, projectId: string): Promise<Role> {
+    if (auth.role === 'owner') return 'owner';
+    const override = (await this.cache.get(`member:${JSON.stringify([projectId, auth.userId])}`, async () => {
+      const { rows } = await this.db.query<{ role: Role }>('SELECT role FROM project_members WHERE project_id = $1 AND user_id = $2 AND NOT removed', [projectId, auth.userId]);
+      return rows[0]?.role ?? null;
+    })) as Role | null;
+    return override ?? auth.role;
+  }
+}
+
+// The tenant a request serves, from its credential.
+/** The organization and project of a key, or of a service call (both resolved by the authenticator: x-svc-project, else the default project). */
+export async function tenantOf(ctx: Pick<Ctx<unknown, unknown, unknown, ApiKeyAuth | ServiceAuth>, 'auth'>): Promise<Tenant> {
+  const { auth } = ctx;
+  if (auth.kind === 'api_key') return { orgId: auth.orgId, projectId: auth.projectId };
+  if (!auth.projectId) throw projectResolutionFailed();
+  return { orgId: auth.orgId, projectId: auth.projectId };
+}

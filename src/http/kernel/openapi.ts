@@ -1,0 +1,169 @@
+import { z } from 'zod';
+import { businessEventTypes as eventTypes } from '../../../events/index.ts';
+import type { RouteSpec } from './route.ts';
+import { ErrorEnvelope } from './schemas.ts';
+
+// The OpenAPI 3.1 document, generated from the route declarations themselves:
+// every operation with its security, parameters, body, responses and error codes.
+
+type Json = Record<string, unknown>;
+
+/** Named schemas (zod `.meta({id})`) collected for components.schemas. */
+const shared: Record<string, Json> = {};
+
+function relink(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(relink);
+  if (v && typeof v === 'object') {
+    return Object.fromEntries(
+      Object.entries(v as Json).map(([k, x]) => [k, k === '$ref' && typeof x === 'string' ? x.replace('#/$defs/', '#/components/schemas/') : relink(x)]),
+    );
+  }
+  return v;
+}
+
+function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Json {
+  return z.toJSONSchema(schema, { target: 'draft-2020-12', io, unrepresentable: 'any', reused: 'inline' }) as Json;
+}
+
+/** Drops $schema, moves $defs into the shared components, points refs there. */
+function strip(s: Json): Json {
+  const { $schema: _s, $defs, ...rest } = s;
+  for (const [name, def] of Object.entries(($defs ?? {}) as Record<string, Json>)) shared[name] = relink(def) as Json;
+  if (typeof rest.id === 'string' && shared[rest.id] === undefined) {
+    const { id, ...body } = rest;
+    shared[id as string] = relink(body) as Json;
+    return { $ref: `#/components/schemas/${id as string}` };
+  }
+  return relink(rest) as Json;
+}
+
+function stripId(s: Json): Json {
+  if (typeof s.$ref === 'string') return shared[s.$ref.split('/').pop()!] ?? s;
+  return s;
+}
+
+const SECURITY: Record<string, Json[]> = {
+  open: [],
+  api_key: [{ apiKey: [] }],
+  platform: [{ platformSecret: [] }],
+  service: [{ platformSecret: [], actingUser: [] }],
+  human_session: [{ platformSecret: [], actingUser: [] }],
+  org_admin: [{ apiKey: [] }, { platformSecret: [], actingUser: [] }],
+  key_or_service: [{ apiKey: [] }, { platformSecret: [], actingUser: [] }],
+};
+
+/**
+ * An operation that answers HTML pages to a person's browser and is registered
+ * by its own module (its own refusals, a form body), not through defineRoute:
+ * declared so the document lists it like every implemented operation. No
+ * credential (security: []).
+ */
+export type PageSpec = {
+  method: 'GET' | 'POST';
+  url: string;
+  operationId: string;
+  summary: string;
+  tags: string[];
+  query?: z.ZodType;
+  /** The form the page posts (application/x-www-form-urlencoded). */
+  form?: z.ZodType;
+  /** By status: what answers; `html` for a page (text/html), `headers` worth naming. */
+  responses: Record<number, { description: string; html?: boolean; headers?: Record<string, string> }>;
+};
+
+function pageOperation(p: PageSpec): Json {
+  const query = p.query ? strip(jsonSchema(p.query, 'input')) : undefined;
+  const required = new Set((query?.required as string[] | undefined) ?? []);
+  const parameters = Object.entries((query?.properties ?? {}) as Record<string, Json>).map(([name, schema]) => ({ name, in: 'query', required: required.has(name), schema }));
+  const responses = Object.fromEntries(
+    Object.entries(p.responses).map(([status, r]) => [
+      status,
+      {
+        description: r.description,
+        ...(r.html ? { content: { 'text/html': { schema: { type: 'string' } } } } : {}),
+        ...(r.headers ? { headers: Object.fromEntries(Object.entries(r.headers).map(([name, description]) => [name, { description, schema: { type: 'string' } }])) } : {}),
+      },
+    ]),
+  );
+  return {
+    operationId: p.operationId,
+    summary: p.summary,
+    tags: p.tags,
+    security: [],
+    parameters,
+    ...(p.form ? { requestBody: { required: true, content: { 'application/x-www-form-urlencoded': { schema: strip(jsonSchema(p.form, 'input')) } } } } : {}),
+    responses,
+  };
+}
+
+export function buildOpenApi(routes: readonly RouteSpec[], serverUrl: string, pages: readonly PageSpec[] = []): Json {
+  const paths: Record<string, Record<string, Json>> = {};
+  for (const p of pages) (paths[p.url] ??= {})[p.method.toLowerCase()] = pageOperation(p);
+  for (const r of routes) {
+    const path = r.url.replace(/:([A-Za-z_]+)/g, '{$1}');
+    const parameters: Json[] = [];
+    const addParams = (schema: z.ZodType | undefined, where: 'path' | 'query') => {
+      if (!schema) return;
+      const js = strip(jsonSchema(schema, 'input'));
+      const props = (js.properties ?? {}) as Record<string, Json>;
+      const required = new Set((js.required as string[] | undefined) ?? []);
+      for (const [name, s] of Object.entries(props)) parameters.push({ name, in: where, required: where === 'path' || required.has(name), schema: s });
+    };
+    addParams(r.params, 'path');
+    addParams(r.query, 'query');
+    if (r.auth === 'api_key') parameters.push({ name: 'x-svc-project', in: 'header', required: false, schema: { type: 'string' }, description: 'Project to act in; the default project when omitted.' });
+    if (r.idempotent) parameters.push({ name: 'Idempotency-Key', in: 'header', required: false, schema: { type: 'string', maxLength: 255 }, description: 'Repeat-safe key: a repeat with the same body returns the first response.' });
+    const responses: Record<string, Json> = {};
+    for (const [status, schema] of Object.entries(r.responses)) {
+      responses[status] = schema ? { description: 'Success', content: { 'application/json': { schema: strip(jsonSchema(schema, 'output')) } } } : { description: 'Success, no body' };
+      const headers = r.responseHeaders?.[Number(status)];
+      if (headers) responses[status]!.headers = Object.fromEntries(Object.entries(headers).map(([name, description]) => [name, { description, schema: { type: 'string' } }]));
+    }
+    // A route that also streams: its events under text/event-stream beside the JSON answer.
+    if (r.sse) (((responses['200'] ??= { description: 'Success' }) as Json).content ??= {} as Json)['text/event-stream' as never] = { schema: strip(jsonSchema(r.sse, 'output')) } as never;
+    const byStatus = new Map<number, string[]>();
+    for (const [status, code] of r.errors ?? []) byStatus.set(status, [...(byStatus.get(status) ?? []), code]);
+    for (const [status, codes] of byStatus) {
+      responses[String(status)] = {
+        description: `Error codes: ${codes.join(', ')}`,
+        content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorEnvelope' } } },
+      };
+    }
+    const op: Json = {
+      operationId: r.operationId,
+      summary: r.summary,
+      ...(r.description ? { description: r.description } : {}),
+      tags: r.tags,
+      // An API key route that also needs a person (an admin in x-svc-user): both, together.
+      security: r.actingUser && r.auth === 'api_key' ? [{ apiKey: [], actingUser: [] }] : SECURITY[r.auth],
+      parameters,
+      responses,
+      ...(r.deprecated ? { deprecated: true } : {}),
+      'x-error-codes': (r.errors ?? []).map(([status, code]) => ({ status, code })),
+      ...(r.scope ? { 'x-scope': r.scope } : {}),
+    };
+    if (r.body) {
+      op.requestBody = { required: !r.bodyOptional, content: { 'application/json': { schema: strip(jsonSchema(r.body, 'input')) } } };
+    }
+    (paths[path] ??= {})[r.method.toLowerCase()] = op;
+  }
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Agent commerce ledger API',
+      version: '1.0.0',
+      description: `Event-sourced ledger for agent commerce. Subscribable event types: ${eventTypes.join(', ')}.`,
+    },
+    servers: [{ url: serverUrl }],
+    paths,
+    components: {
+      securitySchemes: {
+        apiKey: { type: 'http', scheme: 'bearer', description: 'An API key: sk_test_... or sk_live_...' },
+        platformSecret: { type: 'http', scheme: 'bearer', description: 'The platform secret of the service-auth subtree.' },
+        actingUser: { type: 'apiKey', in: 'header', name: 'x-svc-user', description: 'The acting user.' },
+      },
+      schemas: { ...shared, ErrorEnvelope: stripId(strip(jsonSchema(ErrorEnvelope, 'output'))) },
+    },
+    'x-event-types': eventTypes,
+  };
+}

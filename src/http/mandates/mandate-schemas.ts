@@ -1,0 +1,49 @@
+import { z } from 'zod';
+import { effectiveStatus, type Mandate } from '../../../commands/mandate.ts';
+import { Timestamp } from '../kernel/schemas.ts';
+
+// The wire shapes of mandates (spec 4.7): the mandate, a spend's answer, the
+// card and its authorizations.
+
+export const MandateView = z
+  .object({
+    id: z.string(),
+    consumer_id: z.string(),
+    agent_id: z.string(),
+    purpose: z.string(),
+    display_name: z.string().nullable(),
+    intent_note: z.string().nullable(),
+    merchant_allowlist: z.array(z.string()),
+    merchant_pin_kind: z.enum(['pix-key', 'merchant-id', 'mcc']),
+    cap_minor: z.string(),
+    per_tx_cap_minor: z.string(),
+    currency: z.string(),
+    status: z.enum(['active', 'paused', 'revoked', 'expired']),
+    expires_at: Timestamp,
+    created_at: Timestamp,
+  })
+  .meta({ id: 'Mandate' });
+type MandateView = z.infer<typeof MandateView>;
+
+export function mandateView(m: Mandate, now: string): MandateView {
+  return {
+    id: m.id,
+    consumer_id: m.consumerId,
+    agent_id: m.agentId,
+    purpose: m.purpose,
+    display_name: m.displayName,
+    intent_note: m.intentNote,
+    merchant_allowlist: m.allowlist,
+    merchant_pin_kind: m.pinKind,
+    cap_minor: m.cap.toString(),
+    per_tx_cap_minor: m.perTx.toString(),
+    currency: m.currency,
+    status: effectiveStatus(m, now),
+    expires_at: m.expiresAt,
+    created_at: m.createdAt,
+  };
+}
+
+export const SpendResult = z.object({ transaction_id: z.string(), mandate_id: z.string(), amount_minor: z.string(), currency: z.string(), merchant: z.string(), decision: z.literal('approved'), remaining_minor: z.string(), at: Timestamp });
+export const Card = z.object({ card_id: z.string(), consumer_id: z.string(), status: z.string(), bound_at: Timestamp });
+export const Authorization = z.object({ transaction_id: z.string(), amount_minor: z.string(), currency: z.string(), decision: z.enum(['approved', 'declined']), at: Timestamp });
