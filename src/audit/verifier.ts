@@ -232,21 +232,9 @@ export async function verifyChain(source: ChainSource): Promise<VerifyReport> {
   };
 }
 
-/** Entries of an organization's chain in the live log, page by page. */
+/** Entries of an organization's chain in the live log, in order (decoded as the walk reaches them). */
 export async function* storedEntries(store: EventStore, orgId: string): AsyncGenerator<StoredEntry> {
-  const read = (from: bigint) => store.readStream(auditStream(orgId), { fromRevision: from, maxCount: 5000 });
-  let next: Promise<RecordedEvent[]> | undefined = read(0n);
-  try {
-    while (next) {
-      const page: RecordedEvent[] = await next;
-      // The next page is read while this one is checked.
-      next = page.length < 5000 ? undefined : read(page[page.length - 1]!.revision + 1n);
-      for (const e of page) yield { revision: e.revision, entry: e.data as unknown as AuditEntry };
-    }
-  } finally {
-    // A reader that stopped early leaves no read to fail unobserved.
-    next?.catch(() => {});
-  }
+  for await (const e of store.iterateStream(auditStream(orgId))) yield { revision: e.revision, entry: e.data as unknown as AuditEntry };
 }
 
 export async function storedCheckpoints(store: EventStore, orgId: string): Promise<{ note: string; verifier_key: string; size: number; root_hash: string; signed_at: string }[]> {
@@ -303,36 +291,27 @@ export async function checkpointsBetween(store: EventStore, orgId: string, from:
  * sequence; anything out of order (a tampered entry) is looked up directly.
  */
 export function logCursor(store: EventStore, eventTypes: readonly string[]): NonNullable<ChainSource['lookupSource']> {
-  let page: RecordedEvent[] = [];
-  let idx = 0;
-  let exhausted = false;
-  const read = (after: string) => {
-    const p = store.readAll({ after, maxCount: 5000, filter: { eventTypes } });
-    p.catch(() => {});
-    return p;
+  let events: AsyncIterator<RecordedEvent> | undefined;
+  /** The first event of the log not before the last source asked for (undefined once the log is read). */
+  let cur: RecordedEvent | undefined;
+  const advance = async () => {
+    const r = await events!.next();
+    cur = r.done ? undefined : r.value;
   };
-  // The next page is read while this one is used.
-  let next: Promise<RecordedEvent[]> | undefined;
   const direct = async (s: AuditEntry['source']) => {
     const rev = BigInt(s.revision);
     return (await store.readStream(s.stream, { fromRevision: rev, maxCount: 1 })).find((e) => e.revision === rev);
   };
   return async (s) => {
     if (typeof s?.position !== 'string' || typeof s.stream !== 'string') return undefined;
-    if (page.length > 0 && s.position < page[0]!.position) return direct(s);
-    for (;;) {
-      while (idx < page.length && page[idx]!.position < s.position) idx++;
-      if (idx < page.length) {
-        const e = page[idx]!;
-        return e.position === s.position && e.streamName === s.stream ? e : direct(s);
-      }
-      if (exhausted) return direct(s);
-      page = await (next ?? read(''));
-      idx = 0;
-      if (page.length < 5000) exhausted = true;
-      else next = read(page[page.length - 1]!.position);
-      if (page.length === 0) return direct(s);
+    if (!events) {
+      events = store.iterateAll({ filter: { eventTypes } })[Symbol.asyncIterator]();
+      await advance();
     }
+    // A source behind the cursor (entries out of log order: tampered) is read where it is.
+    if (cur !== undefined && s.position < cur.position) return direct(s);
+    while (cur !== undefined && cur.position < s.position) await advance();
+    return cur !== undefined && cur.position === s.position && cur.streamName === s.stream ? cur : direct(s);
   };
 }
 

@@ -34,6 +34,8 @@ import {
   type EventStore,
   EventStoreError,
   type ExpectedRevision,
+  type IterateAllOptions,
+  type IterateStreamOptions,
   type JsonObject,
   matchesFilter,
   type NewEvent,
@@ -47,6 +49,7 @@ import {
   type SubscriptionItem,
   WrongExpectedRevision,
 } from './port.ts';
+import { iteratePage, readAhead } from './read-ahead.ts';
 
 // The EventStoreDB adapter: a thin translation onto @eventstore/db-client 6.x.
 //
@@ -390,6 +393,22 @@ export class EventStoreDbStore implements EventStore {
       }
       return out.slice(0, maxCount);
     });
+  }
+
+  // The client decodes each event as it arrives; pages read ahead keep the
+  // next round trip under the reader's work, as on Postgres.
+  iterateStream(stream: string, opts: IterateStreamOptions = {}): AsyncIterable<RecordedEvent> {
+    checkStreamName(stream);
+    const size = iteratePage(opts.pageSize, READ_PAGE_MAX);
+    const from = opts.fromRevision ?? 0n;
+    return readAhead((last: RecordedEvent | undefined) => this.readStream(stream, { fromRevision: last ? last.revision + 1n : from, maxCount: size }), (page) => page.length < size, (e) => e);
+  }
+
+  iterateAll(opts: IterateAllOptions = {}): AsyncIterable<RecordedEvent> {
+    const size = iteratePage(opts.pageSize, READ_PAGE_MAX);
+    // A filtered page can come back short with more to read (events the server's
+    // filter passed and the exact filter did not): only an empty page ends it.
+    return readAhead((last: RecordedEvent | undefined) => this.readAll({ after: last ? last.position : opts.after, filter: opts.filter, maxCount: size }), () => false, (e) => e);
   }
 
   /** The last non-system event's position: one backwards read of one event, filtered on the server. */

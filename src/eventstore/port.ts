@@ -70,6 +70,21 @@ export type ReadAllOptions = {
   filter?: ReadFilter;
 };
 
+export type IterateStreamOptions = {
+  /** Inclusive. Default: 0. */
+  fromRevision?: bigint;
+  /** Events read per round trip (default ITERATE_PAGE). */
+  pageSize?: number;
+};
+
+export type IterateAllOptions = {
+  /** Exclusive. Default: START. */
+  after?: Position;
+  filter?: ReadFilter;
+  /** Events read per round trip (default ITERATE_PAGE). */
+  pageSize?: number;
+};
+
 export type SubscriptionItem =
   | { kind: 'event'; event: RecordedEvent }
   /** Sent once, when the history up to the head at subscription time has been delivered. */
@@ -120,6 +135,15 @@ export interface EventStore {
   /** Events of one stream; a stream that does not exist reads empty. */
   readStream(stream: string, opts?: ReadStreamOptions): Promise<RecordedEvent[]>;
   readAll(opts?: ReadAllOptions): Promise<RecordedEvent[]>;
+  /**
+   * The events readStream gives forwards, from `fromRevision` to the stream's
+   * end, one at a time: the store reads a page ahead and decodes each event
+   * only when the reader reaches it (a long read keeps one page of rows alive,
+   * not one of objects). For verification, exports and rebuilds.
+   */
+  iterateStream(stream: string, opts?: IterateStreamOptions): AsyncIterable<RecordedEvent>;
+  /** The same over the log (filtered as readAll), after `after` to the end each page finds. */
+  iterateAll(opts?: IterateAllOptions): AsyncIterable<RecordedEvent>;
   /** Catch-up then live; resubscribes by itself after transport errors; ends when `signal` aborts. */
   subscribeToAll(opts?: SubscribeOptions): AsyncIterable<SubscriptionItem>;
   /** Optional: the same subscription as runs of consecutive events (shared arrays: never change them). */

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { type Db, isServerError, type Queryable, type Transaction } from '../postgres/db.ts';
+import { type Db, isServerError, parseTimestamptz, type Queryable, type Transaction } from '../postgres/db.ts';
+import { iteratePage, readAhead } from './read-ahead.ts';
 import { APPEND_MAX_BYTES, GROUP_COMMIT_MAX_APPENDS, GROUP_COMMIT_MAX_EVENTS, READ_PAGE_DEFAULT, READ_PAGE_MAX, SUBSCRIPTION_POLL_MS, SUBSCRIPTION_RETRY_MS } from '../limits.ts';
 import { migrate } from '../postgres/schema.ts';
 import {
@@ -17,6 +18,8 @@ import {
   type ExpectedRevision,
   GuardFailed,
   OutcomeUnknown,
+  type IterateAllOptions,
+  type IterateStreamOptions,
   type JsonObject,
   type LogRewind,
   type NewEvent,
@@ -324,6 +327,23 @@ function toRecorded(r: EventRow): RecordedEvent {
     data: r.data,
     metadata: r.metadata,
     recordedAt: r.recorded_at.toISOString(),
+  };
+}
+
+/** A row read with `rawText`: every column as PostgreSQL's text. */
+type RawEventRow = { [K in keyof EventRow]: string };
+
+/** The same RecordedEvent toRecorded gives for the row node-postgres would have parsed (JSON.parse and its timestamptz parser). */
+function decodeRaw(r: RawEventRow): RecordedEvent {
+  return {
+    id: r.event_id,
+    type: r.event_type,
+    streamName: r.stream_name,
+    revision: BigInt(r.stream_revision),
+    position: formatPosition(BigInt(r.position)),
+    data: JSON.parse(r.data) as JsonObject,
+    metadata: JSON.parse(r.metadata) as EventMetadata,
+    recordedAt: parseTimestamptz(r.recorded_at).toISOString(),
   };
 }
 
@@ -1074,6 +1094,34 @@ export class PostgresEventStore implements EventStore {
       name: `es_read_stream_${backwards ? 'b' : 'f'}${from !== undefined ? 'r' : ''}`,
     });
     return rows.map(toRecorded);
+  }
+
+  iterateStream(stream: string, opts: IterateStreamOptions = {}): AsyncIterable<RecordedEvent> {
+    checkStreamName(stream);
+    const size = iteratePage(opts.pageSize, READ_PAGE_MAX);
+    const from = (opts.fromRevision ?? 0n).toString();
+    const read = async (last: RawEventRow | undefined) =>
+      (
+        await this.db.query<RawEventRow>(`${SELECT_EVENT} WHERE stream_name = $1 AND stream_revision >= $2 ORDER BY stream_revision LIMIT $3`, [stream, last ? (BigInt(last.stream_revision) + 1n).toString() : from, size], {
+          name: 'es_iterate_stream',
+          rawText: true,
+        })
+      ).rows;
+    return readAhead(read, (page) => page.length < size, decodeRaw);
+  }
+
+  iterateAll(opts: IterateAllOptions = {}): AsyncIterable<RecordedEvent> {
+    const size = iteratePage(opts.pageSize, READ_PAGE_MAX);
+    const start = parsePosition(opts.after).toString();
+    const filter = opts.filter ? filterArgs(opts.filter) : undefined;
+    const read = async (last: RawEventRow | undefined) => {
+      const after = last ? last.position : start;
+      const { rows } = filter
+        ? await this.db.query<RawEventRow>('SELECT * FROM es_read_filtered($1, $2, $3, $4)', [after, size, ...filter], { rawText: true })
+        : await this.db.query<RawEventRow>(`${SELECT_EVENT} WHERE position > $1 ORDER BY position LIMIT $2`, [after, size], { name: 'es_iterate_all', rawText: true });
+      return rows;
+    };
+    return readAhead(read, (page) => page.length < size, decodeRaw);
   }
 
   /** Identical reads in flight at the same time share one query (followers at the same position). */

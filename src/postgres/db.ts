@@ -8,10 +8,28 @@ import { PG_POOL_MAX } from '../limits.ts';
 export type Row = Record<string, unknown>;
 export type QueryResult<R extends Row = Row> = { rows: R[]; rowCount: number };
 
+/**
+ * `name` makes it a prepared statement, planned once per connection.
+ * `rawText` answers every column as the text PostgreSQL sent (json and
+ * timestamps not parsed), for a reader that decodes each row only when it
+ * reaches it (`parseTimestamptz` is the parser the default answer uses).
+ */
+export type QueryOptions = { name?: string; rawText?: boolean };
+
 export interface Queryable {
-  /** `name` makes it a prepared statement, planned once per connection. */
-  query<R extends Row = Row>(text: string, params?: readonly unknown[], opts?: { name?: string }): Promise<QueryResult<R>>;
+  query<R extends Row = Row>(text: string, params?: readonly unknown[], opts?: QueryOptions): Promise<QueryResult<R>>;
 }
+
+/** Every column as its text. */
+const RAW_TEXT = { getTypeParser: () => (text: string) => text };
+
+/** A query's configuration for node-postgres. */
+function queryConfig(text: string, params: readonly unknown[] | undefined, o: QueryOptions | undefined): pg.QueryConfig {
+  return { text, values: params as unknown[] | undefined, ...(o?.name ? { name: o.name } : {}), ...(o?.rawText ? { types: RAW_TEXT as unknown as pg.CustomTypesConfig } : {}) };
+}
+
+/** The parser node-postgres applies to a timestamptz column by default (so a raw row decodes to the same Date). */
+export const parseTimestamptz = pg.types.getTypeParser(pg.types.builtins.TIMESTAMPTZ, 'text') as (text: string) => Date;
 
 /** A transaction's connection. */
 export type Transaction = Queryable;
@@ -59,8 +77,8 @@ export function openDb(url: string, opts: { max?: number; applicationName?: stri
 
   const db: Db = {
     url,
-    async query<R extends Row = Row>(text: string, params?: readonly unknown[], o?: { name?: string }) {
-      const res = await pool.query({ text, values: params as unknown[] | undefined, ...(o?.name ? { name: o.name } : {}) });
+    async query<R extends Row = Row>(text: string, params?: readonly unknown[], o?: QueryOptions) {
+      const res = await pool.query(queryConfig(text, params, o));
       return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
     },
     async transaction<T>(fn: (tx: Transaction) => Promise<T>, o?: { isolation?: string; waitForFlush?: boolean }) {
@@ -90,9 +108,9 @@ export function openDb(url: string, opts: { max?: number; applicationName?: stri
         // after waiting for answers must be waited for before the COMMIT).
         let committing = false;
         const tx: Transaction = {
-          async query<R extends Row = Row>(text: string, params?: readonly unknown[], q?: { name?: string }) {
+          async query<R extends Row = Row>(text: string, params?: readonly unknown[], q?: QueryOptions) {
             if (committing) throw new Error(`statement issued after its transaction's COMMIT, not run: ${text.slice(0, 80)}`);
-            const res = await client.query({ text, values: params as unknown[] | undefined, ...(q?.name ? { name: q.name } : {}) });
+            const res = await client.query(queryConfig(text, params, q));
             return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
           },
         };

@@ -167,6 +167,38 @@ export function conformance(t: Test, factory: StoreFactory): void {
     t.same(await store.readStream(uniq('missing'), { direction: 'backwards' }), []);
   });
 
+  t.test('iterateStream and iterateAll: the events the page reads give, across page edges, decoded alike', async (t) => {
+    const toArray = async (it: AsyncIterable<RecordedEvent>) => {
+      const out: RecordedEvent[] = [];
+      for await (const e of it) out.push(e);
+      return out;
+    };
+    const s = uniq('iterate');
+    const other = uniq('iterate-other');
+    const before = await store.headPosition();
+    // Unicode, nested values and metadata decode as readStream decodes them.
+    await store.appendToStream(s, Array.from({ length: 10 }, (_, i) => ev('test.n', { i, text: `olá ${i} 🚀 \u2028`, nested: { list: [i, -2.5, null] } })));
+    await store.appendToStream(other, [ev('test.other', { i: 100 })]);
+    await store.appendToStream(s, [ev('test.n', { i: 10 })]);
+    const paged = await store.readStream(s);
+    t.equal(paged.length, 11);
+    for (const pageSize of [1, 3, 4, 11, 12]) {
+      t.same(await toArray(store.iterateStream(s, { pageSize })), paged, `whole stream, pages of ${pageSize}`);
+    }
+    t.same(await toArray(store.iterateStream(s)), paged, 'the default page');
+    t.same(await toArray(store.iterateStream(s, { fromRevision: 7n, pageSize: 2 })), paged.slice(7), 'from a revision');
+    t.same(await toArray(store.iterateStream(uniq('missing'), { pageSize: 2 })), [], 'a missing stream');
+    const all = await store.readAll({ after: before, filter: { streamPrefixes: [s, other] } });
+    t.same(all.map((e) => e.data.i), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 100, 10], 'log order across streams');
+    t.same(await toArray(store.iterateAll({ after: before, filter: { streamPrefixes: [s, other] }, pageSize: 5 })), all, 'filtered by stream, pages of 5');
+    t.same(await toArray(store.iterateAll({ after: all[3]!.position, filter: { streamPrefixes: [s, other] }, pageSize: 4 })), all.slice(4), '`after` is exclusive');
+    const byType = (await toArray(store.iterateAll({ after: before, filter: { eventTypes: ['test.other'] }, pageSize: 1 }))).filter((e) => e.streamName === other);
+    t.same(byType, all.filter((e) => e.type === 'test.other'), 'filtered by type');
+    const unfiltered = (await toArray(store.iterateAll({ after: before, pageSize: 3 }))).filter((e) => e.streamName === s || e.streamName === other);
+    t.same(unfiltered, all, 'unfiltered, then narrowed to the two streams');
+    t.throws(() => store.iterateStream(s, { pageSize: 0 }), 'a page of nothing is refused');
+  });
+
   t.test('data, metadata and unicode round-trip exactly', async (t) => {
     const s = uniq('unicode');
     const id = randomUUID();
