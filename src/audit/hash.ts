@@ -28,6 +28,10 @@ export function hmacSha256(key: Uint8Array, ...parts: (Uint8Array | string)[]): 
  * (test/audit/jcs.test.ts).
  */
 export function canonicalize(value: unknown): string {
+  // Text parsed from canonical text (an envelope read back) is already in key
+  // order: then the engine's own serializer writes the canonical text, with
+  // none of the intermediate strings and key arrays of the general walk.
+  if (inKeyOrder(value, 0)) return JSON.stringify(value);
   const text = canon(value, 0);
   if (text === undefined) throw new Error('value has no canonical JSON form');
   return text;
@@ -35,6 +39,46 @@ export function canonicalize(value: unknown): string {
 
 /** Deeper than this is refused (a cycle would otherwise recurse until the stack runs out). */
 const MAX_DEPTH = 256;
+/** Surrogates (which must come in pairs). */
+const SURROGATE = /[\uD800-\uDFFF]/;
+
+/**
+ * Whether JSON.stringify writes `v`'s canonical text: plain objects (no
+ * toJSON, Object's prototype) whose keys are in sorted order, arrays without
+ * holes or undefined, finite numbers, strings without a lone surrogate. For
+ * anything else the general walk decides (and throws where RFC 8785 has no
+ * form). JCS writes numbers and escapes strings as ECMAScript's JSON does.
+ */
+function inKeyOrder(v: unknown, depth: number): boolean {
+  switch (typeof v) {
+    case 'string':
+      return !SURROGATE.test(v) || !hasLoneSurrogate(v);
+    case 'number':
+      return Number.isFinite(v);
+    case 'boolean':
+      return true;
+    case 'object':
+      break;
+    default:
+      return false;
+  }
+  if (v === null) return true;
+  if (depth >= MAX_DEPTH) return false;
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) if (!(i in v) || !inKeyOrder(v[i], depth + 1)) return false;
+    return true;
+  }
+  if (Object.getPrototypeOf(v) !== Object.prototype || typeof (v as { toJSON?: unknown }).toJSON === 'function') return false;
+  let prev: string | undefined;
+  for (const k in v) {
+    // Sorted by UTF-16 code units, as `<` compares strings (and as RFC 8785 sorts).
+    if ((prev !== undefined && !(prev < k)) || (SURROGATE.test(k) && hasLoneSurrogate(k))) return false;
+    if (!inKeyOrder((v as Record<string, unknown>)[k], depth + 1)) return false;
+    prev = k;
+  }
+  return true;
+}
+
 /** Characters JSON escapes, and surrogates (which must come in pairs). */
 const SPECIAL = /[\u0000-\u001f"\\\uD800-\uDFFF]/;
 
@@ -72,7 +116,7 @@ function canon(v: unknown, depth: number): string | undefined {
     }
     return out + ']';
   }
-  const keys = Object.keys(o).sort();
+  const keys = sortKeys(Object.keys(o));
   let out = '{';
   let first = true;
   for (const k of keys) {
@@ -82,6 +126,21 @@ function canon(v: unknown, depth: number): string | undefined {
     first = false;
   }
   return out + '}';
+}
+
+/** Keys in UTF-16 code-unit order, in place: an insertion sort for the few keys of most objects (no work array, as Array#sort allocates). */
+function sortKeys(keys: string[]): string[] {
+  if (keys.length > 16) return keys.sort();
+  for (let i = 1; i < keys.length; i++) {
+    const k = keys[i]!;
+    let j = i - 1;
+    while (j >= 0 && keys[j]! > k) {
+      keys[j + 1] = keys[j]!;
+      j--;
+    }
+    keys[j + 1] = k;
+  }
+  return keys;
 }
 
 /** Whether a string holds a surrogate that is not half of a pair (no canonical JSON form, not well-formed Unicode). */
