@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { type Db, isServerError, parseTimestamptz, type Queryable, type Transaction } from '../postgres/db.ts';
+import { type Db, isServerError, type Queryable, timestamptzIso, type Transaction } from '../postgres/db.ts';
 import { iteratePage, readAhead } from './read-ahead.ts';
 import { APPEND_MAX_BYTES, GROUP_COMMIT_MAX_APPENDS, GROUP_COMMIT_MAX_EVENTS, READ_PAGE_DEFAULT, READ_PAGE_MAX, SUBSCRIPTION_POLL_MS, SUBSCRIPTION_RETRY_MS } from '../limits.ts';
 import { migrate } from '../postgres/schema.ts';
@@ -340,10 +340,11 @@ function decodeRaw(r: RawEventRow): RecordedEvent {
     type: r.event_type,
     streamName: r.stream_name,
     revision: BigInt(r.stream_revision),
-    position: formatPosition(BigInt(r.position)),
+    // formatPosition of the same number: PostgreSQL writes an int8 without sign or leading zeros, and positions start at 1.
+    position: r.position.padStart(POSITION_DIGITS, '0'),
     data: JSON.parse(r.data) as JsonObject,
     metadata: JSON.parse(r.metadata) as EventMetadata,
-    recordedAt: parseTimestamptz(r.recorded_at).toISOString(),
+    recordedAt: timestamptzIso(r.recorded_at),
   };
 }
 

@@ -31,6 +31,20 @@ function queryConfig(text: string, params: readonly unknown[] | undefined, o: Qu
 /** The parser node-postgres applies to a timestamptz column by default (so a raw row decodes to the same Date). */
 export const parseTimestamptz = pg.types.getTypeParser(pg.types.builtins.TIMESTAMPTZ, 'text') as (text: string) => Date;
 
+/** A timestamptz as PostgreSQL writes it in a UTC session: '2026-11-21 12:34:56.123456+00'. */
+const UTC_TIMESTAMPTZ = /^(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:\.(\d{1,6}))?\+00$/;
+
+/**
+ * `parseTimestamptz(text).toISOString()`, without the Date when the text is
+ * in UTC: the fraction cut to milliseconds, as the Date's truncation does
+ * (all 10^6 fractions checked to agree). Any other text takes the parser.
+ */
+export function timestamptzIso(text: string): string {
+  const m = UTC_TIMESTAMPTZ.exec(text);
+  if (!m) return parseTimestamptz(text).toISOString();
+  return `${m[1]}T${m[2]}.${(m[3] ?? '').padEnd(3, '0').slice(0, 3)}Z`;
+}
+
 /** A transaction's connection. */
 export type Transaction = Queryable;
 
