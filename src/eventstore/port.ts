@@ -139,7 +139,7 @@ export interface EventStore {
    * The events readStream gives forwards, from `fromRevision` to the stream's
    * end, one at a time: the store reads a page ahead and decodes each event
    * only when the reader reaches it (a long read keeps one page of rows alive,
-   * not one of objects). For verification, exports and rebuilds.
+   * not one of objects). For long readers: the chain's verification and export.
    */
   iterateStream(stream: string, opts?: IterateStreamOptions): AsyncIterable<RecordedEvent>;
   /** The same over the log (filtered as readAll), after `after` to the end each page finds. */

@@ -1,3 +1,5 @@
+import { EventStoreError } from './port.ts';
+
 // Reading a long stretch of the log one event at a time, for both stores:
 // the next page is read while this one is handed out, and each row is
 // decoded only when the reader reaches it. A page of undecoded rows is text;
@@ -34,6 +36,6 @@ export const ITERATE_PAGE = 1000;
 /** A reader's page size: a positive integer, at most `max`. */
 export function iteratePage(pageSize: number | undefined, max: number): number {
   if (pageSize === undefined) return Math.min(ITERATE_PAGE, max);
-  if (!Number.isInteger(pageSize) || pageSize < 1) throw new RangeError('pageSize must be a positive integer');
+  if (!Number.isInteger(pageSize) || pageSize < 1) throw new EventStoreError('invalid_event', 'pageSize must be a positive integer');
   return Math.min(pageSize, max);
 }
