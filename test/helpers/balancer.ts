@@ -21,6 +21,23 @@ export type Balancer = {
   close(): Promise<void>;
 };
 
+/**
+ * Hop-by-hop headers (RFC 9110 §7.6.1) and those a Connection header names
+ * concern one connection and are not forwarded, as a proxy must not: a
+ * draining instance's `Connection: close` closes the balancer's connection to
+ * it, never the client's connection to the balancer.
+ */
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade']);
+function endToEnd(headers: http.IncomingHttpHeaders): http.IncomingHttpHeaders {
+  const named = new Set(
+    String(headers.connection ?? '')
+      .split(',')
+      .map((h) => h.trim().toLowerCase())
+      .filter(Boolean),
+  );
+  return Object.fromEntries(Object.entries(headers).filter(([h]) => !HOP_BY_HOP.has(h) && !named.has(h)));
+}
+
 /** Connection failures on which nothing was answered: the request goes to the next instance. */
 const RESEND = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE']);
 
@@ -38,10 +55,10 @@ export async function startBalancer(backends: string[]): Promise<Balancer> {
       const attempt = (k: number) => {
         const i = (start + k) % backends.length;
         const target = new URL(req.url ?? '/', backends[i]);
-        const headers = { ...req.headers, 'x-forwarded-for': req.socket.remoteAddress ?? '', 'x-forwarded-proto': 'http' };
+        const headers = { ...endToEnd(req.headers), 'x-forwarded-for': req.socket.remoteAddress ?? '', 'x-forwarded-proto': 'http' };
         const out = http.request(target, { method: req.method, headers, agent }, (answer) => {
           sent[i]!++;
-          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          res.writeHead(answer.statusCode ?? 502, endToEnd(answer.headers));
           answer.pipe(res);
           res.on('close', () => answer.destroy());
         });
