@@ -77,20 +77,35 @@ async function snapshot(db: Db): Promise<void> {
   );
 }
 
-/** The database back at the snapshot's commit, in one transaction (the service waits on its locks meanwhile). */
+/**
+ * The database back at the snapshot's commit, in one transaction (the service
+ * waits on its locks meanwhile). The TRUNCATE takes every table's lock in turn
+ * while a transaction of the service's background work (on timers, which
+ * settle does not wait for) may hold one of the tables and want another:
+ * PostgreSQL then aborts one of the two (40P01). The restore was the one
+ * aborted in a CI run; its transaction then did nothing, and it runs again.
+ */
 async function restore(url: string): Promise<void> {
   const c = new pg.Client({ connectionString: url });
   await c.connect();
   try {
     const { rows } = await c.query<{ table_name: string }>(`SELECT table_name FROM information_schema.tables WHERE table_schema = 'snap' AND table_name <> '_sequences'`);
-    await c.query('BEGIN');
-    await c.query(`TRUNCATE ${rows.map((r) => `public."${r.table_name}"`).join(', ')}`);
-    for (const r of rows) {
-      const cols = (await c.query<{ column_name: string }>(`SELECT column_name FROM information_schema.columns WHERE table_schema = 'snap' AND table_name = $1 ORDER BY ordinal_position`, [r.table_name])).rows.map((x) => `"${x.column_name}"`);
-      await c.query(`INSERT INTO public."${r.table_name}" (${cols.join(', ')}) SELECT ${cols.join(', ')} FROM snap."${r.table_name}"`);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await c.query('BEGIN');
+        await c.query(`TRUNCATE ${rows.map((r) => `public."${r.table_name}"`).join(', ')}`);
+        for (const r of rows) {
+          const cols = (await c.query<{ column_name: string }>(`SELECT column_name FROM information_schema.columns WHERE table_schema = 'snap' AND table_name = $1 ORDER BY ordinal_position`, [r.table_name])).rows.map((x) => `"${x.column_name}"`);
+          await c.query(`INSERT INTO public."${r.table_name}" (${cols.join(', ')}) SELECT ${cols.join(', ')} FROM snap."${r.table_name}"`);
+        }
+        await c.query(`SELECT setval(name, last_value) FROM snap._sequences WHERE last_value IS NOT NULL`);
+        await c.query('COMMIT');
+        return;
+      } catch (err) {
+        await c.query('ROLLBACK').catch(() => {});
+        if ((err as { code?: string }).code !== '40P01' || attempt >= 5) throw err;
+      }
     }
-    await c.query(`SELECT setval(name, last_value) FROM snap._sequences WHERE last_value IS NOT NULL`);
-    await c.query('COMMIT');
   } finally {
     await c.end();
   }
