@@ -12,6 +12,9 @@ import { PostgresEventStore } from '../src/eventstore/postgres.ts';
 import { openDb } from '../src/postgres/db.ts';
 import { startReadSide } from '../src/readside.ts';
 import { benchPostgres, cpuMeter, cpuText } from './harness.ts';
+import { Sealer } from '../src/audit/sealer.ts';
+import { VerifierThread } from '../src/audit/verifier-thread.ts';
+import { AuditVerifier } from '../src/audit/health.ts';
 
 // bench/http-command: 50 connections (then 1) mixing spends (half) and pause/resume
 // (a quarter each) over 1 000 mandates, each answer checked against what the
@@ -21,6 +24,19 @@ import { benchPostgres, cpuMeter, cpuText } from './harness.ts';
 // figure is the median round's ratio.
 // Beside each rate at 50 connections: the CPU this process (both servers) and PostgreSQL spent per request.
 // Run: npm run bench:http-command   (BENCH_SECONDS=5 per round, ROUNDS=3, WARMUP_SECONDS=3; ONLY50=1 skips one connection)
+//
+// WITHOUT_AUDIT_CHAIN=1 is an experiment, never a way to run the service: in
+// this process only, the append transaction's seal answers without sealing
+// and no verifier runs, so the figures say what the audit chain costs a
+// command (docs/performance.md, seventeenth round). Every answer is still
+// checked; no entry is sealed, so nothing of the chain may be read from it.
+
+const withoutAuditChain = process.env.WITHOUT_AUDIT_CHAIN === '1';
+if (withoutAuditChain) {
+  Sealer.prototype.sealInline = async () => ({ written: [], forget: () => {}, landed: () => {}, alongside: false });
+  VerifierThread.start = () => Promise.reject(new Error('WITHOUT_AUDIT_CHAIN'));
+  AuditVerifier.prototype.start = () => {};
+}
 
 const seconds = Number(process.env.BENCH_SECONDS ?? '5');
 const rounds = Number(process.env.ROUNDS ?? '3');
@@ -123,6 +139,7 @@ try {
   const at1 = process.env.ONLY50 ? undefined : await compare(1);
 
   report(`50 connections, ${rounds} alternating rounds of ${seconds} s each after ${warmup} s of warm-up, loopback HTTP, durable embedded PostgreSQL`, at50, 0.7, true);
+  if (withoutAuditChain) console.log('WITHOUT_AUDIT_CHAIN=1: the audit chain was switched off in this run (an experiment: no entry sealed, none verified)');
   console.log(`predicted batches: ${store.predictions.landed} landed in one round trip, ${store.predictions.missed} missed, ${store.predictions.refused} refused`);
   if (at1) report(`1 connection, ${rounds} alternating rounds of ${seconds} s each`, at1, 0.5, false);
   await base.close();
