@@ -6,7 +6,7 @@ import { derivedUuid } from './chain.ts';
 import { verifyOrgChain, type Problem, type VerifyReport } from './verifier.ts';
 import { verifyRange } from './windows.ts';
 import { auditVerificationPasses } from '../metrics.ts';
-import { migrate } from '../postgres/schema.ts';
+import { addMissingColumns, migrate } from '../postgres/schema.ts';
 
 // The verification worker: re-walks each organization's chain on a schedule
 // taken from its configuration (never later than hot_max_staleness_seconds
@@ -61,12 +61,14 @@ export class AuditVerifier {
         in_progress boolean NOT NULL DEFAULT false
       )`);
       // The windowed schedule (issue: verification that does not grow with history).
-      await tx.query(`ALTER TABLE audit_verification
-        ADD COLUMN IF NOT EXISTS hot_checked_at timestamptz,
-        ADD COLUMN IF NOT EXISTS warm_checked_at timestamptz,
-        ADD COLUMN IF NOT EXISTS cold_checked_at timestamptz,
-        ADD COLUMN IF NOT EXISTS cold_cursor bigint,
-        ADD COLUMN IF NOT EXISTS cold_cycle_started_at timestamptz`)    });
+      await addMissingColumns(tx, 'audit_verification', [
+        ['hot_checked_at', 'timestamptz'],
+        ['warm_checked_at', 'timestamptz'],
+        ['cold_checked_at', 'timestamptz'],
+        ['cold_cursor', 'bigint'],
+        ['cold_cycle_started_at', 'timestamptz'],
+      ]);
+    });
   }
 
   start(): void {

@@ -1,6 +1,6 @@
 import type { Db, Queryable } from '../postgres/db.ts';
 import { EMPTY_ROOT, nodeHash } from './merkle.ts';
-import { migrate } from '../postgres/schema.ts';
+import { addMissingColumns, migrate } from '../postgres/schema.ts';
 
 // The Merkle tree of each organization's chain, stored as hash nodes so that
 // proofs read O(log n) rows whatever the chain's length (the layout of C2SP
@@ -36,7 +36,7 @@ export async function migrateTree(db: Db): Promise<void> {
     )`);
     // When the last checkpoint was signed (or the chain first sealed): what makes
     // a checkpoint due by time, read by every instance's signer.
-    await tx.query('ALTER TABLE audit_chain_state ADD COLUMN IF NOT EXISTS checkpoint_at timestamptz NOT NULL DEFAULT now()');
+    await addMissingColumns(tx, 'audit_chain_state', [['checkpoint_at', 'timestamptz NOT NULL DEFAULT now()']]);
   });
 }
 

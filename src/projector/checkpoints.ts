@@ -1,6 +1,6 @@
 import type { Db, Queryable } from '../postgres/db.ts';
 import { START, type Position } from '../eventstore/port.ts';
-import { migrate } from '../postgres/schema.ts';
+import { addMissingColumns, migrate } from '../postgres/schema.ts';
 
 // Checkpoints of everything that follows the log: projections, the audit
 // sealer, reactors. A position is where the follower has processed up to,
@@ -33,7 +33,7 @@ export async function migrateCheckpoints(db: Db): Promise<void> {
       error_position text COLLATE "C",
       updated_at timestamptz NOT NULL DEFAULT now()
     )`);
-    await tx.query(`ALTER TABLE checkpoints ADD COLUMN IF NOT EXISTS applied_position text COLLATE "C" NOT NULL DEFAULT ''`);
+    await addMissingColumns(tx, 'checkpoints', [['applied_position', `text COLLATE "C" NOT NULL DEFAULT ''`]]);
   });
 }
 

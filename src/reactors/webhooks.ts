@@ -11,7 +11,7 @@ import { advanceCheckpoint, ensureCheckpoint, readCheckpoint } from '../projecto
 import { batches } from '../projector/follow.ts';
 import type { Progress } from '../projector/progress.ts';
 import { webhookDeliveries } from '../metrics.ts';
-import { migrate } from '../postgres/schema.ts';
+import { createMissingIndex, migrate } from '../postgres/schema.ts';
 
 // Outbound webhooks, as a reactor with its own checkpoint (a rebuild of the
 // read models never re-sends anything):
@@ -73,9 +73,9 @@ export async function migrateWebhooks(db: Db): Promise<void> {
       created_at timestamptz NOT NULL DEFAULT now(),
       finished_at timestamptz
     )`);
-    await tx.query(`CREATE UNIQUE INDEX IF NOT EXISTS webhook_deliveries_once ON webhook_deliveries (trigger_id, event_id) WHERE kind = 'original'`);
-    await tx.query(`CREATE INDEX IF NOT EXISTS webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE status = 'pending'`);
-    await tx.query(`CREATE INDEX IF NOT EXISTS webhook_deliveries_trigger ON webhook_deliveries (trigger_id, id)`);
+    await createMissingIndex(tx, 'webhook_deliveries_once', `CREATE UNIQUE INDEX IF NOT EXISTS webhook_deliveries_once ON webhook_deliveries (trigger_id, event_id) WHERE kind = 'original'`);
+    await createMissingIndex(tx, 'webhook_deliveries_due', `CREATE INDEX IF NOT EXISTS webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE status = 'pending'`);
+    await createMissingIndex(tx, 'webhook_deliveries_trigger', `CREATE INDEX IF NOT EXISTS webhook_deliveries_trigger ON webhook_deliveries (trigger_id, id)`);
     await tx.query(`CREATE TABLE IF NOT EXISTS webhook_attempts (
       id bigserial PRIMARY KEY,
       delivery_id bigint NOT NULL,
@@ -90,7 +90,7 @@ export async function migrateWebhooks(db: Db): Promise<void> {
       delivered boolean NOT NULL,
       created_at timestamptz NOT NULL
     )`);
-    await tx.query(`CREATE INDEX IF NOT EXISTS webhook_attempts_delivery ON webhook_attempts (delivery_id, attempt)`);
+    await createMissingIndex(tx, 'webhook_attempts_delivery', `CREATE INDEX IF NOT EXISTS webhook_attempts_delivery ON webhook_attempts (delivery_id, attempt)`);
     await tx.query(`CREATE TABLE IF NOT EXISTS webhook_endpoint_stats (
       trigger_id text PRIMARY KEY,
       total_runs bigint NOT NULL DEFAULT 0,

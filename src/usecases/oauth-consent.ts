@@ -7,7 +7,7 @@ import type { Db, Queryable } from '../postgres/db.ts';
 import type { Ports } from './context.ts';
 import { mintSecret, newGrantId } from './oauth-tokens.ts';
 import type { PasteAttempt, PasteGuard } from './oauth-paste-guard.ts';
-import { migrate } from '../postgres/schema.ts';
+import { createMissingIndex, migrate } from '../postgres/schema.ts';
 
 // The consent behind GET and POST /oauth/authorize (spec Part 4.1): the checked
 // authorization request is stored server side under a one-time handle that the
@@ -22,7 +22,8 @@ export const CONSENT_REFUSED = 'consent_refused';
 const refused = (detail: string) => new Rejection(CONSENT_REFUSED, detail);
 
 export async function migrateConsent(db: Db): Promise<void> {
-  await migrate(db, (tx) => tx.query(`CREATE TABLE IF NOT EXISTS oauth_consent_requests (
+  await migrate(db, async (tx) => {
+    await tx.query(`CREATE TABLE IF NOT EXISTS oauth_consent_requests (
     handle_hash text PRIMARY KEY,
     cookie_hash text NOT NULL,
     client_id text NOT NULL,
@@ -32,8 +33,9 @@ export async function migrateConsent(db: Db): Promise<void> {
     state text,
     expires_at timestamptz NOT NULL,
     used_at timestamptz
-  );
-  CREATE INDEX IF NOT EXISTS oauth_consent_requests_expires ON oauth_consent_requests (expires_at)`));
+  )`);
+    await createMissingIndex(tx, 'oauth_consent_requests_expires', 'CREATE INDEX IF NOT EXISTS oauth_consent_requests_expires ON oauth_consent_requests (expires_at)');
+  });
 }
 
 function sameHex(a: string, b: string): boolean {
