@@ -16,12 +16,12 @@ export function injectFetch(app: FastifyInstance): typeof fetch {
     const res = await app.inject({ method: (init.method ?? 'GET') as 'GET', url: url.pathname + url.search, headers, ...(body !== undefined ? { payload: body } : {}) });
     const out = new Headers();
     for (const [k, v] of Object.entries(res.headers)) for (const x of [v].flat()) if (x !== undefined) out.append(k, String(x));
-    return new Response(res.statusCode === 204 || res.statusCode === 304 ? null : res.rawPayload, { status: res.statusCode, headers: out });
+    return new Response(res.statusCode === 204 || res.statusCode === 304 ? null : new Uint8Array(res.rawPayload), { status: res.statusCode, headers: out });
   }) as typeof fetch;
 }
 
 export function clientOptions(app: FastifyInstance) {
-  return { [oauth.customFetch]: injectFetch(app), [oauth.allowInsecureRequests]: true } as const;
+  return { [oauth.customFetch]: injectFetch(app) as unknown as (url: string, options: oauth.CustomFetchOptions<string, unknown>) => Promise<Response>, [oauth.allowInsecureRequests]: true } as const;
 }
 
 /** The hidden fields of the consent form and the cookie the page set. */
