@@ -60,3 +60,10 @@ export function assetUrl(name: string): string {
 
 /** The asset a hashed name serves, if any. */
 export const assetByHashedName = (hashed: string): Asset | undefined => byHashed.get(hashed);
+
+/** An asset's text by its logical name: a page served from another origin inlines the stylesheet (one source, no copy). */
+export function assetText(name: string): string {
+  const a = assets.get(name);
+  if (!a) throw new Error(`no dashboard asset ${name}`);
+  return fs.readFileSync(a.file, 'utf8');
+}

@@ -32,7 +32,26 @@ function NoticeRegion({ notice }: { notice: Notice }) {
   );
 }
 
-function Head({ title, csrf, scripts = [], styles = [] }: { title: string; csrf?: string; scripts?: readonly string[]; styles?: readonly string[] }) {
+/**
+ * How a page gets its look: 'full' (the stylesheet, htmx and the dashboard's
+ * script), 'styles' (the stylesheet only: pages of the service that run no
+ * script of ours, such as the OAuth consent page), or the stylesheet's text
+ * inline (a page served from another origin, the sandbox outbox, whose CSP
+ * names the text's hash).
+ */
+export type HeadMode = 'full' | 'styles' | { inlineCss: string };
+
+function Head({ title, csrf, scripts = [], styles = [], mode = 'full' }: { title: string; csrf?: string; scripts?: readonly string[]; styles?: readonly string[]; mode?: HeadMode }) {
+  if (mode !== 'full') {
+    return (
+      <head>
+        <meta charset="utf-8" />
+        <meta name="viewport" content="width=device-width, initial-scale=1" />
+        <title>{`${title} · Agent Ledger`}</title>
+        {mode === 'styles' ? <link rel="stylesheet" href={assetUrl('dashboard.css')} /> : <style dangerouslySetInnerHTML={{ __html: mode.inlineCss }} />}
+      </head>
+    );
+  }
   return (
     <head>
       <meta charset="utf-8" />
@@ -54,12 +73,12 @@ function Head({ title, csrf, scripts = [], styles = [] }: { title: string; csrf?
   );
 }
 
-function Footer() {
+function Footer({ links = true }: { links?: boolean }) {
   return (
     <footer class="footer">
       <div class="footer-inner">
         <span>Agent Ledger: every change here is an event, sealed in your audit chain.</span>
-        <a href="/docs">API reference</a>
+        {links ? <a href="/docs">API reference</a> : null}
       </div>
     </footer>
   );
@@ -183,27 +202,43 @@ export function Shell({ person, title, active, notice, path, scripts, styles, ch
   );
 }
 
-export function PublicShell({ title, notice, children, scripts }: { title: string; notice?: Notice; children: ComponentChildren; scripts?: readonly string[] }) {
+type PublicShellProps = {
+  title: string;
+  notice?: Notice;
+  children: ComponentChildren;
+  scripts?: readonly string[];
+  /** The h1's content (default: the title); false when the children carry their own h1. */
+  heading?: ComponentChildren | false;
+  mode?: HeadMode;
+};
+
+export function PublicShell({ title, notice, children, scripts, heading, mode = 'full' }: PublicShellProps) {
+  // A page served from another origin links nowhere on this one.
+  const here = typeof mode === 'string';
   return (
     <html lang="en">
-      <Head title={title} {...(scripts ? { scripts } : {})} />
+      <Head title={title} mode={mode} {...(scripts ? { scripts } : {})} />
       <body>
         <a class="skip-link" href="#main">
           Skip to main content
         </a>
         <header class="header">
           <div class="header-inner">
-            <a class="brand" href="/dashboard">
-              Agent Ledger
-            </a>
+            {here ? (
+              <a class="brand" href="/dashboard">
+                Agent Ledger
+              </a>
+            ) : (
+              <span class="brand">Agent Ledger</span>
+            )}
           </div>
         </header>
         <main class="main narrow" id="main" tabIndex={-1}>
           <NoticeRegion notice={notice} />
-          <h1>{title}</h1>
+          {heading === false ? null : <h1>{heading ?? title}</h1>}
           {children}
         </main>
-        <Footer />
+        <Footer links={here} />
       </body>
     </html>
   );

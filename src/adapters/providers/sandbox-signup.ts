@@ -1,5 +1,6 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import type http from 'node:http';
+import { standalonePage } from '../../dashboard/look.tsx';
 
 // The sandbox providers' signup site (for browser signup runs): page 1 takes an
 // e-mail and a name, page 2 asks for the code "we e-mailed" (written to the
@@ -70,16 +71,18 @@ export class SandboxSignup {
       return void res.end(JSON.stringify({ email, count: messages.length, messages }));
     }
     const rows = messages
-      .map((m) => `<tr class="message"><td><time>${esc(m.sent_at)}</time></td><td class="to">${esc(m.to)}</td><td class="subject">${esc(m.subject)}</td><td><code class="code">${esc(m.code)}</code></td><td class="text">${esc(m.text)}</td></tr>`)
+      .map((m) => `<tr class="message"><td data-label="Sent"><time>${esc(m.sent_at)}</time></td><td data-label="To" class="to">${esc(m.to)}</td><td data-label="Subject" class="subject">${esc(m.subject)}</td><td data-label="Code"><code class="code">${esc(m.code)}</code></td><td data-label="Message" class="text">${esc(m.text)}</td></tr>`)
       .join('');
     const body =
-      `<p>Every e-mail the sandbox providers sent (verification codes of sign-ups), newest first. Nothing here leaves this machine.</p>` +
-      `<form method="get" action="/_sandbox/outbox.html"><label>Address <input id="email" name="email" type="email" value="${esc(email ?? '')}"></label><button id="show" type="submit">Show</button> <a href="/_sandbox/outbox.html">all</a></form>` +
+      `<p>Every e-mail the sandbox sent (sign-in codes of the dashboard, verification codes of sign-ups), newest first. Nothing here leaves this machine.</p>` +
+      `<form method="get" action="/_sandbox/outbox.html" class="panel"><div class="field"><label for="email">Address</label><input id="email" name="email" type="email" value="${esc(email ?? '')}"></div><div class="actions"><button id="show" type="submit" class="btn btn-primary">Show</button> <a href="/_sandbox/outbox.html">All addresses</a></div></form>` +
       (messages.length
-        ? `<table><thead><tr><th>Sent</th><th>To</th><th>Subject</th><th>Code</th><th>Message</th></tr></thead><tbody>${rows}</tbody></table>`
-        : `<p id="empty">No messages${email ? ` to ${esc(email)}` : ''} yet. Reload after the sign-up asks for its code.</p>`);
-    res.writeHead(200, { ...headers, 'content-type': 'text/html; charset=utf-8', 'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'" });
-    res.end(page('Sandbox outbox', body));
+        ? `<div class="table-wrap"><table class="data"><caption>${messages.length === 1 ? 'One message' : `${messages.length} messages`}${email ? ` to ${esc(email)}` : ''}</caption><thead><tr><th scope="col">Sent</th><th scope="col">To</th><th scope="col">Subject</th><th scope="col">Code</th><th scope="col">Message</th></tr></thead><tbody>${rows}</tbody></table></div>`
+        : `<p id="empty" class="empty">No messages${email ? ` to ${esc(email)}` : ''} yet. Reload after the sign-up asks for its code.</p>`);
+    // The dashboard's look, its stylesheet inline (this server is another origin), allowed by the text's hash.
+    const { html: doc, csp } = standalonePage({ title: 'Sandbox outbox', bodyHtml: body });
+    res.writeHead(200, { ...headers, 'content-type': 'text/html; charset=utf-8', 'content-security-policy': csp });
+    res.end(doc);
   }
 
   /** `rest` is the path after /_sandbox/<slug>/signup. */

@@ -1,11 +1,14 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { CALLBACK_PATH, completeConnectLink, startConnectLink } from '../../usecases/connect-links.ts';
+import { Rejection } from '../../eventstore/handler.ts';
 import { defineRoute, type AppDeps } from '../kernel/route.ts';
+import { connectLinkRefusalPage, wantsHtml } from './connect-link-page.ts';
 import { Timestamp } from '../kernel/schemas.ts';
 
 // OAuth connect links (spec 4.4, 8): the routes; the use cases are
-// src/usecases/connect-links.ts.
+// src/usecases/connect-links.ts. The callback's refusals answer a person's
+// browser with a page (connect-link-page.ts).
 
 const StartBody = z.object({
   redirect_uri: z.url({ protocol: /^https?$/ }).max(2_000),
@@ -46,7 +49,14 @@ export async function connectLinkRoutes(app: FastifyInstance, deps: AppDeps): Pr
     responses: { 302: null },
     errors: [[400, 'invalid_query'], [400, 'link_token_unknown'], [409, 'link_token_used'], [410, 'link_expired']],
     async handler(ctx) {
-      return { status: 302, headers: { location: await completeConnectLink(ctx.deps, ctx.run.bind(ctx), ctx.query) } };
+      try {
+        return { status: 302, headers: { location: await completeConnectLink(ctx.deps, ctx.run.bind(ctx), ctx.query) } };
+      } catch (err) {
+        // A person's browser gets a page that says what happened (same status and code); any other client the envelope.
+        const page = err instanceof Rejection && wantsHtml(ctx.req.headers.accept) ? connectLinkRefusalPage(err.code) : undefined;
+        if (page) return page;
+        throw err;
+      }
     },
   });
 }

@@ -2,9 +2,10 @@ import type { FastifyReply } from 'fastify';
 
 // The security headers of every HTML page this app serves to a person's
 // browser (the OAuth consent page, the hosted-connect live view): no framing,
-// a CSP that allows nothing by default, no caching, no referrer, no sniffing.
-// A page that needs more names it (a script nonce, data: images, fetches to
-// itself) and gets exactly that.
+// a CSP that allows nothing by default but the dashboard's stylesheet (these
+// pages share its look, src/dashboard/look.tsx) and no inline style, no
+// caching, no referrer, no sniffing. A page that needs more names it (a
+// script nonce, data: images, fetches to itself) and gets exactly that.
 
 export type PageCsp = {
   /** Extra form-action target besides 'self'. */
@@ -20,7 +21,7 @@ export type PageCsp = {
 export function pageSecurityHeaders(csp: PageCsp = {}): Record<string, string> {
   const directives = [
     "default-src 'none'",
-    "style-src 'unsafe-inline'",
+    "style-src 'self'",
     ...(csp.scriptNonce ? [`script-src 'nonce-${csp.scriptNonce}'`] : []),
     ...(csp.dataImages ? ['img-src data:'] : []),
     ...(csp.connectSelf ? ["connect-src 'self'"] : []),

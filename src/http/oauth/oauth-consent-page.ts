@@ -5,22 +5,18 @@ import { OAUTH_STATE_MAX_CHARS } from '../../limits.ts';
 import { CONSENT_REFUSED } from '../../usecases/oauth-consent.ts';
 import { errorResponse, RawHttpError } from '../kernel/errors.ts';
 import { escapeHtml, securityHeaders } from '../kernel/html.ts';
+import { servicePage } from '../../dashboard/look.tsx';
 import type { PageSpec } from '../kernel/openapi.ts';
 
 // The consent pages' HTML and their wire (no routes: oauth-consent.ts mounts
-// them): the page layout and its security headers, the refusal pages (a 400,
-// never a redirect; 429 with Retry-After), the consent cookie, and the two
-// pages' OpenAPI declarations.
-
-const STYLE = 'body{font-family:system-ui,sans-serif;max-width:34rem;margin:3rem auto;padding:0 1rem;color:#1a1a1a}code{background:#f2f2f2;padding:0 .2rem}label{display:block;margin:1rem 0 .3rem}input[type=password]{width:100%;padding:.4rem}button{margin:1rem .5rem 0 0;padding:.4rem 1rem}';
-
-function layout(title: string, body: string): string {
-  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>${escapeHtml(title)}</title><style>${STYLE}</style></head><body>${body}</body></html>`;
-}
+// them): the page in the dashboard's look (its public shell and stylesheet,
+// no script) and its security headers, the refusal pages (a 400, never a
+// redirect; 429 with Retry-After), the consent cookie, and the two pages'
+// OpenAPI declarations.
 
 export function sendPage(reply: FastifyReply, status: number, title: string, body: string, formTarget?: string): FastifyReply {
   securityHeaders(reply, formTarget ? { formTarget } : {});
-  return reply.code(status).type('text/html; charset=utf-8').send(layout(title, body));
+  return reply.code(status).type('text/html; charset=utf-8').send(servicePage({ title, bodyHtml: body, heading: false }));
 }
 
 /** A refusal as a 400 HTML page (never a redirect). */
