@@ -15,6 +15,12 @@ import t from 'tap';
 //   - A file of src/http imports from src/http only the kernel and the helper
 //     modules of its own feature folder; never a route module (what two routes
 //     share is a use case), never another feature's helpers.
+// The dashboard (src/dashboard) is the other surface: no surface imports the
+// other (src/dashboard nothing of src/http). Its look is shared: outside
+// src/dashboard and the composition root, a file imports only
+// src/dashboard/look.tsx (the pages a person meets elsewhere: the OAuth
+// consent page, the connect-link results, the live view, the sandbox outbox),
+// and look.tsx with what it imports of src/dashboard renders only: no route.
 
 const root = path.resolve(import.meta.dirname, '..', '..');
 const COMPOSITION_ROOTS = new Set(['src/app.ts']);
@@ -24,7 +30,7 @@ function files(dir: string): string[] {
   for (const entry of fs.readdirSync(path.join(root, dir), { withFileTypes: true })) {
     const rel = path.join(dir, entry.name);
     if (entry.isDirectory()) out.push(...files(rel));
-    else if (entry.name.endsWith('.ts')) out.push(rel);
+    else if (/\.tsx?$/.test(entry.name)) out.push(rel);
   }
   return out;
 }
@@ -81,6 +87,41 @@ t.test('nothing below src/http imports from it', async (t) => {
     for (const dep of importsOf(file)) if (dep.startsWith('src/http/')) found.push(`${file} → ${dep}`);
   }
   t.same(found, [], 'arrows back up into src/http');
+});
+
+const DASHBOARD = 'src/dashboard/';
+const LOOK = `${DASHBOARD}look.tsx`;
+/** look.tsx and every file of src/dashboard it reaches through imports. */
+function lookClosure(): Set<string> {
+  const seen = new Set<string>();
+  const walk = (f: string) => {
+    if (seen.has(f) || !f.startsWith(DASHBOARD)) return;
+    seen.add(f);
+    for (const dep of importsOf(f)) walk(dep);
+  };
+  walk(LOOK);
+  return seen;
+}
+
+t.test('the dashboard imports nothing of src/http (no surface imports another)', async (t) => {
+  const found = sources.filter((f) => f.startsWith(DASHBOARD)).flatMap((f) => importsOf(f).filter((d) => d.startsWith('src/http/')).map((d) => `${f} → ${d}`));
+  t.same(found, [], 'dashboard files importing src/http');
+});
+
+t.test('outside the dashboard and the composition root, only the look is imported from src/dashboard', async (t) => {
+  const found: string[] = [];
+  for (const file of sources.filter((f) => !f.startsWith(DASHBOARD) && !COMPOSITION_ROOTS.has(f))) {
+    for (const dep of importsOf(file)) if (dep.startsWith(DASHBOARD) && dep !== LOOK) found.push(`${file} → ${dep}`);
+  }
+  t.same(found, [], 'imports of dashboard modules other than look.tsx');
+});
+
+t.test('the look renders only: it and the dashboard files it imports register no route', async (t) => {
+  const closure = lookClosure();
+  t.ok(closure.has(`${DASHBOARD}layout.tsx`) && closure.has(`${DASHBOARD}assets.ts`), `the look's files are seen: ${[...closure].join(', ')}`);
+  t.same([...closure].filter((f) => ROUTES.test(fs.readFileSync(path.join(root, f), 'utf8'))), [], 'route registrations reachable from look.tsx');
+  t.ok(sources.some((f) => f.startsWith(DASHBOARD) && f.endsWith('.tsx') && ROUTES.test(fs.readFileSync(path.join(root, f), 'utf8'))), 'the scan sees the dashboard route modules (.tsx)');
+  t.ok(sources.some((f) => !f.startsWith(DASHBOARD) && importsOf(f).includes(LOOK)), 'an import of the look from outside is seen');
 });
 
 t.test('use cases know nothing of fastify', async (t) => {
