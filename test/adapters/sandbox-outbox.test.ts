@@ -1,4 +1,5 @@
 import t from 'tap';
+import { checkLook } from '../dashboard/look-checks.ts';
 import { findChromium, launchChromium } from '../../src/adapters/browser/chromium.ts';
 import { SandboxProviders } from '../../src/adapters/providers/sandbox-providers.ts';
 import { Catalog } from '../../src/providers/catalog.ts';
@@ -61,11 +62,13 @@ t.test('the outbox is read-only: a POST is not served', async (t) => {
 t.test('HTML: a person reads the newest code in Chromium and finishes the sign-up with it', chromium ? {} : { skip: 'no Chromium found (CHROMIUM_PATH, /usr/bin/chromium or @sparticuz/chromium): the outbox page browser test did not run' }, async (t) => {
   const browser = await launchChromium();
   t.teardown(() => browser.close());
-  const page = await browser.newPage();
+  // A page of its own context: axe-core's Playwright runner needs one (not browser.newPage()).
+  const page = await (await browser.newContext()).newPage();
   const res = await page.goto(`${base}/_sandbox/outbox.html`);
   t.equal(res?.status(), 200);
   t.match(res?.headers()['content-type'], /^text\/html/);
   t.equal(await page.locator('tr.message').count(), 3);
+  await checkLook(t, page, 'the outbox');
   // Filter by address with the page's own form.
   await page.fill('#email', ana);
   await Promise.all([page.waitForURL(/email=/), page.click('#show')]);
@@ -81,4 +84,5 @@ t.test('HTML: a person reads the newest code in Chromium and finishes the sign-u
   await page.goto(`${base}/_sandbox/outbox.html?email=${encodeURIComponent('<b>x</b>@example.com')}`);
   t.match(await page.locator('#empty').textContent(), 'No messages to <b>x</b>@example.com yet');
   t.equal(await page.locator('#empty b').count(), 0, 'the address is shown as text');
+  await checkLook(t, page, 'the empty outbox');
 });

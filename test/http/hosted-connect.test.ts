@@ -1,5 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import t from 'tap';
+import { checkLook } from '../dashboard/look-checks.ts';
 import { findChromium, launchChromium } from '../../src/adapters/browser/chromium.ts';
 import { embeddedWorker, WorkerError, type BrowserWorker } from '../../src/adapters/browser/worker.ts';
 import { LOGIN_LAYOUT, SANDBOX_MERCHANT_USER } from '../../src/adapters/merchants/sandbox-merchants.ts';
@@ -103,7 +104,8 @@ t.test('the person logs in through the live view; finish stores the login as a c
   // The person's own browser: a second Chromium.
   const person = await launchChromium();
   t.teardown(() => person.close());
-  const page = await person.newPage({ viewport: { width: 1400, height: 1100 } });
+  // Pages of their own contexts: axe-core's Playwright runner needs one (not browser.newPage()).
+  const page = await (await person.newContext({ viewport: { width: 1400, height: 1100 } })).newPage();
   const res = await page.goto(`${origin}${viewPath}`);
   t.equal(res!.status(), 200);
   const h = res!.headers();
@@ -128,6 +130,12 @@ t.test('the person logs in through the live view; finish stores the login as a c
   await shows('#remote-title', 'Merchant A — Sign in');
   t.match(await page.textContent('#remote-url'), /\/merchant-a\/login$/);
   t.equal(await page.textContent('#state'), 'Live');
+  await checkLook(t, page, 'the live view');
+  await page.setViewportSize({ width: 1400, height: 1100 });
+  // The ended page, as another browser gets it (a context left open: see below).
+  const other = await (await person.newContext()).newPage();
+  t.equal((await other.goto(`${origin}${viewPath}`))!.status(), 404);
+  await checkLook(t, other, 'the ended live view');
   const src = await page.getAttribute('#screen', 'src');
   t.match(src, /^data:image\/jpeg;base64,/);
   const jpeg = Buffer.from(src!.slice('data:image/jpeg;base64,'.length), 'base64');

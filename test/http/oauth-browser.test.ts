@@ -1,6 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import t from 'tap';
+import { checkLook } from '../dashboard/look-checks.ts';
 import { findChromium, launchChromium } from '../../src/adapters/browser/chromium.ts';
 import { bootstrapOrg, testApp } from '../helpers/app.ts';
 import { pkce } from '../helpers/oauth.ts';
@@ -37,7 +38,8 @@ if (!found) {
   t.teardown(() => browser.close());
 
   t.test('consent in a browser', async (t) => {
-    const page = await browser.newPage();
+    // A page of its own context: axe-core's Playwright runner needs one (not browser.newPage()).
+    const page = await (await browser.newContext()).newPage();
     const res = await page.goto(`http://127.0.0.1:${appPort}/oauth/authorize?${q}`);
     t.equal(res?.status(), 200);
     t.equal(res?.headers()['x-frame-options'], 'DENY');
@@ -47,6 +49,7 @@ if (!found) {
     t.equal(await page.evaluate(() => (globalThis as unknown as { __pwned?: number }).__pwned), undefined, 'nothing ran');
     t.match(await page.locator('#redirect-host').textContent(), `127.0.0.1:${receiverPort}`);
     t.match(await page.textContent('body'), /projects:read/);
+    await checkLook(t, page, 'the consent page');
 
     await page.fill('#api_key', org.testKey);
     await Promise.all([page.waitForURL((u) => u.port === String(receiverPort), { timeout: 30_000 }), page.click('button[value="allow"]')]);

@@ -1,0 +1,60 @@
+import t from 'tap';
+import { findChromium } from '../../src/adapters/browser/chromium.ts';
+import { bootstrapOrg, testApp, testClock } from '../helpers/app.ts';
+import { chromium, listen } from './browser.ts';
+import { checkLook } from './look-checks.ts';
+
+// The connect-link callback's refusals as a person meets them: the provider
+// sent their browser to our callback, and a link that is unknown, spent or
+// expired answers a page in the dashboard's look (same status, the code on
+// the page), in real Chromium with axe-core and no horizontal scroll; any
+// other client keeps the spec's JSON envelope. (The consent page, the outbox
+// and the live view run the same checks in their own browser tests.)
+
+const clock = testClock();
+const { app } = await testApp(t, { providers: true, now: clock.now });
+const org = await bootstrapOrg(app, 'Look');
+const base = await listen(app);
+const html = { accept: 'text/html,application/xhtml+xml' };
+
+async function newLink(): Promise<string> {
+  const r = await app.inject({ method: 'POST', url: '/v1/connections/start', headers: org.key, payload: { redirect_uri: 'https://app.example.com/connected', server_id: 'contahub', user_id: 'ana' } });
+  if (r.statusCode !== 200) throw new Error(`start answered ${r.statusCode}: ${r.body}`);
+  return r.json().link_token as string;
+}
+const callback = (state: string, headers: Record<string, string> = {}) => app.inject({ method: 'GET', url: `/v1/connections/callback?state=${encodeURIComponent(state)}&error=access_denied`, headers });
+
+t.test('a spent and an expired link: a page for a browser, the envelope for any other client', async (t) => {
+  const spent = await newLink();
+  const first = await callback(spent, html);
+  t.equal(first.statusCode, 302, 'the first callback redirects back to the application');
+  const again = await callback(spent, html);
+  t.equal(again.statusCode, 409);
+  t.match(again.headers['content-type'], /^text\/html/);
+  t.match(again.headers['content-security-policy'], /style-src 'self'/);
+  t.equal(again.headers['x-frame-options'], 'DENY');
+  t.match(again.body, /This connection link was already used/);
+  t.match(again.body, /<code id="refusal-code">link_token_used<\/code>/);
+  const api = await callback(spent);
+  t.equal(api.statusCode, 409);
+  t.equal(api.json().error.code, 'link_token_used', 'without Accept: text/html the spec envelope');
+
+  const late = await newLink();
+  clock.advance(10 * 60_000 + 1_000);
+  const expired = await callback(late, html);
+  t.equal(expired.statusCode, 410);
+  t.match(expired.body, /This connection link has expired/);
+  t.match(expired.body, /ten minutes/);
+  t.equal((await callback(late)).json().error.code, 'link_expired');
+});
+
+t.test('an unknown link in Chromium: the look, axe-core clean, no horizontal scroll', (await findChromium()) ? {} : { skip: 'no Chromium found: the look check did not run' }, async (t) => {
+  const browser = await chromium(t);
+  const page = await (await browser.newContext()).newPage();
+  const res = await page.goto(`${base}/v1/connections/callback?state=lt_${'x'.repeat(40)}&code=abc`);
+  t.equal(res?.status(), 400);
+  t.equal(await page.locator('h1').textContent(), 'This connection link is not valid');
+  t.equal(await page.locator('#refusal-code').textContent(), 'link_token_unknown');
+  t.equal(await page.title(), 'This connection link is not valid · Agent Ledger');
+  await checkLook(t, page, 'the connect-link refusal');
+});
