@@ -1,26 +1,29 @@
 import type { HostedMerchant } from '../../../events/hosted-connect.ts';
 import { HOSTED_INPUT_TEXT_MAX_CHARS } from '../../limits.ts';
 import { SPECIAL_KEYS } from '../../usecases/hosted-viewer.ts';
+import { servicePage } from '../../dashboard/look.tsx';
 import { escapeHtml } from '../kernel/html.ts';
 
 // The live view's HTML (hosted-browser connect, spec 4.16): the page a person
 // opens (the merchant's page as a screencast; clicks and keys forwarded), and
-// the page a browser gets for a view that has ended or is not theirs.
+// the page a browser gets for a view that has ended or is not theirs. Both in
+// the dashboard's look (src/dashboard/look.tsx); the view's one script runs
+// by its nonce.
 
 export const MERCHANT_NAMES: Record<HostedMerchant, string> = { 'merchant-a': 'Merchant A', 'merchant-b': 'Merchant B' };
 
 export const endedPage = () =>
-  `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>This live view has ended</title></head><body><h1>This live view has ended</h1><p>The browser session is closed, the link is not valid, or it is already open in another browser. Return to the application and start again.</p></body></html>`;
+  servicePage({
+    title: 'This live view has ended',
+    bodyHtml: '<p>The browser session is closed, the link is not valid, or it is already open in another browser. Return to the application and start again.</p>',
+  });
 
 export function viewerPage(merchant: HostedMerchant, nonce: string): string {
   const name = escapeHtml(MERCHANT_NAMES[merchant]);
   const keys = JSON.stringify(Object.keys(SPECIAL_KEYS));
-  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>Log in to ${name}</title>
-<style>body{font-family:system-ui,sans-serif;margin:1rem;color:#1a1a1a}#screen{display:block;max-width:100%;border:1px solid #888;cursor:pointer;outline:none}#screen:focus{border-color:#06c}#bar{margin:.5rem 0;font-size:.9rem;color:#444}</style></head><body>
-<h1>Log in to ${name}</h1>
-<p>This is ${name}'s page, running in a browser on our server. Click into it and type to log in yourself: the agent never sees what you type. When you are logged in, return to the application.</p>
-<p id="bar"><span id="state">Connecting…</span> · <span id="remote-title"></span> · <span id="remote-url"></span></p>
-<img id="screen" tabindex="0" alt="${name}'s page">
+  const body = `<p>This is ${name}'s page, running in a browser on our server. Click into it and type to log in yourself: the agent never sees what you type. When you are logged in, return to the application.</p>
+<p id="bar" class="live-bar"><span id="state" class="badge badge-neutral" role="status">Connecting…</span> <span id="remote-title"></span> <span id="remote-url" class="mono"></span></p>
+<img id="screen" class="live-screen" tabindex="0" alt="${name}'s page">
 <script nonce="${nonce}">
 (() => {
   const $ = (id) => document.getElementById(id);
@@ -37,9 +40,11 @@ export function viewerPage(merchant: HostedMerchant, nonce: string): string {
     $('remote-title').textContent = f.title;
     $('remote-url').textContent = f.url;
     $('state').textContent = 'Live';
+    $('state').className = 'badge badge-ok';
   });
-  es.addEventListener('ended', () => { $('state').textContent = 'This session has ended.'; es.close(); });
-  es.onerror = () => { if (es.readyState === EventSource.CLOSED) $('state').textContent = 'This session has ended.'; };
+  const ended = () => { $('state').textContent = 'This session has ended.'; $('state').className = 'badge badge-danger'; };
+  es.addEventListener('ended', () => { ended(); es.close(); });
+  es.onerror = () => { if (es.readyState === EventSource.CLOSED) ended(); };
   let chain = Promise.resolve();
   const send = (msg) => {
     chain = chain.then(() => fetch(base + '/input', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(msg) })).catch(() => {});
@@ -56,5 +61,6 @@ export function viewerPage(merchant: HostedMerchant, nonce: string): string {
   });
   document.addEventListener('paste', (ev) => { const t = ev.clipboardData && ev.clipboardData.getData('text'); if (t) { ev.preventDefault(); send({ type: 'text', text: t.slice(0, ${HOSTED_INPUT_TEXT_MAX_CHARS}) }); } });
 })();
-</script></body></html>`;
+</script>`;
+  return servicePage({ title: `Log in to ${MERCHANT_NAMES[merchant]}`, bodyHtml: body });
 }

@@ -1,0 +1,162 @@
+import { createHash, randomBytes } from 'node:crypto';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { buildApp } from '../src/app.ts';
+import { findChromium, launchChromium } from '../src/adapters/browser/chromium.ts';
+import { HttpProvider } from '../src/adapters/providers/http-provider.ts';
+import { SandboxProviders } from '../src/adapters/providers/sandbox-providers.ts';
+import { Vault } from '../src/adapters/vault.ts';
+import { generateSigningKey } from '../src/audit/note.ts';
+import { PostgresEventStore } from '../src/eventstore/postgres.ts';
+import { openDb } from '../src/postgres/db.ts';
+import { ensureDatabase, freeLoopbackPort, startEmbeddedPostgres } from '../src/postgres/embedded.ts';
+import { Catalog } from '../src/providers/catalog.ts';
+import { startReadSide } from '../src/readside.ts';
+
+// npm run screenshots: the pages a person meets, as PNGs at 1440 px and 375 px
+// (device scale 1) in docs/screenshots/, for docs/dashboard.md. It builds the
+// service as the tests do, on a temporary PostgreSQL, with the sandbox
+// providers (whose outbox carries the sign-in code), listens on loopback,
+// bootstraps an organization, makes some data (keys, a teammate, an agent, a
+// consumer, a mandate under an approval-required policy and a spend it held),
+// signs the owner in through the pages with the code read from the outbox,
+// and photographs every page. A page that does not exist yet (404) is skipped
+// with a printed line. Nothing of it is kept but the PNGs.
+
+const OUT = path.resolve('docs/screenshots');
+const WIDTHS = [1440, 375] as const;
+const SECRET = `svc_${randomBytes(24).toString('hex')}`;
+const EMAIL = 'owner@acme.example';
+
+function must<T extends { statusCode: number; body: string }>(r: T, status: number, what: string): T {
+  if (r.statusCode !== status) throw new Error(`${what}: expected ${status}, got ${r.statusCode}: ${r.body.slice(0, 300)}`);
+  return r;
+}
+
+if (!(await findChromium())) {
+  console.error('no Chromium found (CHROMIUM_PATH, /usr/bin/chromium or @sparticuz/chromium): no screenshots taken');
+  process.exit(1);
+}
+const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'ledger-screenshots-'));
+await fs.chmod(dir, 0o755);
+const pg = await startEmbeddedPostgres({ dataDir: dir, durable: false });
+const stops: (() => Promise<unknown>)[] = [async () => pg.stop(), async () => fs.rm(dir, { recursive: true, force: true })];
+try {
+  await ensureDatabase(pg.adminUrl, 'screenshots');
+  const db = openDb(pg.urlFor('screenshots'), { max: 10 });
+  const store = await PostgresEventStore.open(db);
+  const readSide = await startReadSide(db, store, { signingKey: generateSigningKey('screenshots'), origin: 'agent-ledger/audit' });
+  stops.unshift(() => db.close(), () => store.close(), () => readSide.stop());
+  const sandbox = new SandboxProviders(Catalog.load());
+  await sandbox.start();
+  stops.unshift(() => sandbox.stop());
+  const port = await freeLoopbackPort();
+  const base = `http://127.0.0.1:${port}`;
+  const catalog = Catalog.load();
+  const app = await buildApp({
+    vault: await Vault.open(db, randomBytes(32)),
+    db,
+    store,
+    readSide,
+    serviceSecret: SECRET,
+    baseUrl: base,
+    logLevel: 'warn',
+    providers: { catalog, client: new HttpProvider({ allow: { loopback: true, private: false }, extraCa: [sandbox.caPem] }), sandbox: { http: sandbox.url, https: sandbox.tlsUrl }, sandboxOAuthClients: sandbox.platformOAuthClients(`${base}/v1/connections/callback`) },
+  });
+  await app.listen({ host: '127.0.0.1', port });
+  stops.unshift(() => app.close());
+
+  // The organization and its data, through the API.
+  const platform = { authorization: `Bearer ${SECRET}` };
+  const org = must(await app.inject({ method: 'POST', url: '/v1/orgs', headers: platform, payload: { name: 'Acme Groceries', owner_email: EMAIL } }), 201, 'bootstrap').json();
+  const owner = { ...platform, 'x-svc-user': org.owner.user_id as string };
+  const key = must(await app.inject({ method: 'POST', url: '/v1/api-keys', headers: owner, payload: { name: 'checkout agent', environment: 'test' } }), 201, 'key').json().key as string;
+  for (const [name, environment] of [['reporting', 'test'], ['production agent', 'live']] as const) must(await app.inject({ method: 'POST', url: '/v1/api-keys', headers: owner, payload: { name, environment } }), 201, 'key');
+  must(await app.inject({ method: 'POST', url: '/v1/team/members', headers: owner, payload: { email: 'ada@acme.example', role: 'admin', display_name: 'Ada' } }), 201, 'teammate');
+  must(await app.inject({ method: 'POST', url: '/v1/team/members', headers: owner, payload: { email: 'bo@acme.example', role: 'member' } }), 201, 'teammate');
+  const api = { authorization: `Bearer ${key}` };
+  const post = async (url: string, payload: Record<string, unknown>) => (await app.inject({ method: 'POST', url, headers: api, payload })).json();
+  await post('/v1/agents', { agent_id: 'shopper', principal_ref: 'household-7' });
+  const consumer = await post('/v1/consumers', { display_name: 'Ana Souza' });
+  const mandate = await post('/v1/mandates', { consumer_id: consumer.id, agent_id: 'shopper', purpose: 'weekly groceries', merchant_allowlist: ['mercado-azul'], merchant_pin_kind: 'merchant-id', cap_minor: '80000', per_tx_cap_minor: '30000', currency: 'BRL', expires_at: Math.floor(Date.now() / 1000) + 30 * 86_400 });
+  await post(`/v1/consumers/mandates/${mandate.id}/spend`, { amount_minor: '4590', currency: 'BRL', merchant: 'mercado-azul' });
+  await post('/v1/policies', { name: 'A person approves every spend', type: 'approval-required' });
+  const held = await app.inject({ method: 'POST', url: `/v1/consumers/mandates/${mandate.id}/spend`, headers: api, payload: { amount_minor: '12990', currency: 'BRL', merchant: 'mercado-azul' } });
+  const approvalId = held.statusCode === 403 ? (held.json().approval_id as string | undefined) : undefined;
+  if (!approvalId) console.log(`note: the spend was not held (${held.statusCode}): the approvals queue is empty`);
+
+  // An OAuth client asking for consent (the consent page).
+  const client = must(await app.inject({ method: 'POST', url: '/oauth/register', payload: { redirect_uris: ['http://127.0.0.1/callback'], client_name: 'Acme IDE' } }), 201, 'oauth client').json();
+  const challenge = createHash('sha256').update(randomBytes(32).toString('base64url')).digest('base64url');
+  const authorize = `/oauth/authorize?${new URLSearchParams({ client_id: client.client_id, redirect_uri: 'http://127.0.0.1:9/callback', response_type: 'code', code_challenge: challenge, code_challenge_method: 'S256', state: 's', scope: 'projects:read mandates:read' })}`;
+
+  const browser = await launchChromium();
+  stops.unshift(() => browser.close());
+  await fs.mkdir(OUT, { recursive: true });
+  const contexts = new Map<number, BrowserContext>();
+  for (const width of WIDTHS) contexts.set(width, await browser.newContext({ viewport: { width, height: 900 }, deviceScaleFactor: 1 }));
+  const signedOut = new Map<number, BrowserContext>();
+  for (const width of WIDTHS) signedOut.set(width, await browser.newContext({ viewport: { width, height: 900 }, deviceScaleFactor: 1 }));
+
+  let taken = 0;
+  /** Photographs `url` at every width in `from` contexts; a 404 is a page that does not exist yet. */
+  async function shoot(name: string, url: string, from: Map<number, BrowserContext>, before?: (page: Page) => Promise<void>): Promise<void> {
+    for (const width of WIDTHS) {
+      const page = await from.get(width)!.newPage();
+      const res = await page.goto(url.startsWith('http') ? url : `${base}${url}`);
+      if (res?.status() === 404 && !name.includes('ended')) {
+        console.log(`skipped ${name}: ${url} answered 404 (not built yet)`);
+        await page.close();
+        return;
+      }
+      await before?.(page);
+      const file = path.join(OUT, `${name}-${width}.png`);
+      await page.screenshot({ path: file, fullPage: true });
+      await page.close();
+      taken++;
+      console.log(`saved ${path.relative(process.cwd(), file)}`);
+    }
+  }
+
+  // Signed out: the sign-in pages, the consent page, the connect-link refusal, the ended live view, the outbox.
+  await shoot('sign-in', '/dashboard/sign-in', signedOut);
+  await shoot('oauth-consent', authorize, signedOut);
+  await shoot('connect-link-refused', `/v1/connections/callback?state=lt_${'x'.repeat(40)}&code=c`, signedOut);
+  await shoot('live-view-ended', `/connect/live/${randomBytes(32).toString('base64url')}`, signedOut);
+  console.log('skipped live-view: a live merchant session needs the browser worker (see test/http/hosted-connect.test.ts)');
+
+  // Signed in through the pages with the code the outbox shows.
+  for (const width of WIDTHS) await signIn(browser, contexts.get(width)!, base, sandbox.url);
+  await shoot('outbox', `${sandbox.url}/_sandbox/outbox.html`, signedOut);
+  await shoot('home', '/dashboard', contexts);
+  await shoot('approvals', '/dashboard/approvals', contexts);
+  if (approvalId) await shoot('approval', `/dashboard/approvals/${approvalId}`, contexts);
+  await shoot('team', '/dashboard/team', contexts);
+  await shoot('keys', '/dashboard/keys', contexts);
+  await shoot('audit', '/dashboard/audit', contexts);
+  await shoot('account', '/dashboard/account', contexts);
+  console.log(`${taken} screenshots in ${path.relative(process.cwd(), OUT)}`);
+} finally {
+  for (const stop of stops) await stop().catch((err: unknown) => console.error('cleanup:', err instanceof Error ? err.message : err));
+}
+
+/** The owner signs in in this context: e-mail, then the newest code the sandbox outbox shows. */
+async function signIn(_browser: Browser, context: BrowserContext, base: string, sandboxUrl: string): Promise<void> {
+  const codes = async () => ((await (await fetch(`${sandboxUrl}/_sandbox/outbox?email=${encodeURIComponent(EMAIL)}`)).json()) as { messages: { code: string }[] }).messages;
+  const before = (await codes()).length;
+  const page = await context.newPage();
+  await page.goto(`${base}/dashboard/sign-in`);
+  await page.fill('#email', EMAIL);
+  await Promise.all([page.waitForURL(/\/dashboard\/sign-in\/code/), page.click('#send-code')]);
+  // The code reaches the outbox by its own way: wait for it, 10 s at most.
+  let box = await codes();
+  for (const end = Date.now() + 10_000; box.length <= before; box = await codes()) {
+    if (Date.now() > end) throw new Error('no sign-in code reached the outbox in 10 s');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  await page.fill('#code', box[0]!.code);
+  await Promise.all([page.waitForURL((u) => !u.pathname.startsWith('/dashboard/sign-in')), page.click('#sign-in')]);
+  await page.close();
+}
