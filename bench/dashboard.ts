@@ -16,7 +16,8 @@ import { benchPostgres, closedLoop, type LoadResult } from './harness.ts';
 // both through app.inject (server time: routing, session or credential,
 // the use case's read, rendering or serialization; no socket), one request at
 // a time, in alternating rounds of the same run. Prints p50 and p99 of each
-// and the page's cost as a ratio of the API's (page / API). (The team page has
+// and the page's cost as a ratio of the API's (page / API), and beside them
+// the account page (no rows: the session and the shell alone). (The team page has
 // no GET twin: the spec's /v1/team/members is POST only.)
 // Run: npm run bench:dashboard   (BENCH_SECONDS=3 per round, ROUNDS=3)
 
@@ -24,6 +25,7 @@ const seconds = Number(process.env.BENCH_SECONDS ?? '3');
 const rounds = Number(process.env.ROUNDS ?? '3');
 const ROWS = 50;
 const BASE = 'http://127.0.0.1:8080';
+const SHELL = '/dashboard/account';
 
 /** Keeps the sign-in codes the service mails, for the bench to type. */
 class CapturingMailer implements Mailer {
@@ -97,22 +99,28 @@ try {
     await closedLoop('warm', 1, 1, one(() => getPage(p.page)));
     await closedLoop('warm', 1, 1, one(() => getApi(p.api)));
   }
-  const results = new Map<string, { page: LoadResult[]; api: LoadResult[] }>(usable.map((p) => [p.name, { page: [], api: [] }]));
+  // The account page lists no rows: the session, the shell and its switchers alone, to tell them from the 50 rows.
+  const shell = (await getPage(SHELL)).statusCode === 200;
+  if (shell) await closedLoop('warm', 1, 1, one(() => getPage(SHELL)));
+  const results = new Map<string, { page: LoadResult[]; api: LoadResult[]; shell: LoadResult[] }>(usable.map((p) => [p.name, { page: [], api: [], shell: [] }]));
   for (let r = 0; r < rounds; r++) {
     for (const p of usable) {
       results.get(p.name)!.page.push(await closedLoop(p.page, 1, seconds, one(() => getPage(p.page))));
       results.get(p.name)!.api.push(await closedLoop(p.api, 1, seconds, one(() => getApi(p.api))));
+      if (shell) results.get(p.name)!.shell.push(await closedLoop(SHELL, 1, seconds, one(() => getPage(SHELL))));
     }
   }
 
   console.log(`\nbench/dashboard: server time per request (app.inject, one at a time), ${ROWS} rows, ${rounds} alternating rounds of ${seconds} s\n`);
   const ms = (x: number) => x.toFixed(2).padStart(7);
   for (const p of usable) {
-    const { page, api } = results.get(p.name)!;
+    const { page, api, shell: bare } = results.get(p.name)!;
     page.forEach((pg, i) => {
       const a = api[i]!;
       console.log(`round ${i + 1}  ${`GET ${p.page}`.padEnd(36)} p50 ${ms(pg.p50Ms)} ms  p99 ${ms(pg.p99Ms)} ms`);
       console.log(`         ${`GET ${p.api} (service auth)`.padEnd(36)} p50 ${ms(a.p50Ms)} ms  p99 ${ms(a.p99Ms)} ms   page/API ${(pg.p50Ms / a.p50Ms).toFixed(2)}x`);
+      const b = bare[i];
+      if (b) console.log(`         ${`GET ${SHELL} (no rows)`.padEnd(36)} p50 ${ms(b.p50Ms)} ms  p99 ${ms(b.p99Ms)} ms   shell/API ${(b.p50Ms / a.p50Ms).toFixed(2)}x`);
     });
     const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
     const ratio = median(page.map((pg, i) => pg.p50Ms / api[i]!.p50Ms));
