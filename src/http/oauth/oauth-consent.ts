@@ -63,12 +63,12 @@ async function consentPage({ deps, shared, guard, cookie }: Consent, req: Fastif
   const body = `<h1>Authorize <span id="client-name">${escapeHtml(name)}</span></h1>
 <p>This application asks for access to your account with these scopes:</p>${asked}
 <p>After you decide you will be sent to <strong id="redirect-host">${escapeHtml(target.host)}</strong>.</p>
-<form method="post" action="/oauth/authorize" class="panel">
+<div class="panel"><form method="post" action="/oauth/authorize">
 <input type="hidden" name="handle" value="${handle}">
 <div class="field"><label for="api_key">API key</label><span class="hint" id="api_key-hint">Paste an API key of your account. The application never sees it; it gets its own revocable tokens, limited to the scopes above.</span>
 <input type="password" id="api_key" name="api_key" autocomplete="off" aria-describedby="api_key-hint" required></div>
 <div class="actions"><button type="submit" name="decision" value="allow" class="btn btn-primary">Allow</button><button type="submit" name="decision" value="deny" class="btn btn-secondary" formnovalidate>Deny</button></div>
-</form>`;
+</form></div>`;
   return sendPage(reply, 200, `Authorize ${name}`, body, target.origin);
 }
 
