@@ -61,7 +61,7 @@ import type { BrowserWorker } from './adapters/browser/worker.ts';
 import type { MerchantSites } from './adapters/merchants/sites.ts';
 import { platformRoutes } from './http/platform.ts';
 import { registerMetrics } from './http/metrics.ts';
-import { Drain, registerDrain } from './http/kernel/drain.ts';
+import { Drain, registerDrain, type DrainPause } from './http/kernel/drain.ts';
 import { docsRoutes } from './http/docs.ts';
 import { projectRoutes } from './http/projects.ts';
 import { defaultRateLimit, SharedRateLimiter, type RateLimitConfig } from './http/kernel/ratelimit.ts';
@@ -123,6 +123,10 @@ export type BuildOptions = {
   merchants?: MerchantSites;
   /** The browser worker (null: none configured); from BROWSER_WORKER / BROWSER_WORKER_URL when absent. */
   browserWorker?: BrowserWorker | null;
+  /** SHUTDOWN_DELAY_MS: on close, readiness fails this long before the listener closes (src/http/kernel/drain.ts); 0 when absent. */
+  shutdownDelayMs?: number;
+  /** How that delay waits (a timer when absent); tests end it on a condition. */
+  shutdownPause?: DrainPause;
 };
 
 /** The status views (and their streams) of a tool call. */
@@ -145,7 +149,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   app.decorate('routeSpecs', deps.routes);
   app.decorate('registeredRoutes', registered);
   // Before the routes, so its hooks reach every one.
-  registerDrain(app, deps.drain);
+  registerDrain(app, deps.drain, { delayMs: opts.shutdownDelayMs ?? 0, ...(opts.shutdownPause ? { pause: opts.shutdownPause } : {}) });
   // Every answered request is counted where the log controller sees it finish.
   registerMetrics(app, deps, (observer) => requestLog.observe(observer), { token: opts.metricsToken });
   await registerCoreRoutes(app, deps, opts);

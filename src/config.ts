@@ -2,7 +2,7 @@ import path from 'node:path';
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { parseWitnessList, type WitnessEndpoint } from './audit/witness-client.ts';
-import { APPEND_MAX_BYTES, APPEND_MAX_BYTES_CEILING, APPEND_MAX_BYTES_FLOOR, BROWSER_MAX_CONTEXTS, BROWSER_MAX_CONTEXTS_PER_ORG } from './limits.ts';
+import { APPEND_MAX_BYTES, APPEND_MAX_BYTES_CEILING, APPEND_MAX_BYTES_FLOOR, BROWSER_MAX_CONTEXTS, BROWSER_MAX_CONTEXTS_PER_ORG, SHUTDOWN_DELAY_MAX_MS } from './limits.ts';
 
 // The environment, parsed once. Nothing else in the service reads process.env.
 const schema = z.object({
@@ -44,6 +44,7 @@ const schema = z.object({
   MCP_ALLOWED_ORIGINS: z.string().optional(),
   TRUST_PROXY: z.string().optional(),
   READ_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(5_000),
+  SHUTDOWN_DELAY_MS: z.coerce.number().int().min(0).max(SHUTDOWN_DELAY_MAX_MS).default(0),
   SESSION_QUOTA_PER_ORG: z.coerce.number().int().positive().default(100),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
@@ -113,6 +114,8 @@ export type Config = {
   readWaitMs: number;
   /** Open sessions an organization may hold (403 quota_exceeded beyond). */
   sessionQuota: number;
+  /** On SIGTERM, how long readiness fails with the listener still open before the drain (SHUTDOWN_DELAY_MS; 0: at once). */
+  shutdownDelayMs: number;
 };
 
 export class ConfigError extends Error {
@@ -240,5 +243,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     publicBaseUrl: e.PUBLIC_BASE_URL ?? `http://${e.HOST.includes(':') ? `[${e.HOST}]` : e.HOST}:${e.PORT}`,
     readWaitMs: e.READ_WAIT_MS,
     sessionQuota: e.SESSION_QUOTA_PER_ORG,
+    shutdownDelayMs: e.SHUTDOWN_DELAY_MS,
   };
 }

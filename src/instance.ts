@@ -35,6 +35,7 @@ export async function openInstance(config: Config, opts: { log?: (line: string) 
       trustProxy: config.trustProxy,
       readWaitMs: config.readWaitMs,
       sessionQuota: config.sessionQuota,
+      shutdownDelayMs: config.shutdownDelayMs,
       auditWitnesses: config.auditWitnesses,
       logLevel: config.logLevel,
       ...(config.metricsToken ? { metricsToken: config.metricsToken } : {}),
@@ -49,7 +50,7 @@ export async function openInstance(config: Config, opts: { log?: (line: string) 
     app,
     async close() {
       // The drain (src/http/kernel/drain.ts, docs/deployment.md "Rolling restart"):
-      // readiness answers 503, every open event stream ends with a retry hint,
+      // readiness answers 503 (for SHUTDOWN_DELAY_MS with the listener open), every open event stream ends with a retry hint,
       // no connection is accepted, idle ones close, the requests in flight
       // are answered (their connections close after them); only then the
       // stores and Postgres, which those requests still use.

@@ -101,6 +101,8 @@ export const BROWSER_MAX_CONTEXTS_PER_ORG = 2;
 export const SIGNUP_QUEUE_WAIT_MS = 2 * 60 * 1000;
 /** Browser state across instances: how long a request forwarded to the instance holding the context may take to answer before that instance counts as gone. */
 export const BROWSER_FORWARD_TIMEOUT_MS = 30_000;
+/** SHUTDOWN_DELAY_MS at most: readiness failing with the listener open longer than this outlasts any orchestrator's grace period. */
+export const SHUTDOWN_DELAY_MAX_MS = 5 * 60 * 1000;
 /**
  * Hosted-browser connect: an open context closes this long after its live view
  * was closed, or after it was opened with nobody watching or typing; and after

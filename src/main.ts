@@ -36,7 +36,7 @@ let stopping = false;
 async function shutdown(signal: string) {
   if (stopping) return;
   stopping = true;
-  app.log.info({ signal }, 'draining: no new connections, event streams told to reconnect elsewhere, requests in flight finishing');
+  app.log.info({ signal, shutdown_delay_ms: config.shutdownDelayMs }, 'draining: readiness fails (for shutdown_delay_ms with the listener open), then no new connections, event streams told to reconnect elsewhere, requests in flight finishing');
   await close().catch((err: unknown) => app.log.error({ err }, 'runtime close failed'));
   app.log.info('drained; exiting');
   process.exit(0);

@@ -13,10 +13,10 @@ export async function platformRoutes(app: FastifyInstance, deps: AppDeps): Promi
     method: 'GET',
     url: '/healthz',
     operationId: 'healthz',
-    summary: 'Liveness',
+    summary: 'Liveness; 503 `draining` once the instance is told to stop (SHUTDOWN_DELAY_MS), as balancers that read it expect',
     tags: ['platform'],
     auth: 'open',
-    responses: { 200: z.object({ status: z.literal('ok') }) },
+    responses: { 200: z.object({ status: z.literal('ok') }), 503: z.object({ status: z.literal('draining') }) },
     async handler() {
       return { status: 200, body: { status: 'ok' } };
     },

@@ -38,7 +38,10 @@ await new Promise<void>((r) => modelServer.listen(0, '127.0.0.1', r));
 t.teardown(() => new Promise<void>((r) => modelServer.close(() => r())));
 Object.assign(process.env, { MODEL_BASE_URL: `http://127.0.0.1:${(modelServer.address() as AddressInfo).port}/v1`, MODEL_API_KEY: 'sk-held', MODEL_NAME: 'held' });
 
-const c = await testCluster(t, { providers: true, app: { webhookTargets: { loopback: true, private: false } } });
+// SHUTDOWN_DELAY_MS on both instances; the delay is the test's to end (a
+// condition, not a clock): with no hold armed it ends at once.
+const hold: { wait: Promise<void> | undefined } = { wait: undefined };
+const c = await testCluster(t, { providers: true, app: { webhookTargets: { loopback: true, private: false }, shutdownDelayMs: 10_000, shutdownPause: () => hold.wait ?? Promise.resolve() } });
 const [A, B] = c.urls as [string, string];
 // A connection left open after its answer would hold the drain for the
 // keep-alive timeout: here, longer than any wait below.
@@ -190,4 +193,60 @@ t.test('while draining, readiness answers 503 and every answer closes its connec
   const other = await app.inject({ url: '/other' });
   t.equal(other.statusCode, 200, 'other requests are served');
   t.equal(other.headers.connection, 'close');
+});
+
+t.test('with SHUTDOWN_DELAY_MS, readiness fails first and the listener stays open until a polling balancer took the instance out: no request fails', async (t) => {
+  await c.startSecond();
+  const B2 = c.urls[1]!;
+  // A balancer that sends only to instances whose readiness answers 200 (polled on its own schedule) and resends nothing: a refused connection is a failed request.
+  const lb = await startBalancer([A, B2], { resend: false, readiness: { path: '/readyz', everyMs: 50 } });
+  t.teardown(() => lb.close());
+  const failures: string[] = [];
+  let answered = 0;
+  let stop = false;
+  const client = async (n: number) => {
+    for (let i = 0; !stop; i++) {
+      const id = `dl${n}-${i}`;
+      try {
+        const made = await call(lb.url, 'POST', '/v1/agents', org.key, { agent_id: id, principal_ref: 'p' });
+        const read = made.status === 201 ? await call(lb.url, 'GET', `/v1/agents/${id}`, org.key) : made;
+        if (made.status !== 201 || read.status !== 200) failures.push(`${id}: ${made.status} ${read.status} ${JSON.stringify(read.body).slice(0, 200)}`);
+        else answered++;
+      } catch (err) {
+        failures.push(`${id}: ${(err as Error).message}`);
+      }
+    }
+  };
+  const clients = [0, 1, 2, 3].map(client);
+  await until(() => lb.sent[1]! >= 4, 'the second instance serving through the balancer');
+
+  let release!: () => void;
+  hold.wait = new Promise<void>((r) => (release = r));
+  t.teardown(() => release());
+  let stopped = false;
+  const stopping = c.stopSecond().then(() => void (stopped = true));
+  // Readiness and health fail at once, over new connections: the listener is open.
+  await until(async () => (await call(B2, 'GET', '/readyz', {}).catch(() => ({ status: 0 }))).status === 503, 'readiness 503 on the stopping instance');
+  const ready = await call(B2, 'GET', '/readyz', {});
+  t.same(ready.body, { status: 'not_ready', reason: 'draining', followers: [] });
+  const health = await call(B2, 'GET', '/healthz', {});
+  t.same([health.status, health.body], [503, { status: 'draining' }], '/healthz too, for balancers that read it');
+  await until(() => !lb.ready[1], 'the balancer took the stopping instance out');
+  const served = answered;
+  await until(() => answered >= served + 8, 'clients served by the other instance meanwhile');
+  const direct = await call(B2, 'GET', '/v1/agents/dl0-0', org.key);
+  t.equal(direct.status, 200, 'a request reaching the stopping instance during the delay is served');
+  t.ok(await accepts(B2), 'the listener is still open');
+  t.notOk(stopped, 'the drain waits for the delay');
+
+  release();
+  await stopping;
+  t.notOk(await accepts(B2), 'after the delay and the drain the listener is closed');
+  const after = answered;
+  await until(() => answered >= after + 8, 'clients still served');
+  stop = true;
+  await Promise.all(clients);
+  t.same(failures, [], 'no request failed');
+  t.ok(answered > 16, `${answered} writes and reads answered`);
+  hold.wait = undefined;
 });

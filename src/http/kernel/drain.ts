@@ -12,6 +12,13 @@ import { sendResponse } from './errors.ts';
 // loop's events, an export) is the progress of work this instance is doing:
 // a request in flight, waited for like any other.
 //
+// Behind a balancer (SHUTDOWN_DELAY_MS, docs/deployment.md "Rolling restart"):
+// readiness (`/readyz`, and `/healthz` for balancers that read that) answers
+// 503 first, while the listener stays open and every request is served as
+// before for the delay; a balancer that polls readiness takes the instance out
+// in that time, so no request meets a refused connection. Then the drain
+// proper begins. A delay of 0 (the default) begins it at once.
+//
 // An answer whose headers went out before the drain said keep-alive; Node
 // would hold its connection open (and the close with it) for the keep-alive
 // timeout once it ends. The drain closes each such connection when its answer
@@ -26,8 +33,14 @@ function closeAfter(reply: FastifyReply): void {
   reply.raw.once('finish', () => socket?.end());
 }
 
+/** How the pre-stop delay waits: a timer by default; tests end it on a condition. */
+export type DrainPause = (ms: number) => Promise<void>;
+const timerPause: DrainPause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
 export class Drain {
-  /** Set when the drain begins: readiness answers 503 from then on. */
+  /** Set when the instance is told to stop: readiness answers 503 from then on (before the drain proper, by SHUTDOWN_DELAY_MS). */
+  stopping = false;
+  /** Set when the drain begins: event streams end, every answer closes its connection. */
   started = false;
   /** What the drain does to each streamed answer still open. */
   private readonly open = new Set<() => void>();
@@ -73,30 +86,41 @@ export class Drain {
 
   /** Marks the instance draining: every open event stream ends, every other streamed answer closes its connection when it is out. */
   begin(): void {
+    this.stopping = true;
     this.started = true;
     for (const end of [...this.open]) end();
   }
 }
 
+/** The probes a balancer reads: they answer 503 `draining` from the moment the instance is told to stop. */
+const PROBES: Record<string, Record<string, unknown>> = {
+  '/readyz': { status: 'not_ready', reason: 'draining', followers: [] },
+  '/healthz': { status: 'draining' },
+};
+
 /**
- * The drain's hooks, on the root before the routes: it begins in preClose
- * (before fastify stops listening); an answer sent while draining closes its
- * connection (an idle keep-alive connection would otherwise hold the close
- * until it times out); readiness answers 503 `draining`, so a balancer that
- * checks it over a kept-alive connection takes the instance out.
+ * The drain's hooks, on the root before the routes: in preClose (before
+ * fastify stops listening) readiness fails, then after `delayMs` (the listener
+ * still open, every request served) the drain begins; an answer sent while
+ * draining closes its connection (an idle keep-alive connection would
+ * otherwise hold the close until it times out); readiness answers 503
+ * `draining`, so a balancer that checks it takes the instance out.
  */
-export function registerDrain(app: FastifyInstance, drain: Drain): void {
-  app.addHook('preClose', (done) => {
+export function registerDrain(app: FastifyInstance, drain: Drain, opts: { delayMs?: number; pause?: DrainPause } = {}): void {
+  const delayMs = opts.delayMs ?? 0;
+  app.addHook('preClose', async () => {
+    drain.stopping = true;
+    if (delayMs > 0) await (opts.pause ?? timerPause)(delayMs);
     drain.begin();
-    done();
   });
   app.addHook('onSend', (_req, reply, payload, done) => {
     if (drain.started) reply.header('connection', 'close');
     done(null, payload);
   });
   app.addHook('onRequest', (req, reply, done) => {
-    if (drain.started && req.routeOptions.url === '/readyz') {
-      void sendResponse(reply, { status: 503, body: { status: 'not_ready', reason: 'draining', followers: [] } });
+    const probe = drain.stopping ? PROBES[req.routeOptions.url ?? ''] : undefined;
+    if (probe) {
+      void sendResponse(reply, { status: 503, body: probe, headers: { 'cache-control': 'no-store' } });
       return;
     }
     done();
