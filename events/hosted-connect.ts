@@ -32,8 +32,8 @@ export const HostedConnectFailed = z.object({
 });
 /** The captured login is a connection (its secret in the vault); the session is spent. */
 export const HostedConnectFinished = z.object({ session_id: z.string(), connection_id: z.string(), at: IsoTime });
-/** The open context ended without a finish: idle deadline, lifetime, or the process lost it (restart). */
-export const HostedConnectExpired = z.object({ session_id: z.string(), reason: z.enum(['idle', 'lifetime', 'context_lost']), at: IsoTime });
+/** The open context ended without a finish: idle deadline, lifetime, taken back for an organization under its share while nobody watched it (`reclaimed`), or the process lost it (restart). */
+export const HostedConnectExpired = z.object({ session_id: z.string(), reason: z.enum(['idle', 'lifetime', 'reclaimed', 'context_lost']), at: IsoTime });
 
 export const hostedConnectEvents = {
   'hosted_connect.started': HostedConnectStarted,

@@ -92,11 +92,16 @@ export const ESDB_RETRY_BASE_MS = 100;
 export const ESDB_RETRY_MAX_MS = 5_000;
 /**
  * Browser worker (signup runs, hosted connect): contexts this instance's worker
- * holds at once (BROWSER_MAX_CONTEXTS), and the share one organization may hold
- * of them (BROWSER_MAX_CONTEXTS_PER_ORG), so one organization cannot take them all.
+ * holds at once (BROWSER_MAX_CONTEXTS), and the share one organization is
+ * guaranteed across instances when others want contexts too (BROWSER_MAX_CONTEXTS_PER_ORG);
+ * alone, an organization may use them all.
  */
 export const BROWSER_MAX_CONTEXTS = 4;
 export const BROWSER_MAX_CONTEXTS_PER_ORG = 2;
+/** A hosted-connect start that finds no browser context free waits this long for one, then answers 503 `browser_capacity` with Retry-After. */
+export const HOSTED_CONNECT_QUEUE_WAIT_MS = 20_000;
+/** A context's row in browser_slots older than this is not counted toward its organization's share (left by an instance that died; no context lives this long). */
+export const BROWSER_SLOT_MAX_AGE_MS = 45 * 60 * 1000;
 /** Browser signup runs: how long a run waits queued for a context (by the app's clock) before it fails with `capacity`. */
 export const SIGNUP_QUEUE_WAIT_MS = 2 * 60 * 1000;
 /** Browser state across instances: how long a request forwarded to the instance holding the context may take to answer before that instance counts as gone. */

@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { Db } from '../postgres/db.ts';
-import { migrate } from '../postgres/schema.ts';
+import { createMissingIndex, migrate } from '../postgres/schema.ts';
+import type { SharedHoldings } from '../adapters/browser/slots.ts';
+import { BROWSER_SLOT_MAX_AGE_MS } from '../limits.ts';
 import type { Ports } from './context.ts';
 
 // Which instance holds a browser context (issue 38). A hosted-connect session's
@@ -13,16 +15,49 @@ import type { Ports } from './context.ts';
 // facts: an UNLOGGED table (a crash may empty it; what it pointed to was in a
 // process's memory anyway). Keys: `hosted:<session id>`, `view:<SHA-256 of
 // the live-view token>`, `signup:<run id>`. No secret is stored here.
+//
+// Beside them, browser_slots: one row per context an instance's worker holds,
+// with its organization, so each instance counts an organization's share
+// across all of them (src/adapters/browser/slots.ts). A row older than
+// BROWSER_SLOT_MAX_AGE_MS is not counted (an instance that died without
+// closing left it; no context lives that long).
 
 export async function migrateBrowserOwners(db: Db): Promise<void> {
-  await migrate(db, (tx) =>
-    tx.query(`CREATE UNLOGGED TABLE IF NOT EXISTS browser_owners (
+  await migrate(db, async (tx) => {
+    await tx.query(`CREATE UNLOGGED TABLE IF NOT EXISTS browser_owners (
       key text PRIMARY KEY,
       instance_id text NOT NULL,
       instance_url text,
       claimed_at timestamptz NOT NULL DEFAULT now()
-    )`),
-  );
+    )`);
+    await tx.query(`CREATE UNLOGGED TABLE IF NOT EXISTS browser_slots (
+      id text PRIMARY KEY,
+      instance_id text NOT NULL,
+      org_id text NOT NULL,
+      held_since timestamptz NOT NULL DEFAULT now()
+    )`);
+    await createMissingIndex(tx, 'browser_slots_org', 'CREATE INDEX IF NOT EXISTS browser_slots_org ON browser_slots (org_id)');
+  });
+}
+
+/** This instance's worker's holdings in browser_slots, and the others' read from there. */
+export function sharedHoldings(deps: Ports): SharedHoldings {
+  const self = selfOf(deps);
+  return {
+    async elsewhere(orgs) {
+      const { rows } = await deps.db.query<{ org_id: string; n: number }>(
+        `SELECT org_id, count(*)::int AS n FROM browser_slots WHERE org_id = ANY($1) AND instance_id <> $2 AND held_since > now() - make_interval(secs => $3) GROUP BY org_id`,
+        [orgs, self.id, BROWSER_SLOT_MAX_AGE_MS / 1000],
+      );
+      return new Map(rows.map((r) => [r.org_id, r.n]));
+    },
+    async hold(id, org) {
+      await deps.db.query('INSERT INTO browser_slots (id, instance_id, org_id) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING', [id, self.id, org]);
+    },
+    async drop(id) {
+      await deps.db.query('DELETE FROM browser_slots WHERE id = $1 AND instance_id = $2', [id, self.id]);
+    },
+  };
 }
 
 /** This instance: an id minted per app, and the URL other instances reach it at (undefined: not reachable, say not listening). */
@@ -69,6 +104,7 @@ export async function release(deps: Ports, keys: string[]): Promise<void> {
 /** This instance holds nothing any more (it closes). */
 export async function releaseAll(deps: Ports): Promise<void> {
   await deps.db.query('DELETE FROM browser_owners WHERE instance_id = $1', [selfOf(deps).id]).catch(() => {});
+  await deps.db.query('DELETE FROM browser_slots WHERE instance_id = $1', [selfOf(deps).id]).catch(() => {});
 }
 
 /** The owner of `key` could not be reached: its claim is dropped, whatever instance made it. */

@@ -3,10 +3,11 @@ import type { CDPSession } from 'playwright-core';
 import { hostedConnectDecider, hostedConnectStream } from '../../commands/hosted-connect.ts';
 import type { Tenant } from '../../commands/consumer.ts';
 import type { HostedMerchant } from '../../events/hosted-connect.ts';
+import type { SlotState } from '../adapters/browser/slots.ts';
 import { WorkerError, type BrowserSession, type BrowserWorker } from '../adapters/browser/worker.ts';
 import type { MerchantSite } from '../adapters/merchants/sites.ts';
 import { handleCommand } from '../eventstore/handler.ts';
-import { HOSTED_CONNECT_IDLE_MS, HOSTED_CONNECT_MAX_MS } from '../limits.ts';
+import { HOSTED_CONNECT_IDLE_MS, HOSTED_CONNECT_MAX_MS, HOSTED_CONNECT_QUEUE_WAIT_MS } from '../limits.ts';
 import { checkOwner, claim, release, releaseAll } from './browser-owners.ts';
 import type { Ports } from './context.ts';
 import { startScreencast, type Live } from './hosted-viewer.ts';
@@ -18,15 +19,19 @@ import { startScreencast, type Live } from './hosted-viewer.ts';
 // hosted-viewer.ts, with the person's clicks and keys). A context closes on
 // finish, HOSTED_CONNECT_IDLE_MS after its last viewer left (or after it opened
 // with nobody watching) with no input since, after HOSTED_CONNECT_MAX_MS in
-// all, and with the app. Other instances reach it through the claims in
-// browser_owners (browser-owners.ts). The live-view token is kept only as its SHA-256.
+// all, with the app, and when an organization under its share needs it while
+// nobody watches it and its own organization holds more than its share
+// (reclaimed: src/adapters/browser/slots.ts). A start that finds no context
+// free waits up to HOSTED_CONNECT_QUEUE_WAIT_MS for one. Other instances reach
+// it through the claims in browser_owners (browser-owners.ts). The live-view
+// token is kept only as its SHA-256.
 
 const byId = new Map<string, Live>();
 const byView = new Map<string, Live>();
 const closeHooked = new WeakSet<Ports>();
 
 /** Tunables tests may shrink (idle deadline, lifetime). */
-export const hostedConfig = { idleMs: HOSTED_CONNECT_IDLE_MS, maxMs: HOSTED_CONNECT_MAX_MS, navigationMs: 30_000 };
+export const hostedConfig = { idleMs: HOSTED_CONNECT_IDLE_MS, maxMs: HOSTED_CONNECT_MAX_MS, navigationMs: 30_000, queueWaitMs: HOSTED_CONNECT_QUEUE_WAIT_MS };
 
 const viewKeyOf = (token: string) => createHash('sha256').update(token).digest('hex');
 const sessionKey = (sessionId: string) => `hosted:${sessionId}`;
@@ -47,6 +52,8 @@ export class HostedStartError extends Error {
   constructor(
     readonly reason: 'capacity' | 'worker_unavailable' | 'navigation_failed',
     message: string,
+    /** For `capacity`: the organization's holdings and when a context frees. */
+    readonly slots?: SlotState,
   ) {
     super(message);
   }
@@ -63,9 +70,10 @@ const firstLine = (err: unknown) => ((err as Error)?.message ?? String(err)).spl
 export async function openHosted(deps: Ports, worker: BrowserWorker, site: MerchantSite, a: { tenant: Tenant; merchant: HostedMerchant; sessionId: string }, register: (contextId: string) => Promise<void>): Promise<{ contextId: string; viewToken: string }> {
   let session: BrowserSession;
   try {
-    session = await worker.open({ org: a.tenant.orgId });
+    session = await worker.open({ org: a.tenant.orgId, wait: { signal: AbortSignal.timeout(hostedConfig.queueWaitMs) } });
   } catch (err) {
-    throw new HostedStartError(err instanceof WorkerError && err.code === 'capacity' ? 'capacity' : 'worker_unavailable', firstLine(err));
+    if (err instanceof WorkerError && err.code === 'capacity') throw new HostedStartError('capacity', firstLine(err), err.slots);
+    throw new HostedStartError('worker_unavailable', firstLine(err));
   }
   let cdp: CDPSession;
   try {
@@ -95,6 +103,7 @@ export async function openHosted(deps: Ports, worker: BrowserWorker, site: Merch
     inputs: Promise.resolve(),
     idle: undefined,
     lifetime: setTimeout(() => void expire(live, 'lifetime'), hostedConfig.maxMs),
+    endsAt: Date.now() + hostedConfig.maxMs,
     keys: [sessionKey(a.sessionId), viewOwnerKey(viewKey)],
     touch: () => touch(live),
   };
@@ -123,6 +132,10 @@ export async function openHosted(deps: Ports, worker: BrowserWorker, site: Merch
 export function touch(live: Live): void {
   clearTimeout(live.idle);
   live.idle = undefined;
+  const unused = live.viewers.size === 0 && live.state === 'open';
+  // Nobody watching: it may be taken back for an organization under its share, and it frees by the idle deadline at the latest.
+  live.session.reclaimable(unused ? () => expire(live, 'reclaimed') : undefined);
+  live.session.freesBy(new Date(Date.now() + (unused ? hostedConfig.idleMs : Math.max(0, live.endsAt - Date.now()))));
   if (live.viewers.size > 0 || live.state === 'ended') return;
   live.idle = setTimeout(() => void expire(live, 'idle'), hostedConfig.idleMs);
   live.idle.unref();
@@ -142,13 +155,13 @@ async function end(live: Live, why: string): Promise<void> {
   await release(live.deps, live.keys);
 }
 
-async function expire(live: Live, reason: 'idle' | 'lifetime'): Promise<void> {
+async function expire(live: Live, reason: 'idle' | 'lifetime' | 'reclaimed'): Promise<void> {
   if (live.state !== 'open') return; // a finish in progress owns the context
   await end(live, reason);
   await recordExpired(live.deps, live.tenant, live.sessionId, reason);
 }
 
-export async function recordExpired(deps: Ports, tenant: Tenant, sessionId: string, reason: 'idle' | 'lifetime' | 'context_lost'): Promise<void> {
+export async function recordExpired(deps: Ports, tenant: Tenant, sessionId: string, reason: 'idle' | 'lifetime' | 'reclaimed' | 'context_lost'): Promise<void> {
   const cctx = { orgId: tenant.orgId, projectId: tenant.projectId, actor: { kind: 'system' as const, id: 'hosted-connect' }, requestId: null, now: deps.now };
   const r = await handleCommand(deps.store, hostedConnectDecider, hostedConnectStream(sessionId), { type: 'expire', reason }, cctx, { serialize: true }).catch(() => undefined);
   if (r?.lastPosition) await deps.readSide.waitFor(r.lastPosition, deps.readWaitMs).catch(() => {});
@@ -198,6 +211,7 @@ const sameKey = (a: string, b: string) => a.length === b.length && timingSafeEqu
 export async function claimForFinish(live: Live, site: MerchantSite): Promise<{ state: 'not_logged_in' } | { state: 'busy' } | { state: 'captured'; storageState: string }> {
   if (live.state !== 'open') return { state: 'busy' };
   live.state = 'finishing';
+  live.session.reclaimable(undefined); // in use: a finish owns it
   try {
     const cookies = await live.session.context.cookies(site.loginUrl);
     if (!cookies.some((c) => c.name === site.sessionCookie && c.value !== '')) {

@@ -1,12 +1,13 @@
 import { hostedConnectDecider, hostedConnectStream, ownSession, usable } from '../../commands/hosted-connect.ts';
 import type { HostedMerchant } from '../../events/hosted-connect.ts';
+import type { SlotState } from '../adapters/browser/slots.ts';
 import type { BrowserWorker } from '../adapters/browser/worker.ts';
 import { loadState, Rejection } from '../eventstore/handler.ts';
 import { newId } from '../ids.ts';
 import { encodeCredential } from '../providers/credentials.ts';
 import type { UseCaseCtx } from './context.ts';
 import { readConnection, upsertConnection, type ConnectionRow } from './connections.ts';
-import { checkSessionOwner, claimForFinish, closeFinished, HostedStartError, liveSession, openHosted, recordExpired, releaseClaim } from './hosted-browser.ts';
+import { checkSessionOwner, claimForFinish, closeFinished, hostedConfig, HostedStartError, liveSession, openHosted, recordExpired, releaseClaim } from './hosted-browser.ts';
 
 // Hosted-browser connect (spec 4.16): start opens a browser-worker context on
 // the merchant's login page (src/usecases/hosted-browser.ts keeps it live);
@@ -14,7 +15,9 @@ import { checkSessionOwner, claimForFinish, closeFinished, HostedStartError, liv
 // (auth_type `browser_session`). The session id is single use and bound to the
 // organization and project that started it. `browser_worker_failed` (502) when
 // the worker refused or failed (a retry mints a new context and session),
-// `browser_worker_unavailable` (503) when none is configured. The context lives
+// `browser_worker_unavailable` (503) when none is configured, `browser_capacity`
+// (503, Retry-After) when no context freed within the bounded wait
+// (hostedConfig.queueWaitMs). The context lives
 // in the instance that started it; a finish reaching another instance throws
 // OwnedElsewhere there, and that instance's route forwards it (browser-owners.ts).
 
@@ -40,6 +43,7 @@ export async function startHostedConnect(ctx: HostedCtx, worker: BrowserWorker |
     });
   } catch (err) {
     if (!(err instanceof HostedStartError)) throw err;
+    if (err.reason === 'capacity') throw capacityRejection(err.slots, ports.now()); // nothing opened: no session to record
     await ctx
       .run(hostedConnectDecider, hostedConnectStream(sessionId), { type: 'fail_start', data: { session_id: sessionId, merchant, org_id: tenant.orgId, project_id: tenant.projectId, code: err.reason, detail: err.message.slice(0, 500) } }, { expectedRevision: 'no_stream' })
       .catch(() => {});
@@ -52,6 +56,23 @@ export async function startHostedConnect(ctx: HostedCtx, worker: BrowserWorker |
     live_view_url: `${ports.baseUrl}${LIVE_VIEW_PATH}/${opened.viewToken}`,
     ...(merchant === 'merchant-a' ? { checkout_supported: false as const, note: MERCHANT_A_NOTE } : {}),
   };
+}
+
+/** 503 `browser_capacity`: how many contexts the organization holds, its share, and when one frees here (Retry-After). */
+function capacityRejection(slots: SlotState | undefined, now: Date): Rejection {
+  const waitedS = Math.round(hostedConfig.queueWaitMs / 1000);
+  const freesInMs = slots?.freesBy ? Math.max(0, slots.freesBy.getTime() - now.getTime()) : hostedConfig.idleMs;
+  const retryAfterS = Math.min(Math.max(1, Math.ceil(freesInMs / 1000)), Math.ceil(hostedConfig.maxMs / 1000));
+  const held = slots ? `this organization holds ${slots.held} browser context${slots.held === 1 ? '' : 's'} (${slots.heldHere} on this instance; its share is ${slots.share} when others wait, of ${slots.maxContexts} per instance)` : 'this organization holds none';
+  const frees = slots?.freesBy ? `the next one here frees by ${slots.freesBy.toISOString()} at the latest (an unwatched live view closes ${Math.round(hostedConfig.idleMs / 1000)} s after its last use)` : 'contexts free as live views finish or go unwatched';
+  return new Rejection('browser_capacity', `every browser context is in use and none freed within ${waitedS} s: ${held}; ${frees}. Retry after ${retryAfterS} s, or finish or close a live view you no longer need.`, {
+    reason: 'capacity',
+    retriable: true,
+    retry_after_seconds: retryAfterS,
+    contexts_held: slots?.held ?? 0,
+    contexts_share: slots?.share ?? 0,
+    ...(slots?.freesBy ? { frees_by: slots.freesBy.toISOString() } : {}),
+  });
 }
 
 /**

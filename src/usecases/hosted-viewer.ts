@@ -32,6 +32,8 @@ export type Live = {
   inputs: Promise<void>;
   idle: NodeJS.Timeout | undefined;
   lifetime: NodeJS.Timeout;
+  /** When the lifetime ends (ms since the epoch). */
+  endsAt: number;
   /** Its claims in browser_owners: the session and the live view. */
   keys: string[];
   /** A viewer came or went, or an input arrived: the idle deadline moves (hosted-browser.ts). */

@@ -4,7 +4,7 @@ import { drive, WorkerError, workerFromEnv, type BrowserSession, type BrowserWor
 import { handleCommand, Rejection, type CommandResult, type HandleOptions } from '../eventstore/handler.ts';
 import type { Decider } from '../eventstore/handler.ts';
 import { checkCredential, encodeCredential } from '../providers/credentials.ts';
-import { claim, release } from './browser-owners.ts';
+import { claim, release, sharedHoldings } from './browser-owners.ts';
 import { upsertConnection } from './connections.ts';
 import { probeProvider } from './providers.ts';
 import type { Ports } from './context.ts';
@@ -34,6 +34,7 @@ export function workerOf(deps: Ports, onClose: (hook: () => Promise<void>) => vo
   if (!workers.has(deps)) {
     const w = deps.browserWorker !== undefined ? (deps.browserWorker ?? undefined) : workerFromEnv(process.env);
     workers.set(deps, w ?? null);
+    w?.shareHoldings?.(sharedHoldings(deps)); // an organization's share is counted across instances
     onClose(async () => {
       await closeAllOf(deps);
       await w?.close();

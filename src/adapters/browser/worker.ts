@@ -2,16 +2,17 @@ import { randomBytes } from 'node:crypto';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { BROWSER_MAX_CONTEXTS, BROWSER_MAX_CONTEXTS_PER_ORG } from '../../limits.ts';
 import { launchChromium } from './chromium.ts';
-import { ContextSlots, NoSlot, type SlotLimits, type SlotWait } from './slots.ts';
+import { ContextSlots, NoSlot, type Lease, type SharedHoldings, type SlotLimits, type SlotState, type SlotWait } from './slots.ts';
 
 // The browser worker port: isolated browser contexts for signup runs and
 // hosted-browser connect. The embedded default launches headless Chromium on
 // this machine (launchChromium: no download); a remote worker is a Chromium
 // reached over the DevTools protocol at BROWSER_WORKER_URL. Without either the
-// features answer 503. Bounded: at most `maxContexts` open contexts, at most
-// `maxContextsPerOrg` of them for one organization (src/adapters/browser/slots.ts:
-// beyond, WorkerError('capacity') at once, or a fair queue for a caller that
-// waits); a drive has a deadline (`drive_deadline_exceeded`) and fails when it
+// features answer 503. Bounded: at most `maxContexts` open contexts; an
+// organization may use any free one, and is guaranteed `maxContextsPerOrg` of
+// them across instances when others want contexts too (src/adapters/browser/slots.ts:
+// when none is free, WorkerError('capacity') at once, or a fair queue for a
+// caller that waits); a drive has a deadline (`drive_deadline_exceeded`) and fails when it
 // reports no progress for `stallMs` (`drive_stalled`).
 
 export type WorkerErrorCode = 'capacity' | 'worker_unavailable' | 'drive_deadline_exceeded' | 'drive_stalled';
@@ -19,6 +20,8 @@ export class WorkerError extends Error {
   constructor(
     readonly code: WorkerErrorCode,
     message: string,
+    /** For `capacity`: the organization's holdings and when a context frees. */
+    readonly slots?: SlotState,
   ) {
     super(message);
   }
@@ -27,7 +30,12 @@ export class WorkerError extends Error {
 export type WorkerLimits = SlotLimits & { deadlineMs: number; stallMs: number };
 export const DEFAULT_WORKER_LIMITS: WorkerLimits = { maxContexts: BROWSER_MAX_CONTEXTS, maxContextsPerOrg: BROWSER_MAX_CONTEXTS_PER_ORG, deadlineMs: 120_000, stallMs: 30_000 };
 
-export type BrowserSession = { id: string; context: BrowserContext; page: Page; close(): Promise<void> };
+/**
+ * An open context. `reclaimable(fn)`: nobody uses it now, and `fn` closes it
+ * if an organization under its share needs it (undefined: in use again);
+ * `freesBy(at)`: when it closes at the latest.
+ */
+export type BrowserSession = { id: string; context: BrowserContext; page: Page; close(): Promise<void>; reclaimable(fn: (() => Promise<void>) | undefined): void; freesBy(at: Date | undefined): void };
 
 /** Whose context it is (its organization's share), and whether the caller waits in the queue for one. */
 export type OpenOptions = { org?: string; wait?: SlotWait };
@@ -43,6 +51,8 @@ export interface BrowserWorker {
   readonly active: number;
   activeOf(org: string): number;
   readonly waiting: number;
+  /** Counts each organization's contexts on the other instances too (PostgreSQL: src/usecases/browser-owners.ts). */
+  shareHoldings?(shared: SharedHoldings): void;
   close(): Promise<void>;
 }
 
@@ -75,6 +85,10 @@ class PooledWorker implements BrowserWorker {
     return this.slots.activeOf(org);
   }
 
+  shareHoldings(shared: SharedHoldings): void {
+    this.slots.share(shared);
+  }
+
   private async get(): Promise<Browser> {
     this.browser ??= this.connect();
     try {
@@ -93,11 +107,11 @@ class PooledWorker implements BrowserWorker {
   }
 
   async open(opts: OpenOptions = {}): Promise<BrowserSession> {
-    let release: () => void;
+    let release: Lease;
     try {
       release = await this.slots.acquire(opts.org, opts.wait);
     } catch (err) {
-      throw err instanceof NoSlot ? new WorkerError('capacity', err.message) : err;
+      throw err instanceof NoSlot ? new WorkerError('capacity', err.message, err.state) : err;
     }
     try {
       // Embedded: one Chromium process per session (the bundled Chromium runs --single-process,
@@ -126,6 +140,8 @@ class PooledWorker implements BrowserWorker {
           await owned?.close().catch(() => {});
           release();
         },
+        reclaimable: (fn) => release.reclaimable(fn),
+        freesBy: (at) => release.freesBy(at),
       };
     } catch (err) {
       release();

@@ -74,7 +74,7 @@ function merchantConnectRoutes(app: FastifyInstance, deps: AppDeps, worker: Retu
     scope: 'connections:write',
     bodyOptional: true,
     responses: { 200: StartResponse },
-    errors: [[401, 'unauthorized'], [403, 'forbidden'], [502, 'browser_worker_failed'], [503, 'browser_worker_unavailable']],
+    errors: [[401, 'unauthorized'], [403, 'forbidden'], [502, 'browser_worker_failed'], [503, 'browser_worker_unavailable'], [503, 'browser_capacity']],
     async handler(ctx) {
       return { status: 200, body: await startHostedConnect(useCase(deps, ctx), worker, merchant), headers: { 'cache-control': 'no-store' } };
     },

@@ -110,6 +110,7 @@ export const REJECTION_STATUS: Record<string, number> = {
   oauth_client_not_configured: 500,
   invalid_scope: 400,
   browser_worker_unavailable: 503,
+  browser_capacity: 503,
   browser_worker_failed: 502,
   cascade_pending: 503,
   webhook_signature_invalid: 401,
@@ -264,7 +265,13 @@ export function errorResponse(err: unknown, requestId: string): ErrorResponse {
   if (err instanceof RawHttpError) return { status: err.status, body: err.body, headers: err.headers };
   if (err instanceof ApiError) return env(err.status, err.code, err.message, err.details);
   if (err instanceof Rejection && Object.hasOwn(RAW_REJECTIONS, err.code)) return { headers: {}, ...RAW_REJECTIONS[err.code]!(err) };
-  if (err instanceof Rejection) return env(REJECTION_STATUS[err.code] ?? 409, err.code, err.message, err.details);
+  if (err instanceof Rejection) {
+    const r = env(REJECTION_STATUS[err.code] ?? 409, err.code, err.message, err.details);
+    // A rejection that knows when to come back says so in Retry-After too.
+    const after = err.details?.retry_after_seconds;
+    if (typeof after === 'number' && Number.isInteger(after) && after > 0) r.headers['retry-after'] = String(after);
+    return r;
+  }
   if (err instanceof OutcomeUnknown) {
     return env(503, 'write_outcome_unknown', 'the store could not confirm whether this request was recorded: read the resource before repeating it; the same Idempotency-Key answers this again', { retry_safe: false });
   }
