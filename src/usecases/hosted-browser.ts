@@ -135,7 +135,7 @@ export function touch(live: Live): void {
   const unused = live.viewers.size === 0 && live.state === 'open';
   // Nobody watching: it may be taken back for an organization under its share, and it frees by the idle deadline at the latest.
   live.session.reclaimable(unused ? () => expire(live, 'reclaimed') : undefined);
-  live.session.freesBy(new Date(Date.now() + (unused ? hostedConfig.idleMs : Math.max(0, live.endsAt - Date.now()))));
+  live.session.freesBy(new Date(unused ? Math.min(Date.now() + hostedConfig.idleMs, live.endsAt) : live.endsAt));
   if (live.viewers.size > 0 || live.state === 'ended') return;
   live.idle = setTimeout(() => void expire(live, 'idle'), hostedConfig.idleMs);
   live.idle.unref();

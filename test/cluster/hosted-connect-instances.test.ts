@@ -3,7 +3,9 @@ import t from 'tap';
 import { findChromium, launchChromium } from '../../src/adapters/browser/chromium.ts';
 import { embeddedWorker } from '../../src/adapters/browser/worker.ts';
 import { LOGIN_LAYOUT, SANDBOX_MERCHANT_USER } from '../../src/adapters/merchants/sandbox-merchants.ts';
-import { bootstrapOrg, secondInstance, testApp } from '../helpers/app.ts';
+import { HOSTED_CONNECT_QUEUE_WAIT_MS } from '../../src/limits.ts';
+import { hostedConfig } from '../../src/usecases/hosted-browser.ts';
+import { bootstrapOrg, secondInstance, testApp, type Org } from '../helpers/app.ts';
 import { until } from '../helpers/wait.ts';
 
 // Browser state across two instances on one PostgreSQL (issue 38, Build item
@@ -12,7 +14,10 @@ import { until } from '../helpers/wait.ts';
 // its resend and verification code through B. A holds the contexts; B finds
 // A in browser_owners and forwards each request there, relaying the answer
 // (the live view's frames streamed). When the owner cannot be reached B
-// answers as before (410 session_expired), and the claim is dropped.
+// answers as before (410 session_expired), and the claim is dropped. An
+// organization's share of contexts is counted across both (issue 61): alone it
+// may hold contexts on each, and when another organization wants some, its
+// unwatched ones above its share, on either instance, are taken back.
 
 const chromium = await findChromium();
 const skip = chromium ? false : 'no Chromium found (findChromium() returned null): cross-instance browser tests skipped';
@@ -116,4 +121,43 @@ t.test('an owner that cannot be reached: B answers as an instance without the co
   t.equal(r.status, 410);
   t.equal(r.body.error.code, 'session_expired');
   t.same((await a.ledger.db.query('SELECT 1 FROM browser_owners WHERE key = $1', [`hosted:${sessionId}`])).rows, [], 'the stale claim is gone');
+});
+
+t.test("an organization's share is counted across the instances: alone it holds contexts on both; another organization takes back what is above its share on each", { skip }, async (t) => {
+  const idle = hostedConfig.idleMs;
+  hostedConfig.idleMs = 60 * 60_000; // nobody watches these live views; none closes by itself during the test
+  t.teardown(() => void (hostedConfig.idleMs = idle));
+  // Two contexts free on each instance (A may still hold the previous test's session).
+  const limits = [workerA.limits.maxContexts, workerB.limits.maxContexts] as const;
+  workerA.limits.maxContexts = workerA.active + 2;
+  workerB.limits.maxContexts = workerB.active + 2;
+  t.teardown(() => void ([workerA.limits.maxContexts, workerB.limits.maxContexts] = limits));
+  const x = await bootstrapOrg(a.app, 'Spread');
+  const y = await bootstrapOrg(a.app, 'Newcomer');
+  const start = async (base: string, who: Org) => {
+    const res = await fetch(`${base}/v1/cart/merchant-b/connect/start`, { method: 'POST', headers: who.key });
+    return { status: res.status, retryAfter: res.headers.get('retry-after'), body: (await res.json()) as any };
+  };
+  const held = (org: Org) => workerA.activeOf(org.orgId) + workerB.activeOf(org.orgId);
+
+  const spread = await Promise.all([start(urlA, x), start(urlA, x), start(urlB, x), start(urlB, x)]);
+  t.same(spread.map((r) => r.status), [200, 200, 200, 200], 'alone, Spread takes every free context on both instances');
+  t.same([workerA.activeOf(x.orgId), workerB.activeOf(x.orgId)], [2, 2], 'two on each: four in all, twice its share');
+  const recorded = async () => (await a.ledger.db.query<{ n: number }>('SELECT count(*)::int AS n FROM browser_slots WHERE org_id = $1', [x.orgId])).rows[0]!.n;
+  await until(async () => (await recorded()) === 4, 'each held context recorded for the other instance (written beside the open)');
+
+  // Newcomer asks each instance for one: each is full, and Spread is above its share counted across both.
+  t.equal((await start(urlA, y)).status, 200, 'through A');
+  t.equal((await start(urlB, y)).status, 200, 'through B');
+  t.same([held(x), held(y)], [2, 2], 'Spread is back at its share in all (not at its share on each instance), Newcomer has its share');
+
+  hostedConfig.queueWaitMs = 300; // shortened: nothing can free now
+  t.teardown(() => void (hostedConfig.queueWaitMs = HOSTED_CONNECT_QUEUE_WAIT_MS));
+  for (const [base, who] of [[urlA, y], [urlB, x]] as const) {
+    const r = await start(base, who);
+    t.equal(r.status, 503, 'both at their share, both instances full');
+    t.equal(r.body.error.code, 'browser_capacity');
+    t.match(r.body.error.message, /this organization holds 2 browser contexts \(1 on this instance/, 'the sentence counts both instances');
+    t.ok(Number(r.retryAfter) >= 1, `Retry-After ${r.retryAfter}`);
+  }
 });

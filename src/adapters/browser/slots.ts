@@ -118,7 +118,8 @@ export class ContextSlots {
     const id = `${this.prefix}${nextId++}`;
     const h: Held = { org, reclaim: undefined, unusedSince: Date.now(), freesBy: undefined, reclaiming: false };
     this.leases.set(id, h);
-    if (org !== undefined) void this.shared?.hold(id, org).catch(() => {});
+    const shared = this.shared;
+    const holding = org !== undefined && shared ? shared.hold(id, org).catch(() => {}) : undefined;
     let released = false;
     const release = () => {
       if (released) return;
@@ -129,7 +130,8 @@ export class ContextSlots {
         const n = this.activeOf(org) - 1;
         if (n > 0) this.held.set(org, n);
         else this.held.delete(org);
-        void this.shared?.drop(id).catch(() => {});
+        // After the hold's own write: a drop that overtook it would leave the row behind.
+        void holding?.then(() => shared!.drop(id)).catch(() => {});
       }
       this.grantWaiting();
     };
