@@ -15,16 +15,26 @@ export const endedPage = () =>
 export function viewerPage(merchant: HostedMerchant, nonce: string): string {
   const name = escapeHtml(MERCHANT_NAMES[merchant]);
   const keys = JSON.stringify(Object.keys(SPECIAL_KEYS));
+  // On a phone: the remote page is laid out at this page's width (one CSS
+  // pixel to one, readable), a tap on it focuses a real text field (so the
+  // soft keyboard opens) whose typing goes to the remote page, a drag scrolls
+  // it; once connected the page says so, with the way back when one was given.
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>Log in to ${name}</title>
-<style>body{font-family:system-ui,sans-serif;margin:1rem;color:#1a1a1a}#screen{display:block;max-width:100%;border:1px solid #888;cursor:pointer;outline:none}#screen:focus{border-color:#06c}#bar{margin:.5rem 0;font-size:.9rem;color:#444}</style></head><body>
+<style>body{font-family:system-ui,sans-serif;margin:.5rem;color:#1a1a1a}h1{font-size:1.25rem;margin:.25rem 0}p{margin:.4rem 0}#screen{display:block;width:100%;height:auto;box-sizing:border-box;border:1px solid #888;cursor:pointer;outline:none;touch-action:none}#screen:focus{border-color:#06c}#bar{font-size:.85rem;color:#444;overflow-wrap:anywhere}#typing{display:flex;gap:.5rem;align-items:center;margin:.5rem 0}#typing label{font-size:.9rem}#type{flex:1;min-width:0;font-size:16px;padding:.5rem;border:1px solid #888;border-radius:4px}#done{font-size:1.1rem}#done a{display:inline-block;margin-top:.5rem;padding:.6rem 1rem;background:#06c;color:#fff;border-radius:4px;text-decoration:none}</style></head><body>
+<main id="live">
 <h1>Log in to ${name}</h1>
-<p>This is ${name}'s page, running in a browser on our server. Click into it and type to log in yourself: the agent never sees what you type. When you are logged in, return to the application.</p>
+<p>This is ${name}'s page, running in a browser on our server. Tap or click into it and type to log in yourself: the agent never sees what you type. When you are logged in, return to the application.</p>
 <p id="bar"><span id="state">Connecting…</span> · <span id="remote-title"></span> · <span id="remote-url"></span></p>
+<div id="typing"><label for="type">Type here</label><input id="type" type="text" autocomplete="off" autocorrect="off" autocapitalize="none" spellcheck="false" enterkeyhint="go" aria-describedby="type-help"></div>
+<p id="type-help" hidden>What you type goes to the field you tapped on ${name}'s page.</p>
 <img id="screen" tabindex="0" alt="${name}'s page">
+</main>
+<section id="done" hidden role="status"><h1>Connected — you can close this tab</h1><p>Your ${name} login is stored; the application can use it now.</p><p><a id="return" hidden>Return to the application</a></p></section>
 <script nonce="${nonce}">
 (() => {
   const $ = (id) => document.getElementById(id);
   const img = $('screen');
+  const field = $('type');
   const base = location.pathname.replace(/\\/+$/, '');
   const keys = ${keys};
   const es = new EventSource(base + '/frames');
@@ -38,23 +48,78 @@ export function viewerPage(merchant: HostedMerchant, nonce: string): string {
     $('remote-url').textContent = f.url;
     $('state').textContent = 'Live';
   });
-  es.addEventListener('ended', () => { $('state').textContent = 'This session has ended.'; es.close(); });
-  es.onerror = () => { if (es.readyState === EventSource.CLOSED) $('state').textContent = 'This session has ended.'; };
+  es.addEventListener('ended', (e) => {
+    es.close();
+    let d = {};
+    try { d = JSON.parse(e.data); } catch {}
+    if (d.connected) {
+      $('live').hidden = true;
+      $('done').hidden = false;
+      if (typeof d.return_url === 'string' && /^https?:/i.test(d.return_url)) { const a = $('return'); a.href = d.return_url; a.hidden = false; }
+      document.title = 'Connected';
+    }
+    $('state').textContent = 'This session has ended.';
+  });
+  es.onerror = () => { if (es.readyState === EventSource.CLOSED && $('done').hidden) $('state').textContent = 'This session has ended.'; };
   let chain = Promise.resolve();
   const send = (msg) => {
     chain = chain.then(() => fetch(base + '/input', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(msg) })).catch(() => {});
     img.dataset.sent = String(Number(img.dataset.sent || 0) + 1);
     chain.then(() => { img.dataset.done = String(Number(img.dataset.done || 0) + 1); });
   };
-  const at = (ev) => { const r = img.getBoundingClientRect(); return { x: Math.min(1, Math.max(0, (ev.clientX - r.left) / r.width)), y: Math.min(1, Math.max(0, (ev.clientY - r.top) / r.height)) }; };
-  img.addEventListener('click', (ev) => { img.focus(); send({ type: 'click', ...at(ev) }); });
+  // The remote page is laid out at the width this page gives the image, and the window's height.
+  let sized = '';
+  const resize = () => {
+    const width = Math.round(img.getBoundingClientRect().width) - 2;
+    const height = Math.round(window.innerHeight);
+    const key = width + 'x' + height;
+    if (width < 240 || key === sized) return;
+    sized = key;
+    send({ type: 'resize', width: Math.min(1920, width), height: Math.max(240, Math.min(2160, height)) });
+  };
+  let resizeTimer;
+  window.addEventListener('resize', () => { clearTimeout(resizeTimer); resizeTimer = setTimeout(resize, 150); });
+  resize();
+  const at = (p) => { const r = img.getBoundingClientRect(); return { x: Math.min(1, Math.max(0, (p.clientX - r.left) / r.width)), y: Math.min(1, Math.max(0, (p.clientY - r.top) / r.height)) }; };
+  // A click or tap goes to the remote page; the text field takes the focus, so a phone opens its keyboard.
+  img.addEventListener('click', (ev) => { send({ type: 'click', ...at(ev) }); field.focus({ preventScroll: true }); $('type-help').hidden = false; });
   img.addEventListener('wheel', (ev) => { ev.preventDefault(); send({ type: 'scroll', ...at(ev), dy: Math.max(-5000, Math.min(5000, ev.deltaY)) }); }, { passive: false });
+  // A drag on the image scrolls the remote page (a tap stays a click).
+  let drag;
+  img.addEventListener('touchstart', (ev) => { const p = ev.touches[0]; drag = p && ev.touches.length === 1 ? { y: p.clientY, moved: false, p } : undefined; }, { passive: true });
+  img.addEventListener('touchmove', (ev) => {
+    const p = ev.touches[0];
+    if (!drag || !p) return;
+    const dy = drag.y - p.clientY;
+    if (!drag.moved && Math.abs(dy) < 10) return;
+    ev.preventDefault();
+    drag.moved = true;
+    drag.y = p.clientY;
+    send({ type: 'scroll', ...at(p), dy: Math.max(-5000, Math.min(5000, dy * 2)) });
+  }, { passive: false });
+  // The text field stays one space long: what is typed after it is sent as text, deleting it is a Backspace.
+  const SENTINEL = ' ';
+  const reset = () => { field.value = SENTINEL; field.setSelectionRange(1, 1); };
+  field.addEventListener('focus', () => setTimeout(reset, 0));
+  field.addEventListener('input', (ev) => {
+    const v = field.value;
+    if (ev.inputType && ev.inputType.startsWith('delete')) { if (v.length < SENTINEL.length) send({ type: 'key', key: 'Backspace' }); }
+    else if (ev.inputType === 'insertLineBreak') send({ type: 'key', key: 'Enter' });
+    else if (v.startsWith(SENTINEL) && v.length > SENTINEL.length) send({ type: 'text', text: v.slice(SENTINEL.length, SENTINEL.length + ${HOSTED_INPUT_TEXT_MAX_CHARS}) });
+    else if (v.length > 0 && !v.startsWith(SENTINEL)) send({ type: 'text', text: v.slice(0, ${HOSTED_INPUT_TEXT_MAX_CHARS}) });
+    reset();
+  });
+  field.addEventListener('keydown', (ev) => {
+    if (ev.ctrlKey || ev.metaKey || ev.altKey || ev.isComposing) return;
+    if (ev.key !== 'Backspace' && keys.includes(ev.key)) { ev.preventDefault(); send({ type: 'key', key: ev.key }); }
+  });
+  // Keys with the focus elsewhere on the page (a desktop: the image clicked) go to the remote page as before.
   document.addEventListener('keydown', (ev) => {
-    if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    if (ev.target === field || ev.ctrlKey || ev.metaKey || ev.altKey) return;
     if (ev.key.length === 1) { ev.preventDefault(); send({ type: 'text', text: ev.key }); }
     else if (keys.includes(ev.key)) { ev.preventDefault(); send({ type: 'key', key: ev.key }); }
   });
-  document.addEventListener('paste', (ev) => { const t = ev.clipboardData && ev.clipboardData.getData('text'); if (t) { ev.preventDefault(); send({ type: 'text', text: t.slice(0, ${HOSTED_INPUT_TEXT_MAX_CHARS}) }); } });
+  document.addEventListener('paste', (ev) => { if (ev.target === field) return; const t = ev.clipboardData && ev.clipboardData.getData('text'); if (t) { ev.preventDefault(); send({ type: 'text', text: t.slice(0, ${HOSTED_INPUT_TEXT_MAX_CHARS}) }); } });
 })();
 </script></body></html>`;
 }
