@@ -21,7 +21,7 @@ const { app, ledger, sandboxMerchants } = await testApp(t, { merchants: true });
 await app.listen({ host: '127.0.0.1', port: 0 });
 const origin = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
 const org = await bootstrapOrg(app, 'Phone');
-const start = (payload?: unknown) => app.inject({ method: 'POST', url: '/v1/cart/merchant-b/connect/start', headers: org.key, ...(payload !== undefined ? { payload } : {}) });
+const start = (payload: { return_url: string }) => app.inject({ method: 'POST', url: '/v1/cart/merchant-b/connect/start', headers: org.key, payload });
 
 t.test('return_url: https, or http on loopback; anything else is refused with nothing written', async (t) => {
   for (const ok of ['https://shop.example/connected?x=1', 'http://localhost:3000/back', 'http://127.0.0.1:9/x', 'http://[::1]:8080/']) t.equal(returnUrlProblem(ok), undefined, ok);
