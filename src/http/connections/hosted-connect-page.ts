@@ -68,13 +68,13 @@ export function viewerPage(merchant: HostedMerchant, nonce: string): string {
     chain.then(() => { img.dataset.done = String(Number(img.dataset.done || 0) + 1); });
   };
   // The remote page is laid out at the width this page gives the image, and the window's height.
-  let sized = '';
+  // A soft keyboard opening shrinks the window: the height only grows until the width changes (turned), so the page does not reflow under the person's typing.
+  let sized = { width: 0, height: 0 };
   const resize = () => {
     const width = Math.round(img.getBoundingClientRect().width) - 2;
-    const height = Math.round(window.innerHeight);
-    const key = width + 'x' + height;
-    if (width < 240 || key === sized) return;
-    sized = key;
+    const height = width === sized.width ? Math.max(sized.height, Math.round(window.innerHeight)) : Math.round(window.innerHeight);
+    if (width < 240 || (width === sized.width && height === sized.height)) return;
+    sized = { width, height };
     send({ type: 'resize', width: Math.min(1920, width), height: Math.max(240, Math.min(2160, height)) });
   };
   let resizeTimer;
