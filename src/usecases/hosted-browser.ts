@@ -67,7 +67,7 @@ const firstLine = (err: unknown) => ((err as Error)?.message ?? String(err)).spl
  * whatever it opened; `register` runs before the context is published (the
  * started event), and the context is dropped if it throws.
  */
-export async function openHosted(deps: Ports, worker: BrowserWorker, site: MerchantSite, a: { tenant: Tenant; merchant: HostedMerchant; sessionId: string }, register: (contextId: string) => Promise<void>): Promise<{ contextId: string; viewToken: string }> {
+export async function openHosted(deps: Ports, worker: BrowserWorker, site: MerchantSite, a: { tenant: Tenant; merchant: HostedMerchant; sessionId: string; returnUrl?: string | undefined }, register: (contextId: string) => Promise<void>): Promise<{ contextId: string; viewToken: string }> {
   let session: BrowserSession;
   try {
     session = await worker.open({ org: a.tenant.orgId, wait: { signal: AbortSignal.timeout(hostedConfig.queueWaitMs) } });
@@ -104,6 +104,7 @@ export async function openHosted(deps: Ports, worker: BrowserWorker, site: Merch
     idle: undefined,
     lifetime: setTimeout(() => void expire(live, 'lifetime'), hostedConfig.maxMs),
     endsAt: Date.now() + hostedConfig.maxMs,
+    returnUrl: a.returnUrl,
     keys: [sessionKey(a.sessionId), viewOwnerKey(viewKey)],
     touch: () => touch(live),
   };
@@ -148,7 +149,9 @@ async function end(live: Live, why: string): Promise<void> {
   clearTimeout(live.lifetime);
   byId.delete(live.sessionId);
   byView.delete(live.viewKey);
-  for (const v of live.viewers) v('ended', { reason: why });
+  // Finished: the view says the person is connected (and where to go back to).
+  const ended = why === 'finished' ? { reason: why, connected: true, ...(live.returnUrl ? { return_url: live.returnUrl } : {}) } : { reason: why };
+  for (const v of live.viewers) v('ended', ended);
   live.viewers.clear();
   await live.cdp.send('Page.stopScreencast').catch(() => {});
   await live.session.close();

@@ -29,16 +29,38 @@ type HostedCtx = Pick<UseCaseCtx, 'ports' | 'tenant' | 'run'>;
 
 export type HostedStart = { merchant: HostedMerchant; context_id: string; session_id: string; live_view_url: string; checkout_supported?: false; note?: string };
 
-/** Opens a hosted browser on the merchant's login page: the ids and the live-view URL. */
-export async function startHostedConnect(ctx: HostedCtx, worker: BrowserWorker | undefined, merchant: HostedMerchant): Promise<HostedStart> {
+const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
+
+/**
+ * Why `url` cannot be a return_url (undefined: it can): https, or http on
+ * loopback (a local app), with no credentials in it; never javascript:, data:
+ * or any other scheme, since the live view links to it.
+ */
+export function returnUrlProblem(url: string): string | undefined {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return 'return_url is not an absolute URL: give https://… (or http://localhost:…)';
+  }
+  if (u.username || u.password) return 'return_url must not carry a user name or password';
+  if (u.protocol === 'https:') return undefined;
+  if (u.protocol === 'http:' && LOOPBACK_HOSTS.has(u.hostname)) return undefined;
+  return 'return_url must be an https:// URL, or http:// on localhost, 127.0.0.1 or [::1]';
+}
+
+/** Opens a hosted browser on the merchant's login page: the ids and the live-view URL. `returnUrl` (checked with returnUrlProblem) is offered to the person once connected. */
+export async function startHostedConnect(ctx: HostedCtx, worker: BrowserWorker | undefined, merchant: HostedMerchant, opts: { returnUrl?: string | undefined } = {}): Promise<HostedStart> {
   const { ports, tenant } = ctx;
   if (!worker) throw new Rejection('browser_worker_unavailable', 'no browser worker is configured (BROWSER_WORKER=none); hosted connect cannot run here', { retriable: false });
   const site = ports.merchants[merchant];
   if (!site) throw new Rejection('browser_worker_unavailable', `no login page is configured for ${merchant}`, { retriable: false });
+  const problem = opts.returnUrl === undefined ? undefined : returnUrlProblem(opts.returnUrl);
+  if (problem) throw new Rejection('invalid_body', problem, { issues: [{ path: ['return_url'], code: 'invalid_url', message: problem }] });
   const sessionId = newId('hcs', 24);
   let opened: { contextId: string; viewToken: string };
   try {
-    opened = await openHosted(ports, worker, site, { tenant, merchant, sessionId }, async (contextId) => {
+    opened = await openHosted(ports, worker, site, { tenant, merchant, sessionId, returnUrl: opts.returnUrl }, async (contextId) => {
       await ctx.run(hostedConnectDecider, hostedConnectStream(sessionId), { type: 'start', data: { session_id: sessionId, context_id: contextId, merchant, org_id: tenant.orgId, project_id: tenant.projectId, created_at: ports.now().toISOString() } }, { expectedRevision: 'no_stream' });
     });
   } catch (err) {

@@ -9,7 +9,10 @@ import type { Ports } from './context.ts';
 // the open context's DevTools-protocol screencast (Page.startScreencast → the
 // latest JPEG frame, pushed to viewers over SSE) and their clicks and keys,
 // forwarded with Input.dispatchMouseEvent / Input.insertText /
-// Input.dispatchKeyEvent. The context's lifecycle is hosted-browser.ts.
+// Input.dispatchKeyEvent. The viewer's page reports its size (`resize`), and
+// the remote page is laid out at that size (a phone sees the merchant's page
+// as a phone would, one CSS pixel to one). The context's lifecycle is
+// hosted-browser.ts.
 
 export type Frame = { seq: number; image: string; width: number; height: number; url: string; title: string };
 export type Viewer = (event: 'frame' | 'ended', data: unknown) => void;
@@ -34,6 +37,8 @@ export type Live = {
   lifetime: NodeJS.Timeout;
   /** When the lifetime ends (ms since the epoch). */
   endsAt: number;
+  /** Where the person goes back to once connected (validated at start: https, or http on loopback); shown on the end state. */
+  returnUrl: string | undefined;
   /** Its claims in browser_owners: the session and the live view. */
   keys: string[];
   /** A viewer came or went, or an input arrived: the idle deadline moves (hosted-browser.ts). */
@@ -87,8 +92,23 @@ export async function startScreencast(live: Live): Promise<void> {
     publish(live, { seq: ++seq, image: `data:image/jpeg;base64,${f.data}`, width: f.metadata.deviceWidth ?? vp?.width ?? 1280, height: f.metadata.deviceHeight ?? vp?.height ?? 720, url: session.page.url(), title: live.title });
     refreshTitle();
   });
-  const vp = session.page.viewportSize() ?? { width: 1280, height: 720 };
-  await cdp.send('Page.startScreencast', { format: 'jpeg', quality: 70, maxWidth: vp.width, maxHeight: vp.height, everyNthFrame: 1 }).catch(() => {});
+  await screencastAt(live, session.page.viewportSize() ?? { width: 1280, height: 720 });
+}
+
+const screencastAt = (live: Live, vp: { width: number; height: number }) => live.cdp.send('Page.startScreencast', { format: 'jpeg', quality: 70, maxWidth: vp.width, maxHeight: vp.height, everyNthFrame: 1 }).catch(() => {});
+
+/** The viewer's size, within these bounds (CSS px): a phone held either way up to a large desktop window. */
+export const VIEW_BOUNDS = { minWidth: 240, maxWidth: 1920, minHeight: 240, maxHeight: 2160 } as const;
+
+/** Lays the remote page out at the viewer's size; the screencast follows. */
+async function resizeView(live: Live, width: number, height: number): Promise<void> {
+  const w = Math.round(Math.min(Math.max(width, VIEW_BOUNDS.minWidth), VIEW_BOUNDS.maxWidth));
+  const h = Math.round(Math.min(Math.max(height, VIEW_BOUNDS.minHeight), VIEW_BOUNDS.maxHeight));
+  const now = live.session.page.viewportSize();
+  if (now && now.width === w && now.height === h) return;
+  await live.session.page.setViewportSize({ width: w, height: h });
+  await live.cdp.send('Page.stopScreencast').catch(() => {});
+  await screencastAt(live, { width: w, height: h });
 }
 
 /** A live-view SSE stream: the latest frame at once, then each new one; `ended` when the context closes. */
@@ -141,7 +161,7 @@ export const SPECIAL_KEYS = {
 } as const;
 export type SpecialKey = keyof typeof SPECIAL_KEYS;
 
-export type Input = { type: 'click'; x: number; y: number } | { type: 'scroll'; x: number; y: number; dy: number } | { type: 'text'; text: string } | { type: 'key'; key: SpecialKey };
+export type Input = { type: 'click'; x: number; y: number } | { type: 'scroll'; x: number; y: number; dy: number } | { type: 'text'; text: string } | { type: 'key'; key: SpecialKey } | { type: 'resize'; width: number; height: number };
 
 /** Forwards one input to the remote page, in arrival order (x, y are fractions of the frame). */
 export function forwardInput(live: Live, input: Input): Promise<void> {
@@ -165,6 +185,9 @@ export function forwardInput(live: Live, input: Input): Promise<void> {
         return;
       case 'text':
         await send('Input.insertText', { text: input.text });
+        return;
+      case 'resize':
+        await resizeView(live, input.width, input.height);
         return;
       case 'key': {
         const k = SPECIAL_KEYS[input.key];

@@ -4,8 +4,8 @@ import { z } from 'zod';
 import { HOSTED_MERCHANTS, type HostedMerchant } from '../../../events/hosted-connect.ts';
 import { HOSTED_INPUT_TEXT_MAX_CHARS } from '../../limits.ts';
 import { closeWithApp, liveView } from '../../usecases/hosted-browser.ts';
-import { finishHostedConnect, LIVE_VIEW_PATH, startHostedConnect } from '../../usecases/hosted-connect.ts';
-import { forwardInput, openViewerStream, SPECIAL_KEYS, type SpecialKey } from '../../usecases/hosted-viewer.ts';
+import { finishHostedConnect, LIVE_VIEW_PATH, returnUrlProblem, startHostedConnect } from '../../usecases/hosted-connect.ts';
+import { forwardInput, openViewerStream, SPECIAL_KEYS, VIEW_BOUNDS, type SpecialKey } from '../../usecases/hosted-viewer.ts';
 import { workerOf } from '../../usecases/signup-runner.ts';
 import { browserInstance, orForwarded } from '../kernel/browser-forward.ts';
 import { ConnectionView } from './connection-schemas.ts';
@@ -38,7 +38,20 @@ const InputBody = z.discriminatedUnion('type', [
   z.object({ type: z.literal('scroll'), x: Fraction, y: Fraction, dy: z.number().min(-5_000).max(5_000) }),
   z.object({ type: z.literal('text'), text: z.string().min(1).max(HOSTED_INPUT_TEXT_MAX_CHARS) }),
   z.object({ type: z.literal('key'), key: z.enum(Object.keys(SPECIAL_KEYS) as [SpecialKey, ...SpecialKey[]]) }),
+  // The viewer's size (CSS px): the remote page is laid out at it.
+  z.object({ type: z.literal('resize'), width: z.number().int().min(VIEW_BOUNDS.minWidth).max(VIEW_BOUNDS.maxWidth), height: z.number().int().min(VIEW_BOUNDS.minHeight).max(VIEW_BOUNDS.maxHeight) }),
 ]);
+const StartBody = z.object({
+  return_url: z
+    .string()
+    .max(2048)
+    .superRefine((url, c) => {
+      const problem = returnUrlProblem(url);
+      if (problem) c.addIssue({ code: 'custom', message: problem });
+    })
+    .optional()
+    .describe('Where the live view offers to take the person once connected: https://…, or http:// on localhost, 127.0.0.1 or [::1]'),
+});
 
 /** The cookie binding a live view to the browser that first opened it (Path: that live view only). */
 const VIEWER_COOKIE = 'hosted_viewer';
@@ -72,11 +85,12 @@ function merchantConnectRoutes(app: FastifyInstance, deps: AppDeps, worker: Retu
     tags: ['cart'],
     auth: 'api_key',
     scope: 'connections:write',
+    body: StartBody,
     bodyOptional: true,
     responses: { 200: StartResponse },
-    errors: [[401, 'unauthorized'], [403, 'forbidden'], [502, 'browser_worker_failed'], [503, 'browser_worker_unavailable'], [503, 'browser_capacity']],
+    errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden'], [502, 'browser_worker_failed'], [503, 'browser_worker_unavailable'], [503, 'browser_capacity']],
     async handler(ctx) {
-      return { status: 200, body: await startHostedConnect(useCase(deps, ctx), worker, merchant), headers: { 'cache-control': 'no-store' } };
+      return { status: 200, body: await startHostedConnect(useCase(deps, ctx), worker, merchant, { returnUrl: ctx.body.return_url }), headers: { 'cache-control': 'no-store' } };
     },
   });
 
@@ -151,7 +165,7 @@ function liveViewRoutes(app: FastifyInstance, deps: AppDeps): void {
     method: 'POST',
     url: `${LIVE_VIEW_PATH}/:token/input`,
     operationId: 'hostedConnectLiveInput',
-    summary: 'One input of the person, forwarded to the remote page in order: a click or scroll at (x, y) as fractions of the frame, text, or a special key',
+    summary: "One input of the person, forwarded to the remote page in order: a click or scroll at (x, y) as fractions of the frame, text, a special key, or the viewer's size (the remote page is laid out at it)",
     tags: ['cart'],
     auth: 'open',
     params: z.object({ token: z.string().max(200) }),
