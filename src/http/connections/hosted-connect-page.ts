@@ -25,7 +25,7 @@ export function viewerPage(merchant: HostedMerchant, nonce: string): string {
   // pixel to one, readable), a tap on it focuses a real text field (so the
   // soft keyboard opens) whose typing goes to the remote page, a drag scrolls
   // it; once connected the page says so, with the way back when one was given.
-  const body = `<div id="live">
+  const body = `<div id="live" class="live-view">
 <h1>Log in to ${name}</h1>
 <p>This is ${name}'s page, running in a browser on our server. Tap or click into it and type to log in yourself: the agent never sees what you type. When you are logged in, return to the application.</p>
 <p id="bar" class="live-bar"><span id="state" class="badge badge-neutral">Connecting…</span> <span id="remote-title"></span> <span id="remote-url" class="mono"></span></p>
