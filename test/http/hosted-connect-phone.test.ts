@@ -1,5 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import t from 'tap';
+import { checkLook } from '../dashboard/look-checks.ts';
 import { findChromium, launchChromium } from '../../src/adapters/browser/chromium.ts';
 import { LOGIN_LAYOUT, SANDBOX_MERCHANT_USER } from '../../src/adapters/merchants/sandbox-merchants.ts';
 import { returnUrlProblem } from '../../src/usecases/hosted-connect.ts';
@@ -83,4 +84,5 @@ t.test('at 375 px with touch: laid out at the viewer width, a tap raises a real 
   t.notOk(await page.isVisible('#screen'), 'the live image is gone');
   t.ok(await page.isVisible('#return'), 'the way back is offered');
   t.equal(await page.getAttribute('#return', 'href'), returnUrl);
+  await checkLook(t, page, 'the live view, connected');
 });
