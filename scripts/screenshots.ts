@@ -96,21 +96,28 @@ try {
   stops.unshift(() => browser.close());
   await fs.mkdir(OUT, { recursive: true });
   const contexts = new Map<number, BrowserContext>();
-  for (const width of WIDTHS) contexts.set(width, await browser.newContext({ viewport: { width, height: 900 }, deviceScaleFactor: 1 }));
+  for (const width of WIDTHS) contexts.set(width, await browser.newContext({ viewport: { width, height: 900 }, deviceScaleFactor: 1, locale: 'en-US' }));
   const signedOut = new Map<number, BrowserContext>();
-  for (const width of WIDTHS) signedOut.set(width, await browser.newContext({ viewport: { width, height: 900 }, deviceScaleFactor: 1 }));
+  for (const width of WIDTHS) signedOut.set(width, await browser.newContext({ viewport: { width, height: 900 }, deviceScaleFactor: 1, locale: 'en-US' }));
 
   let taken = 0;
   /** Photographs `url` at every width in `from` contexts; a 404 is a page that does not exist yet. */
   async function shoot(name: string, url: string, from: Map<number, BrowserContext>, before?: (page: Page) => Promise<void>): Promise<void> {
     for (const width of WIDTHS) {
       const page = await from.get(width)!.newPage();
+      const problems: string[] = [];
+      page.on('pageerror', (err) => problems.push(`a script failed: ${err.message}`));
+      page.on('console', (m) => void (m.type() === 'error' && problems.push(`console: ${m.text()}`)));
       const res = await page.goto(url.startsWith('http') ? url : `${base}${url}`);
       if (res?.status() === 404 && !name.includes('ended')) {
         console.log(`skipped ${name}: ${url} answered 404 (not built yet)`);
         await page.close();
         return;
       }
+      // A chart draws after the page's deferred scripts: wait for its canvas (5 s at most).
+      if (await page.locator('.chart').count()) await page.locator('.chart canvas').first().waitFor({ timeout: 5_000 }).catch(() => console.log(`note: ${name}: the chart did not draw in 5 s`));
+      // (A page that answers an error status on purpose, a refusal or the ended live view, logs it as a failed load.)
+      for (const p of problems) if (!((res?.status() ?? 200) >= 400 && p.includes('Failed to load resource'))) console.log(`note: ${name}: ${p}`);
       await before?.(page);
       const file = path.join(OUT, `${name}-${width}.png`);
       await page.screenshot({ path: file, fullPage: true });
