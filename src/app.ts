@@ -235,9 +235,11 @@ function registerBodyParsers(app: FastifyInstance): void {
     }
   });
   // Form bodies (the OAuth consent form and token endpoint): an object of strings, a repeated name as an array.
-  // The JSON API (/v1, the MCP gateway) reads no form: a form there is most often JSON sent by `curl -d` without its content type.
+  // The JSON API (/v1, the MCP gateway) reads no form but where a page posts one (RouteSpec.acceptsForm): elsewhere a form
+  // is most often JSON sent by `curl -d` without its content type.
   app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (req, body, done) => {
-    if (JSON_ONLY_PATH.test(req.url)) return done(new ApiError(415, 'unsupported_media_type', FORM_ON_JSON_API), undefined);
+    const acceptsForm = (req.routeOptions.config as { acceptsForm?: boolean } | undefined)?.acceptsForm === true;
+    if (JSON_ONLY_PATH.test(req.url) && !acceptsForm) return done(new ApiError(415, 'unsupported_media_type', FORM_ON_JSON_API), undefined);
     const text = typeof body === 'string' ? body : body.toString('utf8');
     const out: Record<string, string | string[]> = {};
     for (const [k, v] of new URLSearchParams(text)) {

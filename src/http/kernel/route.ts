@@ -67,6 +67,8 @@ export type RouteSpec<P = unknown, Q = unknown, B = unknown, M extends AuthMode 
   auth: M;
   /** The largest body this route reads, when not HTTP_BODY_MAX_BYTES (a 413 states it). */
   bodyLimit?: number;
+  /** A page's form posts here (application/x-www-form-urlencoded read as the body); elsewhere under /v1 a form is 415. */
+  acceptsForm?: boolean;
   scope?: string;
   minRole?: Role;
   /** The route also needs a person named in `x-svc-user` beside the API key (the OpenAPI security says so). */
@@ -200,6 +202,7 @@ export function defineRoute<P, Q, B, M extends AuthMode>(app: FastifyInstance, d
     method: spec.method,
     url: spec.url,
     ...(spec.bodyLimit !== undefined ? { bodyLimit: spec.bodyLimit } : {}),
+    ...(spec.acceptsForm ? { config: { acceptsForm: true } } : {}),
     onRequest: gate(deps, spec as unknown as RouteSpec<unknown, unknown, unknown, M>),
     handler: async (req, reply) => handle(deps, spec, req, reply),
   });
