@@ -88,8 +88,25 @@ export function startupLine(err: unknown): string {
   return `could not start: ${text.split('\n')[0]}`;
 }
 
-/** The one line `npm start` prints once it listens: where, the API reference, and the first command to run. */
-export function readyLine(listenUrl: string): string {
+/**
+ * The one line `npm start` prints once it listens: where, the API reference,
+ * and the first command to run (bootstrap while no organization exists).
+ */
+export function readyLine(listenUrl: string, organizations = 0): string {
   const url = listenUrl.replace(/\/+$/, '');
-  return `ready at ${url} — API reference: ${url}/docs — create an organization, its owner and API keys: npm run cli -- bootstrap --org-name "Acme" --email owner@acme.example`;
+  const next = organizations === 0 ? 'create an organization, its owner and API keys: npm run cli -- bootstrap --org-name "Acme" --email owner@acme.example' : `${organizations} organization${organizations === 1 ? '' : 's'} in this database`;
+  return `ready at ${url} — API reference: ${url}/docs — ${next}`;
+}
+
+/** The sandboxes the walkthroughs use, in one line (none when all are off). */
+export function sandboxLine(urls: { providers?: string; outbox?: string; psp?: string; bank?: string; merchants?: string; chainRpc?: string }): string | undefined {
+  const parts = [
+    urls.providers && `providers ${urls.providers} (SANDBOX=${urls.providers} in the walkthrough)`,
+    urls.outbox && `outbox ${urls.outbox}`,
+    urls.psp && `Pix PSP ${urls.psp}`,
+    urls.bank && `bank ${urls.bank}`,
+    urls.merchants && `merchants ${urls.merchants}`,
+    urls.chainRpc && `local chain RPC ${urls.chainRpc}`,
+  ].filter(Boolean);
+  return parts.length ? `sandboxes (state and ports kept in DATA_DIR/sandboxes): ${parts.join(', ')}` : undefined;
 }
