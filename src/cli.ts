@@ -74,7 +74,7 @@ async function bootstrap(orgName: string, email: string): Promise<number> {
   const fresh = !config.databaseUrl && !existingCluster(config.dataDir);
   // Which database this wrote to, without a password: the service must run with the same one to accept the keys.
   const database = config.databaseUrl ? `DATABASE_URL ${redactUrl(config.databaseUrl)}` : `the embedded PostgreSQL of DATA_DIR=${path.resolve(config.dataDir)}`;
-  const rt = await openRuntime(config);
+  const rt = await openRuntime(config, () => {}, { sandboxes: false });
   const { buildApp } = await import('./app.ts');
   const app = await buildApp({ db: rt.db, store: rt.store, readSide: rt.readSide!, serviceSecret: rt.serviceSecret, vault: rt.vault, baseUrl: config.publicBaseUrl, logLevel: 'warn' });
   try {

@@ -114,7 +114,14 @@ async function openX402(config: Config, db: Db, store: EventStore, home: Sandbox
   return { deps, rpcUrl: chain?.rpcUrl, stop: async () => chain?.stop() };
 }
 
-export async function openRuntime(config: Config, log: (line: string) => void = () => {}, opts: { followers?: boolean } = {}): Promise<Runtime> {
+/**
+ * `followers: false` (one-shot CLI commands): no read side, reactors or sandboxes.
+ * `sandboxes: false` (bootstrap beside a running server): the read side, but the
+ * sandboxes stay the server's (a second set would take other ports and write
+ * over their state under DATA_DIR).
+ */
+export async function openRuntime(config: Config, log: (line: string) => void = () => {}, opts: { followers?: boolean; sandboxes?: boolean } = {}): Promise<Runtime> {
+  const sandboxesOn = opts.followers !== false && opts.sandboxes !== false;
   let embedded: EmbeddedServer | undefined;
   let url = config.databaseUrl;
   if (!url) {
@@ -139,7 +146,7 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
     // Banks: the sandbox bank on loopback (the embedded default), and live banks from BANKS.
     const banks = new Map<string, Bank>();
     let sandbox: SandboxBank | undefined;
-    if (config.sandboxBank && opts.followers !== false) {
+    if (config.sandboxBank && sandboxesOn) {
       sandbox = new SandboxBank(5, home);
       const url = await sandbox.start();
       banks.set('sandbox-bank', new HttpBank('sandbox-bank', { baseUrl: url, clientId: sandbox.clientId, clientSecret: sandbox.clientSecret }));
@@ -148,7 +155,7 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
     // Provider catalog; the sandbox providers on loopback serve its `sandbox:` test endpoints.
     const catalog = Catalog.load();
     let sandboxProviders: SandboxProviders | undefined;
-    if (config.sandboxProviders && opts.followers !== false) {
+    if (config.sandboxProviders && sandboxesOn) {
       sandboxProviders = new SandboxProviders(catalog, { home });
       await sandboxProviders.start();
     }
@@ -162,13 +169,13 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
     // Hosted-connect merchants: configured by URL, else the sandbox merchants on loopback.
     let sandboxMerchants: SandboxMerchants | undefined;
     const merchants: MerchantSites = {};
-    if (config.sandboxMerchants && opts.followers !== false && (!config.merchants['merchant-a'] || !config.merchants['merchant-b'])) {
+    if (config.sandboxMerchants && sandboxesOn && (!config.merchants['merchant-a'] || !config.merchants['merchant-b'])) {
       sandboxMerchants = new SandboxMerchants(home);
       await sandboxMerchants.start();
       Object.assign(merchants, sandboxMerchants.sites());
     }
     for (const [m, site] of Object.entries(config.merchants)) if (site) merchants[m as keyof MerchantSites] = { loginUrl: site.loginUrl, sessionCookie: site.sessionCookie ?? SANDBOX_SESSION_COOKIE };
-    const x = opts.followers === false ? { deps: undefined, rpcUrl: undefined, stop: async () => {} } : await openX402(config, db, store, home);
+    const x = !sandboxesOn ? { deps: undefined, rpcUrl: undefined, stop: async () => {} } : await openX402(config, db, store, home);
     const settlementReactor = x.deps ? new X402SettlementReactor(db, store, x.deps) : undefined;
     settlementReactor?.start();
     const approvalExpiry = readSide ? new ApprovalExpiryReactor(db, store, () => new Date()) : undefined;
@@ -176,7 +183,7 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
     // Cosignatures of each new checkpoint by AUDIT_WITNESSES, off the command path.
     const witnessSubmitter = readSide && config.auditWitnesses.length > 0 ? new WitnessSubmitter(db, store, config.auditWitnesses) : undefined;
     witnessSubmitter?.start();
-    const pix = opts.followers === false ? undefined : await openPix(process.env, config.publicBaseUrl, home);
+    const pix = !sandboxesOn ? undefined : await openPix(process.env, config.publicBaseUrl, home);
     return {
       config,
       db,

@@ -113,6 +113,8 @@ export async function listenStable(server: net.Server, home: SandboxHome | undef
       if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
       port = await listenOn(server, 0);
       home!.note(`${what}: port ${wanted} (used last time) is taken by another process, listening on ${port} instead: URLs and BR Codes handed out before this start point at the old port`);
+      // The remembered port stays remembered: the next start takes it again once it is free.
+      return port;
     }
   }
   if (home) rememberPort(home, name, port);

@@ -70,7 +70,7 @@ export async function startLocalChain(opts: { chainId?: number; home?: SandboxHo
   const stateFile = opts.home ? path.join(opts.home.dir, 'chain-state.json') : undefined;
   if (opts.home) {
     await mkdir(opts.home.dir, { recursive: true, mode: 0o700 });
-    rememberPort(opts.home, 'chain', port);
+    if (wanted === undefined) rememberPort(opts.home, 'chain', port);
   }
   const state = stateFile ? ['--state', stateFile, '--state-interval', String(STATE_INTERVAL_S)] : [];
   const child: ChildProcess = spawn(anvilBinary(), ['--host', '127.0.0.1', '--port', String(port), '--chain-id', String(chainId), '--silent', ...state], { stdio: 'ignore' });
