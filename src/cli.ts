@@ -216,6 +216,7 @@ async function witnessServe(v: WitnessFlags): Promise<number> {
     key,
     logs: v['log-key'].map((k) => ({ originPrefix: v['origin-prefix'] ?? `${AUDIT_ORIGIN}/`, key: parseVerifierKey(k) })),
     stateFile: v.state ?? `${file}.state.json`,
+    log: (line) => stderr(`${new Date().toISOString()} ${line}\n`),
   });
   const url = await witness.listen(Number(v.port ?? 0), v.host ?? '127.0.0.1');
   out({ url, verifier_key: witness.verifierKey });

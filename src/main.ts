@@ -3,6 +3,7 @@ import { openInstance } from './instance.ts';
 import { build as prettyLog } from 'pino-pretty';
 import { checkDataFolder, checkPortFree, readyLine, sandboxLine, startupLine } from './startup.ts';
 import { redactText } from './redact.ts';
+import { withoutHealthPolls } from './log-filter.ts';
 
 // Server entry point: `npm start`.
 
@@ -20,8 +21,8 @@ const { runtime, app, close } = await openInstance(config, {
   log: (line) => {
     if (config.logLevel === 'debug' || config.logLevel === 'trace') process.stderr.write(redactText(line) + '\n');
   },
-  // A person at a terminal reads lines (pino-pretty); anything else gets JSON, one object a line.
-  app: process.stdout.isTTY ? { logStream: prettyLog({ colorize: true, translateTime: 'SYS:HH:MM:ss', ignore: 'pid,hostname' }) } : {},
+  // A person at a terminal reads one line an entry (pino-pretty), without the health polls; anything else gets JSON, one object a line.
+  app: process.stdout.isTTY ? { logStream: withoutHealthPolls(prettyLog({ colorize: true, translateTime: 'SYS:HH:MM:ss', ignore: 'pid,hostname', singleLine: true })) } : {},
 }).catch(fail);
 if (runtime.serviceSecretFile) app.log.info({ service_secret_file: runtime.serviceSecretFile }, 'platform secret for the service-auth subtree');
 // Acknowledgements are not durable with these database settings (src/postgres/durability.ts).
