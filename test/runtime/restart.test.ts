@@ -138,6 +138,8 @@ t.test('after a restart on the same DATA_DIR, the sandbox world is still there',
   service = await startService(env);
 
   t.equal(await sandboxOf(), SANDBOX, 'the sandbox providers answer on the same URL');
+  t.match(service.output(), /ready at http:\/\/127\.0\.0\.1:\d+ — API reference: \S+ — 1 organization in this database/, 'the ready line counts the organization instead of pointing to bootstrap');
+  t.notMatch(service.output(), /npm run cli -- bootstrap/);
   if (chromium) {
     t.equal((await outbox()).messages[0]?.code, codeBefore, 'the outbox still holds the code');
     t.equal((await toolCall()).body.success, true, "the signup connection's credential still works");
