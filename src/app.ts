@@ -221,15 +221,18 @@ function createFastify(opts: BuildOptions): { app: FastifyInstance; registered: 
     reply.header('x-request-id', req.id);
     done();
   });
-  registerBodyParsers(app);
-  registerErrorHandling(app);
-  // Every route fastify registers, so a test can hold the OpenAPI document to all of them.
+  // Every route fastify registers, so a test can hold the OpenAPI document to all of them (and a request no route takes is told which would).
   const registered: { method: string; url: string }[] = [];
+  registerBodyParsers(app);
+  registerErrorHandling(app, registered);
   app.addHook('onRoute', (r) => {
     for (const m of [r.method].flat()) if (m !== 'HEAD') registered.push({ method: m, url: r.url });
   });
   return { app, registered, requestLog };
 }
+
+const JSON_ONLY_PATH = /^\/(v1|mcp)\//;
+const FORM_ON_JSON_API = 'send the body as application/json: it came as a form (application/x-www-form-urlencoded, what curl -d sends by default; add -H "content-type: application/json")';
 
 function registerBodyParsers(app: FastifyInstance): void {
   // JSON only (its parameters, `charset=utf-8` say, allowed); an empty body is
@@ -245,7 +248,11 @@ function registerBodyParsers(app: FastifyInstance): void {
     }
   });
   // Form bodies (the OAuth consent form and token endpoint): an object of strings, a repeated name as an array.
-  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) => {
+  // The JSON API (/v1, the MCP gateway) reads no form but where a page posts one (RouteSpec.acceptsForm): elsewhere a form
+  // is most often JSON sent by `curl -d` without its content type.
+  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (req, body, done) => {
+    const acceptsForm = (req.routeOptions.config as { acceptsForm?: boolean } | undefined)?.acceptsForm === true;
+    if (JSON_ONLY_PATH.test(req.url) && !acceptsForm) return done(new ApiError(415, 'unsupported_media_type', FORM_ON_JSON_API), undefined);
     const text = typeof body === 'string' ? body : body.toString('utf8');
     const out: Record<string, string | string[]> = {};
     for (const [k, v] of new URLSearchParams(text)) {

@@ -2,7 +2,6 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { orgStream } from '../commands/org.ts';
-import { buildApp } from './app.ts';
 import { verifyExport, exportChain } from './audit/export.ts';
 import { verifyOrgChain } from './audit/verifier.ts';
 import { loadAuditSigningKey } from './audit/keys.ts';
@@ -11,15 +10,23 @@ import { parseVerifierKey } from './audit/note.ts';
 import { Witness } from './audit/witness.ts';
 import { loadConfig } from './config.ts';
 import { listCheckpoints } from './projector/checkpoints.ts';
-import { rebuildProjection } from './projector/runner.ts';
-import { projections } from './readside.ts';
-import { AUDIT_ORIGIN, openRuntime, type Runtime } from './runtime.ts';
+import type { Runtime } from './runtime.ts';
 import { redactText } from './redact.ts';
+import { existingCluster, noDatabaseLine, resetDataFolder } from './postgres/data-folder.ts';
+import { checkDataFolder, startupLine } from './startup.ts';
+import { projectionsTable } from './cli-format.ts';
 
 // Operator and auditor commands: `npm run cli -- <command>` or `ledger <command>`.
+// The runtime and the app load lazily: a command refused for its DATA_DIR
+// answers before the whole service is compiled (within a second).
 
-const USAGE = `usage:
+/** The origin prefix of every audit chain (src/runtime.ts AUDIT_ORIGIN, repeated here so refusals need not load the runtime). */
+const AUDIT_ORIGIN = 'agent-ledger/audit';
+const openRuntime: typeof import('./runtime.ts').openRuntime = async (...args) => (await import('./runtime.ts')).openRuntime(...args);
+
+const USAGE = `usage: npm run cli -- <command> (the database is the one DATA_DIR, default ./.data, or DATABASE_URL names)
   bootstrap --org-name <name> --email <email>
+  reset [--yes]                     remove the data folder (DATA_DIR) and its PostgreSQL cluster; asks first unless --yes
   projections status
   projections rebuild [name]
   audit verify --org <org_id>
@@ -35,8 +42,17 @@ const USAGE = `usage:
 const stderr = (text: string) => process.stderr.write(redactText(text));
 const out = (v: unknown) => process.stdout.write(JSON.stringify(v, (_, x) => (typeof x === 'bigint' ? x.toString() : x)) + '\n');
 
-async function withRuntime<T>(fn: (rt: Runtime) => Promise<T>): Promise<T> {
-  const rt = await openRuntime(loadConfig(), () => {}, { followers: false });
+/** Thrown for a database the command cannot use; printed as its one line. */
+class CliRefusal extends Error {}
+
+/**
+ * Opens the database for a one-shot command. A command that only reads never
+ * creates a cluster: run where the service never ran, it says so in one line.
+ */
+async function withRuntime<T>(command: string, fn: (rt: Runtime) => Promise<T>, opts: { readOnly?: boolean } = {}): Promise<T> {
+  const config = loadConfig();
+  if (!config.databaseUrl && (opts.readOnly ?? true) && !existingCluster(config.dataDir)) throw new CliRefusal(noDatabaseLine(config.dataDir, command));
+  const rt = await openRuntime(config, () => {}, { followers: false });
   try {
     return await fn(rt);
   } finally {
@@ -54,7 +70,12 @@ function bar(done: number, total: number, rate: number): string {
 /** Creates an organization, its owner, and a test and a live API key, through the API itself. */
 async function bootstrap(orgName: string, email: string): Promise<number> {
   const config = loadConfig();
-  const rt = await openRuntime(config);
+  if (!config.databaseUrl) await checkDataFolder(config.dataDir);
+  const fresh = !config.databaseUrl && !existingCluster(config.dataDir);
+  // Which database this wrote to, without a password: the service must run with the same one to accept the keys.
+  const database = config.databaseUrl ? `DATABASE_URL ${redactUrl(config.databaseUrl)}` : `the embedded PostgreSQL of DATA_DIR=${path.resolve(config.dataDir)}`;
+  const rt = await openRuntime(config, () => {}, { sandboxes: false });
+  const { buildApp } = await import('./app.ts');
   const app = await buildApp({ db: rt.db, store: rt.store, readSide: rt.readSide!, serviceSecret: rt.serviceSecret, vault: rt.vault, baseUrl: config.publicBaseUrl, logLevel: 'warn' });
   try {
     const platform = { authorization: `Bearer ${rt.serviceSecret}` };
@@ -83,12 +104,50 @@ async function bootstrap(orgName: string, email: string): Promise<number> {
       service_secret_file: rt.serviceSecretFile,
       // Where the owner signs in (with this e-mail address: a code is mailed to it).
       dashboard_url: `${config.publicBaseUrl}/dashboard`,
+      database,
     });
+    stderr(
+      `bootstrap wrote to ${database}${fresh ? ' (created now: no service had run with this DATA_DIR; start the service with the same DATA_DIR to use these keys)' : ''}\n`,
+    );
     return 0;
   } finally {
     await app.close();
     await rt.close();
   }
+}
+
+/** A connection URL without its password. */
+function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return '(unparsable URL)';
+  }
+}
+
+/** `reset`: removes the data folder and its cluster, after a confirmation (or --yes). */
+async function reset(yes: boolean): Promise<number> {
+  const config = loadConfig();
+  const abs = path.resolve(config.dataDir);
+  if (!yes) {
+    if (!process.stdin.isTTY) {
+      stderr(`reset removes DATA_DIR=${abs} and its PostgreSQL cluster, with every event in it: add --yes to confirm without a terminal\n`);
+      return 2;
+    }
+    process.stderr.write(`This removes DATA_DIR=${abs} and its PostgreSQL cluster, with every event, key and sandbox state in it. Type "yes" to go on: `);
+    const answer = await new Promise<string>((resolve) => process.stdin.once('data', (d) => resolve(String(d).trim())));
+    process.stdin.pause();
+    if (answer !== 'yes') {
+      stderr('nothing removed\n');
+      return 1;
+    }
+  }
+  const removed = await resetDataFolder(abs);
+  out({ removed });
+  stderr(removed.length ? `removed ${removed.join(', ')}\n` : `nothing to remove: DATA_DIR=${abs} does not exist\n`);
+  return 0;
 }
 
 type MonitorFlags = { url: string; org: string; state: string; 'api-key'?: string; key?: string; entries?: boolean; witness?: string[]; quorum?: string; follow?: boolean; interval?: string; evidence?: string };
@@ -98,6 +157,19 @@ async function monitorCommand(v: MonitorFlags): Promise<number> {
   const apiKey = v['api-key'] ?? process.env.LEDGER_API_KEY;
   if (!apiKey) {
     stderr('audit monitor needs --api-key or LEDGER_API_KEY (a key with audit:read)\n');
+    return 2;
+  }
+  // A mistyped --org would read as log misbehaviour (checkpoints of another origin): say what the key belongs to instead.
+  const who = await fetch(`${v.url.replace(/\/+$/, '')}/v1/whoami`, { headers: { authorization: `Bearer ${apiKey}` } }).then(
+    async (r) => (r.ok ? ((await r.json()) as { org_id: string }) : { status: r.status }),
+    (err: unknown) => ({ error: (err as Error).message }),
+  );
+  if ('status' in who || 'error' in who) {
+    stderr(`cannot reach ${v.url} with this API key (${'status' in who ? `HTTP ${who.status}` : who.error}): check --url and --api-key\n`);
+    return 2;
+  }
+  if (who.org_id !== v.org) {
+    stderr(`unknown organization ${v.org} for this API key (it belongs to ${who.org_id}): check --org\n`);
     return 2;
   }
   const started = Date.now();
@@ -146,9 +218,12 @@ async function witnessServe(v: WitnessFlags): Promise<number> {
     key,
     logs: v['log-key'].map((k) => ({ originPrefix: v['origin-prefix'] ?? `${AUDIT_ORIGIN}/`, key: parseVerifierKey(k) })),
     stateFile: v.state ?? `${file}.state.json`,
+    log: (line) => stderr(`${new Date().toISOString()} ${line}\n`),
   });
   const url = await witness.listen(Number(v.port ?? 0), v.host ?? '127.0.0.1');
   out({ url, verifier_key: witness.verifierKey });
+  // What the log's operator pastes into the service's environment (several witnesses: join with commas).
+  stderr(`witness listening; give the service: AUDIT_WITNESSES="${url} ${witness.verifierKey}"\n`);
   await new Promise<void>((resolve) => {
     process.once('SIGINT', () => resolve());
     process.once('SIGTERM', () => resolve());
@@ -184,9 +259,16 @@ export async function main(argv: string[]): Promise<number> {
       host: { type: 'string' },
       'log-key': { type: 'string', multiple: true },
       'origin-prefix': { type: 'string' },
+      yes: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
     },
   });
   const [group, cmd, arg] = positionals;
+  if (values.help || group === 'help' || group === undefined) {
+    process.stdout.write(USAGE + '\n');
+    return group === undefined && !values.help ? 2 : 0;
+  }
+  if (group === 'reset') return reset(values.yes === true);
   if (group === 'bootstrap') {
     if (!values['org-name'] || !values.email) {
       stderr(USAGE + '\n');
@@ -196,13 +278,18 @@ export async function main(argv: string[]): Promise<number> {
   }
   switch (`${group ?? ''} ${cmd ?? ''}`) {
     case 'projections status':
-      return withRuntime(async (rt) => {
+      return withRuntime('projections status', async (rt) => {
         const head = await rt.store.headPosition();
-        for (const c of await listCheckpoints(rt.db)) out({ ...c, head, caught_up: c.position >= head });
+        const rows = (await listCheckpoints(rt.db)).map((c) => ({ ...c, head, caught_up: c.position >= head }));
+        // A person at a terminal reads a table; a pipe gets one JSON object a line.
+        if (process.stdout.isTTY) process.stdout.write(projectionsTable(rows));
+        else for (const r of rows) out(r);
         return 0;
       });
     case 'projections rebuild':
-      return withRuntime(async (rt) => {
+      return withRuntime('projections rebuild', async (rt) => {
+        const { projections } = await import('./readside.ts');
+        const { rebuildProjection } = await import('./projector/runner.ts');
         const chosen = arg ? projections.filter((p) => p.name === arg) : projections;
         if (chosen.length === 0) {
           stderr(`no projection named ${arg}; known: ${projections.map((p) => p.name).join(', ')}\n`);
@@ -228,19 +315,22 @@ export async function main(argv: string[]): Promise<number> {
       });
     case 'audit verify':
       if (!values.org) break;
-      return withRuntime(async (rt) => {
+      return withRuntime('audit verify', async (rt) => {
         // An organization this log never held has no chain to call verified (a typo, or the wrong DATA_DIR or DATABASE_URL).
         if ((await rt.store.readStream(orgStream(values.org!), { maxCount: 1 })).length === 0) {
           stderr(`no organization ${values.org} in this log: nothing to verify (check --org, DATA_DIR and DATABASE_URL)\n`);
           return 1;
         }
-        const report = await verifyOrgChain(rt.store, values.org!, rt.auditKey, AUDIT_ORIGIN);
+        const started = Date.now();
+        const progress = process.stderr.isTTY ? (n: number) => n % 500 === 0 && stderr(`\rverifying ${values.org}: ${n} entries, ${Math.round(n / ((Date.now() - started) / 1000 || 1e-3))} entries/s`) : undefined;
+        const report = await verifyOrgChain(rt.store, values.org!, rt.auditKey, AUDIT_ORIGIN, progress);
+        if (progress) stderr('\r\x1b[K');
         out(report);
         return report.ok ? 0 : 1;
       });
     case 'audit export':
       if (!values.org || !values.out) break;
-      return withRuntime(async (rt) => {
+      return withRuntime('audit export', async (rt) => {
         out(await exportChain(rt.store, values.org!, AUDIT_ORIGIN, values.out!));
         return 0;
       });
@@ -265,11 +355,16 @@ export async function main(argv: string[]): Promise<number> {
       if (!values.key || !values['log-key']?.length) break;
       return witnessServe(values as WitnessFlags);
     case 'log read':
-      return withRuntime(async (rt) => {
+      return withRuntime('log read', async (rt) => {
         const limit = values.limit ? Number(values.limit) : Infinity;
         let n = 0;
         if (values.stream) {
-          for (const e of await rt.store.readStream(values.stream)) {
+          const events = await rt.store.readStream(values.stream);
+          if (events.length === 0) {
+            stderr(`no stream ${values.stream} in this log (streams are named like org-<id>, mandate-<id>, audit-<org id>): check --stream, DATA_DIR and DATABASE_URL\n`);
+            return 1;
+          }
+          for (const e of events) {
             if (n++ >= limit) break;
             out(e);
           }
@@ -296,7 +391,8 @@ if (isMain) {
   main(process.argv.slice(2)).then(
     (code) => process.exit(code),
     (err: unknown) => {
-      stderr(`error: ${err instanceof Error ? err.message : String(err)}\n`);
+      // A database or folder that cannot work is one line naming it, never a stack trace.
+      stderr(err instanceof CliRefusal ? `${err.message}\n` : `error: ${startupLine(err).replace(/^could not start: /, '')}\n`);
       process.exit(1);
     },
   );

@@ -119,6 +119,8 @@ export const HOSTED_CONNECT_MAX_MS = 30 * 60 * 1000;
 export const HOSTED_INPUT_TEXT_MAX_CHARS = 512;
 /** Tool input validation: compiled JSON Schemas kept (least recently used dropped first). */
 export const JSON_SCHEMA_CACHE_MAX = 1_000;
+/** Tool input validation: the longest string a schema `pattern` is matched against (linear-time engine; a longer string fails the pattern). */
+export const JSON_SCHEMA_PATTERN_INPUT_MAX_CHARS = 65_536;
 
 /** Snapshots: a stream's folded state is snapshotted once this many events pass its last snapshot (or its start). */
 export const SNAPSHOT_EVERY_EVENTS = 1_000;

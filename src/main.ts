@@ -1,8 +1,9 @@
 import { loadConfig } from './config.ts';
 import { openInstance } from './instance.ts';
 import { build as prettyLog } from 'pino-pretty';
-import { checkDataFolder, checkPortFree, readyLine, startupLine } from './startup.ts';
+import { checkDataFolder, checkPortFree, readyLine, sandboxLine, startupLine } from './startup.ts';
 import { redactText } from './redact.ts';
+import { withoutHealthPolls } from './log-filter.ts';
 
 // Server entry point: `npm start`.
 
@@ -20,12 +21,16 @@ const { runtime, app, close } = await openInstance(config, {
   log: (line) => {
     if (config.logLevel === 'debug' || config.logLevel === 'trace') process.stderr.write(redactText(line) + '\n');
   },
-  // A person at a terminal reads lines (pino-pretty); anything else gets JSON, one object a line.
-  app: process.stdout.isTTY ? { logStream: prettyLog({ colorize: true, translateTime: 'SYS:HH:MM:ss', ignore: 'pid,hostname' }) } : {},
+  // A person at a terminal reads one line an entry (pino-pretty), without the health polls; anything else gets JSON, one object a line.
+  app: process.stdout.isTTY ? { logStream: withoutHealthPolls(prettyLog({ colorize: true, translateTime: 'SYS:HH:MM:ss', ignore: 'pid,hostname', singleLine: true })) } : {},
 }).catch(fail);
 if (runtime.serviceSecretFile) app.log.info({ service_secret_file: runtime.serviceSecretFile }, 'platform secret for the service-auth subtree');
 // Acknowledgements are not durable with these database settings (src/postgres/durability.ts).
 for (const w of runtime.warnings) app.log.warn(w);
+runtime.notice = (line) => app.log.warn(line);
+const sandboxes = sandboxLine(runtime.sandboxUrls);
+if (sandboxes) app.log.info(sandboxes);
+const organizations = Number((await runtime.db.query<{ n: string }>('SELECT count(*)::text AS n FROM orgs').catch(() => ({ rows: [{ n: '0' }] }))).rows[0]?.n ?? 0);
 const recovery = runtime.readSide?.recovery;
 if (recovery) recovery.log = (level, msg, fields) => app.log[level](fields ?? {}, msg);
 
@@ -45,7 +50,7 @@ process.on('SIGINT', () => void shutdown('SIGINT'));
 process.on('SIGTERM', () => void shutdown('SIGTERM'));
 
 try {
-  await app.listen({ host: config.host, port: config.port, listenTextResolver: readyLine });
+  await app.listen({ host: config.host, port: config.port, listenTextResolver: (url) => readyLine(url, organizations) });
 } catch (err) {
   await runtime.close().catch(() => {});
   fail(await checkPortFree(config.host, config.port).then(() => err, (taken: unknown) => taken));

@@ -30,6 +30,8 @@ import { HttpProvider } from './adapters/providers/http-provider.ts';
 import { SandboxProviders } from './adapters/providers/sandbox-providers.ts';
 import { SandboxMerchants } from './adapters/merchants/sandbox-merchants.ts';
 import { SANDBOX_SESSION_COOKIE, type MerchantSites } from './adapters/merchants/sites.ts';
+import { sandboxHome, type SandboxHome } from './adapters/sandbox-home.ts';
+import { onChainReset } from './usecases/chain-reset.ts';
 
 /** USDC on Base mainnet. */
 const BASE_USDC = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
@@ -60,6 +62,10 @@ export type Runtime = {
   warnings: string[];
   /** Absent when opened with `followers: false` (one-shot CLI commands). */
   readSide: ReadSide | undefined;
+  /** Where the sandboxes answer (those running), for the start log and the walkthroughs. */
+  sandboxUrls: { providers?: string; outbox?: string; providersTls?: string; psp?: string; bank?: string; merchants?: string; chainRpc?: string };
+  /** Lines for the operator after start (a sandbox port that moved, a chain that went backwards): warnings until the server sets its logger here. */
+  notice: (line: string) => void;
   close(): Promise<void>;
 };
 
@@ -85,16 +91,18 @@ async function loadServiceSecret(config: Config): Promise<{ value: string; file:
  * or an RPC URL; base only when the operator enables mainnet with an RPC URL and
  * a facilitator key.
  */
-async function openX402(config: Config, db: Db): Promise<{ deps: X402Deps | undefined; stop(): Promise<void> }> {
+async function openX402(config: Config, db: Db, store: EventStore, home: SandboxHome): Promise<{ deps: X402Deps | undefined; rpcUrl: string | undefined; stop(): Promise<void> }> {
   const x = config.x402;
-  // Every instance sends for the facilitator account through one gate in PostgreSQL.
-  const nonces = postgresNonceGate(db);
+  // Every instance sends for the facilitator account through one gate in PostgreSQL,
+  // which notices a chain that went backwards and reports it (src/usecases/chain-reset.ts).
+  let deps: X402Deps | undefined;
+  const nonces = postgresNonceGate(db, { onReset: onChainReset({ db, store, now: () => new Date() }, () => ({ test: deps?.test, live: deps?.live }), home.note) });
   let chain: LocalChain | undefined;
   let test: Network | undefined;
   if (x.testRpcUrl && x.facilitatorKey) {
     test = { name: 'base-sepolia', chainId: BASE_SEPOLIA_CHAIN_ID, token: BASE_SEPOLIA_USDC, domainName: 'USDC', domainVersion: '2', adapter: 'evm-rpc', settlement: new EvmSettlement({ rpcUrl: x.testRpcUrl, chainId: BASE_SEPOLIA_CHAIN_ID, token: BASE_SEPOLIA_USDC, facilitatorKey: x.facilitatorKey as `0x${string}`, nonces }) };
   } else if (x.sandboxChain) {
-    chain = await startLocalChain();
+    chain = await startLocalChain({ home });
     test = { name: 'base-sepolia', chainId: BASE_SEPOLIA_CHAIN_ID, token: BASE_SEPOLIA_USDC, domainName: 'USDC', domainVersion: '2', adapter: 'local-evm', settlement: new EvmSettlement({ rpcUrl: chain.rpcUrl, chainId: BASE_SEPOLIA_CHAIN_ID, token: BASE_SEPOLIA_USDC, facilitatorKey: SANDBOX_FACILITATOR_KEY, nonces }) };
   }
   const live: Network | undefined =
@@ -102,11 +110,18 @@ async function openX402(config: Config, db: Db): Promise<{ deps: X402Deps | unde
       ? { name: 'base', chainId: 8453, token: BASE_USDC, domainName: 'USD Coin', domainVersion: '2', adapter: 'evm-rpc', settlement: new EvmSettlement({ rpcUrl: x.mainnetRpcUrl, chainId: 8453, token: BASE_USDC, facilitatorKey: x.facilitatorKey as `0x${string}`, nonces }) }
       : undefined;
   const receiptKey = await loadAuditSigningKey({ seedBase64: x.receiptSigningKey, dataDir: config.dataDir, name: 'agent-ledger-receipts', fileName: 'receipt-signing-key' });
-  const deps: X402Deps = { test, live, mainnetCeilingMinor: BigInt(x.mainnetCeilingMinor), receiptKey, receiptKid: `receipts-${Buffer.from(receiptKey.publicKey).toString('hex').slice(0, 16)}` };
-  return { deps, stop: async () => chain?.stop() };
+  deps = { test, live, mainnetCeilingMinor: BigInt(x.mainnetCeilingMinor), receiptKey, receiptKid: `receipts-${Buffer.from(receiptKey.publicKey).toString('hex').slice(0, 16)}` };
+  return { deps, rpcUrl: chain?.rpcUrl, stop: async () => chain?.stop() };
 }
 
-export async function openRuntime(config: Config, log: (line: string) => void = () => {}, opts: { followers?: boolean } = {}): Promise<Runtime> {
+/**
+ * `followers: false` (one-shot CLI commands): no read side, reactors or sandboxes.
+ * `sandboxes: false` (bootstrap beside a running server): the read side, but the
+ * sandboxes stay the server's (a second set would take other ports and write
+ * over their state under DATA_DIR).
+ */
+export async function openRuntime(config: Config, log: (line: string) => void = () => {}, opts: { followers?: boolean; sandboxes?: boolean } = {}): Promise<Runtime> {
+  const sandboxesOn = opts.followers !== false && opts.sandboxes !== false;
   let embedded: EmbeddedServer | undefined;
   let url = config.databaseUrl;
   if (!url) {
@@ -117,7 +132,10 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
   const db = openDb(url);
   try {
     const store = await openEventStore({ esdbUrl: config.esdbUrl, db, maxAppendBytes: config.maxAppendBytes });
-    const warnings = await durabilityWarnings(db).catch(() => []);
+    const warnings: string[] = await durabilityWarnings(db).catch(() => []);
+    // The sandboxes keep their state and ports under DATA_DIR/sandboxes; their notes are warnings until the server logs them live.
+    const sink: { notice: (line: string) => void } = { notice: (line) => void warnings.push(line) };
+    const home = sandboxHome(config.dataDir, (line) => sink.notice(line));
     const auditKey = await loadAuditSigningKey({ seedBase64: config.auditSigningKey, dataDir: config.dataDir });
     const secret = await loadServiceSecret(config);
     const vault = await Vault.open(db, await loadVaultMasterKey({ base64: config.vaultMasterKey, dataDir: config.dataDir }));
@@ -128,8 +146,8 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
     // Banks: the sandbox bank on loopback (the embedded default), and live banks from BANKS.
     const banks = new Map<string, Bank>();
     let sandbox: SandboxBank | undefined;
-    if (config.sandboxBank && opts.followers !== false) {
-      sandbox = new SandboxBank();
+    if (config.sandboxBank && sandboxesOn) {
+      sandbox = new SandboxBank(5, home);
       const url = await sandbox.start();
       banks.set('sandbox-bank', new HttpBank('sandbox-bank', { baseUrl: url, clientId: sandbox.clientId, clientSecret: sandbox.clientSecret }));
     }
@@ -137,8 +155,8 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
     // Provider catalog; the sandbox providers on loopback serve its `sandbox:` test endpoints.
     const catalog = Catalog.load();
     let sandboxProviders: SandboxProviders | undefined;
-    if (config.sandboxProviders && opts.followers !== false) {
-      sandboxProviders = new SandboxProviders(catalog);
+    if (config.sandboxProviders && sandboxesOn) {
+      sandboxProviders = new SandboxProviders(catalog, { home });
       await sandboxProviders.start();
     }
     const providers: ProviderRuntime = {
@@ -151,13 +169,13 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
     // Hosted-connect merchants: configured by URL, else the sandbox merchants on loopback.
     let sandboxMerchants: SandboxMerchants | undefined;
     const merchants: MerchantSites = {};
-    if (config.sandboxMerchants && opts.followers !== false && (!config.merchants['merchant-a'] || !config.merchants['merchant-b'])) {
-      sandboxMerchants = new SandboxMerchants();
+    if (config.sandboxMerchants && sandboxesOn && (!config.merchants['merchant-a'] || !config.merchants['merchant-b'])) {
+      sandboxMerchants = new SandboxMerchants(home);
       await sandboxMerchants.start();
       Object.assign(merchants, sandboxMerchants.sites());
     }
     for (const [m, site] of Object.entries(config.merchants)) if (site) merchants[m as keyof MerchantSites] = { loginUrl: site.loginUrl, sessionCookie: site.sessionCookie ?? SANDBOX_SESSION_COOKIE };
-    const x = opts.followers === false ? { deps: undefined, stop: async () => {} } : await openX402(config, db);
+    const x = !sandboxesOn ? { deps: undefined, rpcUrl: undefined, stop: async () => {} } : await openX402(config, db, store, home);
     const settlementReactor = x.deps ? new X402SettlementReactor(db, store, x.deps) : undefined;
     settlementReactor?.start();
     const approvalExpiry = readSide ? new ApprovalExpiryReactor(db, store, () => new Date()) : undefined;
@@ -165,7 +183,7 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
     // Cosignatures of each new checkpoint by AUDIT_WITNESSES, off the command path.
     const witnessSubmitter = readSide && config.auditWitnesses.length > 0 ? new WitnessSubmitter(db, store, config.auditWitnesses) : undefined;
     witnessSubmitter?.start();
-    const pix = opts.followers === false ? undefined : await openPix(process.env, config.publicBaseUrl);
+    const pix = !sandboxesOn ? undefined : await openPix(process.env, config.publicBaseUrl, home);
     return {
       config,
       db,
@@ -183,6 +201,19 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
       serviceSecretFile: secret.file,
       warnings,
       readSide,
+      sandboxUrls: {
+        ...(sandboxProviders ? { providers: sandboxProviders.url, outbox: `${sandboxProviders.url}/_sandbox/outbox.html`, providersTls: sandboxProviders.tlsUrl } : {}),
+        ...(pix?.sandboxUrl ? { psp: pix.sandboxUrl } : {}),
+        ...(sandbox ? { bank: sandbox.url } : {}),
+        ...(sandboxMerchants ? { merchants: sandboxMerchants.url } : {}),
+        ...(x.rpcUrl ? { chainRpc: x.rpcUrl } : {}),
+      },
+      get notice() {
+        return sink.notice;
+      },
+      set notice(fn: (line: string) => void) {
+        sink.notice = fn;
+      },
       async close() {
         await witnessSubmitter?.stop().catch(() => {});
         await approvalExpiry?.stop().catch(() => {});

@@ -29,6 +29,8 @@ function folderFailure(dir: string, code: string | undefined, what: string): Sta
     case 'EACCES':
     case 'EPERM':
       return new StartupError(`the data folder ${dir} is not writable by this user (${what}): fix its permissions or set DATA_DIR to a folder you own`);
+    case 'ENOENT':
+      return new StartupError(`the data folder ${dir} cannot be created there (${what}: ENOENT): set DATA_DIR to a folder on a writable disk`);
     case 'ENOTDIR':
     case 'EEXIST':
       return new StartupError(`the data folder ${dir} cannot be created: a file is in the way (${what}): remove that file or set DATA_DIR to another folder`);
@@ -40,13 +42,34 @@ function folderFailure(dir: string, code: string | undefined, what: string): Sta
 const codeOf = (err: unknown) => (err && typeof err === 'object' && 'code' in err ? String((err as { code: unknown }).code) : undefined);
 
 /**
+ * mkdir -p, one level at a time: Node's recursive mkdir spins forever under
+ * /proc (DATA_DIR=/proc/nope hung the CLI), where a plain mkdir fails at once.
+ */
+async function makeFolder(abs: string): Promise<void> {
+  const missing: string[] = [];
+  for (let p = abs; ; ) {
+    try {
+      if (!(await fs.stat(p)).isDirectory()) throw Object.assign(new Error(`${p} is not a folder`), { code: 'ENOTDIR' });
+      break;
+    } catch (err) {
+      if (codeOf(err) !== 'ENOENT') throw err;
+      missing.unshift(p);
+      const up = path.dirname(p);
+      if (up === p) break;
+      p = up;
+    }
+  }
+  for (const m of missing) await fs.mkdir(m).catch((err: unknown) => (codeOf(err) === 'EEXIST' ? undefined : Promise.reject(err)));
+}
+
+/**
  * The data folder exists (created if need be), takes a write and has room for
  * a cluster. Run before anything is started in it.
  */
 export async function checkDataFolder(dir: string, minFreeBytes = MIN_FREE_BYTES): Promise<void> {
   const abs = path.resolve(dir);
   try {
-    await fs.mkdir(abs, { recursive: true });
+    await makeFolder(abs);
   } catch (err) {
     throw folderFailure(abs, codeOf(err), 'creating it failed');
   }
@@ -88,8 +111,25 @@ export function startupLine(err: unknown): string {
   return `could not start: ${text.split('\n')[0]}`;
 }
 
-/** The one line `npm start` prints once it listens: where, the API reference, and the first command to run. */
-export function readyLine(listenUrl: string): string {
+/**
+ * The one line `npm start` prints once it listens: where, the API reference,
+ * and the first command to run (bootstrap while no organization exists).
+ */
+export function readyLine(listenUrl: string, organizations = 0): string {
   const url = listenUrl.replace(/\/+$/, '');
-  return `ready at ${url} — API reference: ${url}/docs — create an organization, its owner and API keys: npm run cli -- bootstrap --org-name "Acme" --email owner@acme.example`;
+  const next = organizations === 0 ? 'create an organization, its owner and API keys: npm run cli -- bootstrap --org-name "Acme" --email owner@acme.example' : `${organizations} organization${organizations === 1 ? '' : 's'} in this database`;
+  return `ready at ${url} — API reference: ${url}/docs — ${next}`;
+}
+
+/** The sandboxes the walkthroughs use, in one line (none when all are off). */
+export function sandboxLine(urls: { providers?: string; outbox?: string; psp?: string; bank?: string; merchants?: string; chainRpc?: string }): string | undefined {
+  const parts = [
+    urls.providers && `providers ${urls.providers} (SANDBOX=${urls.providers} in the walkthrough)`,
+    urls.outbox && `outbox ${urls.outbox}`,
+    urls.psp && `Pix PSP ${urls.psp}`,
+    urls.bank && `bank ${urls.bank}`,
+    urls.merchants && `merchants ${urls.merchants}`,
+    urls.chainRpc && `local chain RPC ${urls.chainRpc}`,
+  ].filter(Boolean);
+  return parts.length ? `sandboxes (state and ports kept in DATA_DIR/sandboxes): ${parts.join(', ')}` : undefined;
 }

@@ -316,11 +316,20 @@ export function logCursor(store: EventStore, eventTypes: readonly string[]): Non
 }
 
 /** Verifies an organization's chain in the live log against its source events. */
-export async function verifyOrgChain(store: EventStore, orgId: string, key: { name: string; publicKey: Uint8Array }, origin: string): Promise<VerifyReport> {
+/** Passes the entries through, telling `onEntry` how many went by (a progress display). */
+async function* counted<T>(items: AsyncIterable<T>, onEntry: (n: number) => void): AsyncIterable<T> {
+  let n = 0;
+  for await (const item of items) {
+    onEntry(++n);
+    yield item;
+  }
+}
+
+export async function verifyOrgChain(store: EventStore, orgId: string, key: { name: string; publicKey: Uint8Array }, origin: string, onEntry?: (n: number) => void): Promise<VerifyReport> {
   const checkpoints = await storedCheckpoints(store, orgId);
   return verifyChain({
     orgId,
-    entries: storedEntries(store, orgId),
+    entries: onEntry ? counted(storedEntries(store, orgId), onEntry) : storedEntries(store, orgId),
     checkpoints,
     key,
     origin: `${origin}/${orgId}`,

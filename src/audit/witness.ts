@@ -16,7 +16,14 @@ import { openCheckpoint, type SigningKey } from './note.ts';
 // disk before the answer, so two requests cannot roll a log back.
 
 export type TrustedLog = { originPrefix: string; key: { name: string; publicKey: Uint8Array } };
-export type WitnessOptions = { key: SigningKey; logs: readonly TrustedLog[]; stateFile: string; now?: () => Date };
+export type WitnessOptions = {
+  key: SigningKey;
+  logs: readonly TrustedLog[];
+  stateFile: string;
+  now?: () => Date;
+  /** One line per checkpoint cosigned or refused (the operator's log of what this witness vouched for). */
+  log?: (line: string) => void;
+};
 type LogState = { size: number; root: string; checkpoint: string };
 type Answer = { status: number; body: string; contentType?: string };
 
@@ -89,6 +96,7 @@ export class Witness {
     const cp = opened.checkpoint;
     const refuse = (status: number, reason: string): Answer => {
       this.refusals.push({ origin, status, reason, request: text });
+      this.opts.log?.(`refused ${origin} size ${cp.size}: ${reason}`);
       return { status, body: `${reason}\n` };
     };
     if (req.oldSize > cp.size) return { status: 400, body: 'old size is larger than the checkpoint size\n' };
@@ -113,6 +121,7 @@ export class Witness {
       else this.logs.delete(origin);
       throw err;
     }
+    this.opts.log?.(`cosigned ${origin} size ${cp.size} root ${cp.root.toString('base64')}`);
     return { status: 200, body: line };
   }
 

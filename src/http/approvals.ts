@@ -124,6 +124,8 @@ function approvalDecisionRoutes(app: FastifyInstance, deps: AppDeps): void {
     method: 'POST',
     url: '/v1/approvals/:id/decide',
     operationId: 'decideApproval',
+    // The approval page's form posts here.
+    acceptsForm: true,
     summary: 'A person approves or denies a held call (human session, admin); approving executes it once',
     tags: ['approvals'],
     auth: 'human_session',

@@ -14,7 +14,7 @@ const header = (h: unknown) => (typeof h === 'string' ? h : undefined);
 export async function providerWebhookRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   // The signature covers the exact bytes sent: this scope keeps the body as text.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'string', bodyLimit: INBOUND_WEBHOOK_MAX_BYTES }, (_req, body, done) => done(null, body));
+  app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => done(null, body));
 
   defineRoute(app, deps, {
     method: 'POST',
@@ -23,6 +23,7 @@ export async function providerWebhookRoutes(app: FastifyInstance, deps: AppDeps)
     summary: 'Inbound provider event for one connection, verified with its webhook secret (Standard Webhooks headers)',
     tags: ['connections'],
     auth: 'open',
+    bodyLimit: INBOUND_WEBHOOK_MAX_BYTES,
     params: z.object({ server_id: z.string().min(1).max(64), connection_id: IdParam }),
     responses: { 200: z.object({ received: z.literal(true), delivery_id: z.string(), event_type: z.literal('connection.webhook_received') }) },
     errors: [[400, 'invalid_webhook_body'], [400, 'webhook_timestamp_stale'], [401, 'webhook_signature_invalid'], [404, 'not_found'], [409, 'webhook_replayed'], [413, 'payload_too_large']],

@@ -12,11 +12,16 @@ import { tenantOf } from './kernel/auth.ts';
 // exactly as POST .../execute (recorded, sealed); without a model 501
 // not_wired. It answers the product client's shape {message, tool_calls,
 // iterations}. With `Accept: text/event-stream` the same loop streams, in the
-// order things happen: user_message, assistant_text {content} (each model turn
-// with text), tool_use {id, name, input} and tool_result {id, name, output,
-// is_error} per call (id: the model's call id, which ties the two), then done
-// {message, tool_calls, iterations}, or error {error, message} when the loop
-// fails.
+// order things happen: user_message, assistant_text {content, iteration}
+// (each model turn with text), tool_use {id, name, input} (id: the model's
+// call id) and tool_result per call (the ToolCallRecord {id (tc_...),
+// tool_name, server_id, status, duration_ms, input, output, error_code} with
+// name, is_error, tool_call_id, call_id (the tool_use's id), error_message),
+// then done {message, tool_calls, iterations}, or error {error, message}.
+// Every data object also carries `type` (the event's name), and tool_result
+// and done repeat themselves as `toolCall` and `result`: the product's
+// TypeScript client reads the event name and the members, its Python client
+// reads only `data:` lines and dispatches on `type`.
 
 /** One tool call of the loop: `id` is the recorded call (tc_...), null when none was recorded (a refusal before the call). */
 export const AgentToolCall = z.object({
@@ -32,17 +37,37 @@ export const AgentToolCall = z.object({
 
 const SendResult = z.object({ message: z.string(), tool_calls: z.array(AgentToolCall), iterations: z.number().int() }).meta({ id: 'SendResult' });
 
+const ToolResultEvent = AgentToolCall.extend({
+  type: z.literal('tool_result'),
+  name: z.string().meta({ description: '"<server>/<tool>" as the model named it' }),
+  is_error: z.boolean(),
+  tool_call_id: z.string().nullable().meta({ description: 'the recorded call (= id)' }),
+  call_id: z.string().meta({ description: "the model's call id: the tool_use event's id" }),
+  error_message: z.string().nullable().meta({ description: 'why the call failed; null on success' }),
+  toolCall: AgentToolCall.meta({ description: 'the same record, for clients that dispatch on type' }),
+});
+
 /** The stream's events (documented as the text/event-stream answer: one `event:` name per member). */
 const SendStreamEvents = z
   .object({
-    user_message: z.object({ content: z.string() }),
-    assistant_text: z.object({ content: z.string() }),
-    tool_use: z.object({ id: z.string(), name: z.string(), input: z.unknown() }),
-    tool_result: z.object({ id: z.string(), name: z.string(), output: z.unknown(), is_error: z.boolean(), tool_call_id: z.string().nullable() }),
-    error: z.object({ error: z.string(), message: z.string() }),
-    done: SendResult,
+    user_message: z.object({ type: z.literal('user_message'), content: z.string() }),
+    assistant_text: z.object({ type: z.literal('assistant_text'), content: z.string(), iteration: z.number().int().meta({ description: "the model's turn, from 1" }) }),
+    tool_use: z.object({ type: z.literal('tool_use'), id: z.string(), name: z.string(), input: z.unknown() }),
+    tool_result: ToolResultEvent,
+    error: z.object({ type: z.literal('error'), error: z.string(), message: z.string() }),
+    done: SendResult.extend({ type: z.literal('done'), result: SendResult.meta({ description: 'the same answer, for clients that dispatch on type' }) }),
   })
-  .meta({ id: 'SendStreamEvents', description: 'Server-sent events, each `event: <member>` with `data:` the member\'s JSON, in the order they happen: user_message, then per model turn assistant_text (when it has text) and tool_use/tool_result per call, then done; error instead of done when the loop fails' });
+  .meta({ id: 'SendStreamEvents', description: "Server-sent events, each `event: <member>` with `data:` the member's JSON (which also names it in `type`), in the order they happen: user_message, then per model turn assistant_text (when it has text) and tool_use/tool_result per call, then done; error instead of done when the loop fails" });
+
+/** The data of one stream event: its members, its name as `type`, and the record or the answer again under the name the Python client reads. */
+function wireData(event: string, data: Record<string, unknown>): Record<string, unknown> {
+  if (event === 'tool_result') {
+    const { id, tool_name, server_id, status, duration_ms, input, output, error_code } = data;
+    return { type: event, ...data, toolCall: { id, tool_name, server_id, status, duration_ms, input, output, error_code } };
+  }
+  if (event === 'done') return { type: event, ...data, result: data };
+  return { type: event, ...data };
+}
 
 export async function sessionSendRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   defineRoute(app, deps, {
@@ -65,7 +90,7 @@ export async function sessionSendRoutes(app: FastifyInstance, deps: AppDeps): Pr
       if (!accept.includes('text/event-stream')) return { status: 200, body: await sendMessage(ctx.deps, run, model, session, ctx.body.message, () => {}) };
       const out = new PassThrough();
       let n = 0;
-      const send = (event: string, data: unknown) => out.write(`event: ${event}\nid: ${++n}\ndata: ${JSON.stringify(data)}\n\n`);
+      const send = (event: string, data: Record<string, unknown>) => out.write(`event: ${event}\nid: ${++n}\ndata: ${JSON.stringify(wireData(event, data))}\n\n`);
       send('user_message', { content: ctx.body.message });
       void sendMessage(ctx.deps, run, model, session, ctx.body.message, (e) => send(e.event, e.data))
         .then((r) => send('done', r))

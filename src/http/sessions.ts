@@ -51,7 +51,7 @@ const SessionConnections = z
     data: z.array(z.object({ id: z.string(), name: z.string(), category: z.string(), country: z.string(), auth_type: z.string(), connected: z.boolean(), tools_count: z.number().int(), status: z.string() })),
     total: z.number().int(),
     session_id: z.string(),
-    servers: z.array(z.object({ id: z.string(), name: z.string(), connected: z.boolean(), auth_type: z.string(), status: z.string() })),
+    servers: z.array(z.object({ id: z.string(), name: z.string(), category: z.string(), country: z.string(), connected: z.boolean(), auth_type: z.string(), status: z.string() })),
     tools: z.array(z.object({ name: z.string(), server: z.string(), description: z.string(), input_schema: z.record(z.string(), z.unknown()) })),
   })
   .meta({ id: 'SessionConnections' });
@@ -165,7 +165,7 @@ function toolRoutes(app: FastifyInstance, deps: AppDeps): void {
     errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
     async handler(ctx) {
       const { session, providers: data, tools } = await sessionConnections(ctx.deps, await tenantOf(ctx), ctx.params.id);
-      const servers = data.map((d) => ({ id: d.id, name: d.name, connected: d.connected, auth_type: d.auth_type, status: d.status }));
+      const servers = data.map((d) => ({ id: d.id, name: d.name, category: d.category, country: d.country, connected: d.connected, auth_type: d.auth_type, status: d.status }));
       return { status: 200, body: { data, total: data.length, session_id: session.id, servers, tools } };
     },
   });

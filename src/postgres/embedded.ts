@@ -65,7 +65,7 @@ function processAlive(pid: number): boolean {
 }
 
 /** The running postmaster of a cluster directory, if any: its pid and port (postmaster.pid lines 1 and 4). */
-async function runningPostmaster(clusterDir: string): Promise<{ pid: number; port: number } | undefined> {
+export async function runningPostmaster(clusterDir: string): Promise<{ pid: number; port: number } | undefined> {
   let text: string;
   try {
     text = await fs.readFile(path.join(clusterDir, 'postmaster.pid'), 'utf8');
@@ -79,13 +79,13 @@ async function runningPostmaster(clusterDir: string): Promise<{ pid: number; por
   return { pid, port };
 }
 
-async function stopPostmaster(pid: number): Promise<void> {
+export async function stopPostmaster(pid: number): Promise<void> {
   process.kill(pid, 'SIGINT');
   const deadline = Date.now() + 30_000;
   while (processAlive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
 }
 
-async function ownerAlive(ownerFile: string): Promise<boolean> {
+export async function ownerAlive(ownerFile: string): Promise<boolean> {
   try {
     const pid = Number.parseInt((await fs.readFile(ownerFile, 'utf8')).trim(), 10);
     return Number.isInteger(pid) && pid > 0 && pid !== process.pid && processAlive(pid);
@@ -93,6 +93,9 @@ async function ownerAlive(ownerFile: string): Promise<boolean> {
     return false;
   }
 }
+
+/** Beside a relocated cluster `<name>`, the file `<name>.data-dir` names the data folder it belongs to. */
+export const DATA_DIR_SUFFIX = '.data-dir';
 
 /** Where, as root, the service keeps what the `postgres` user must enter: binaries and relocated clusters. */
 export const SYSTEM_DIR = process.env.EMBEDDED_PG_SYSTEM_DIR ?? '/var/lib/agent-ledger';
@@ -197,6 +200,9 @@ async function clusterFolder(dataDir: string, runAs: RunAs | undefined): Promise
     where = path.join(SYSTEM_DIR, 'clusters', `${path.basename(path.resolve(dataDir)).replace(/[^A-Za-z0-9_.-]/g, '_')}-${randomBytes(8).toString('hex')}`);
     await fs.writeFile(pointer, `${where}\n`);
   }
+  // The way back: which data folder a relocated cluster belongs to (`reset` removes clusters whose folder is gone).
+  await fs.mkdir(path.join(SYSTEM_DIR, 'clusters'), { recursive: true, mode: 0o755 }).catch(() => {});
+  await fs.writeFile(`${where}${DATA_DIR_SUFFIX}`, `${path.resolve(dataDir)}\n`).catch(() => {});
   try {
     await fs.mkdir(SYSTEM_DIR, { recursive: true, mode: 0o755 });
     await fs.mkdir(path.join(SYSTEM_DIR, 'clusters'), { recursive: true, mode: 0o755 });

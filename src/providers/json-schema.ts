@@ -2,6 +2,7 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import * as formats from 'ajv-formats';
 import { JSON_SCHEMA_CACHE_MAX } from '../limits.ts';
+import { boundedRegExp, PATTERN_INPUT_TOO_LONG, patternInputTooLong } from './bounded-regexp.ts';
 
 // Tool input schemas are standard JSON Schema, checked by Ajv: draft-07 when
 // the schema says so (`$schema` …/draft-07/…), 2020-12 when it says so or says
@@ -10,7 +11,9 @@ import { JSON_SCHEMA_CACHE_MAX } from '../limits.ts';
 // draft-07. Each schema is compiled once and kept by its text (a bounded cache).
 // Issues keep the shape callers rely on: {path, message}, the path naming
 // the offending property (the missing one for `required`, the extra one for
-// `additionalProperties`).
+// `additionalProperties`). Patterns run on a linear-time engine with a bound
+// on input length (src/providers/bounded-regexp.ts): a hostile pattern in a
+// registered upstream's schema cannot stall the process.
 
 /** A JSON Schema document; the catalog requires `type: "object"` at the root of a tool's input. */
 export type JsonSchema = { type?: string | string[]; [keyword: string]: unknown };
@@ -21,7 +24,8 @@ type FormatsPlugin = (ajv: Ajv | Ajv2020) => unknown;
 const addFormats = ((formats as unknown as { default: FormatsPlugin & { default?: FormatsPlugin } }).default.default ??
   (formats as unknown as { default: FormatsPlugin }).default) as FormatsPlugin;
 
-const options = { allErrors: true, strict: false, addUsedSchema: false, validateFormats: true } as const;
+// verbose: errors carry the value, so a string too long for a pattern says so.
+const options = { allErrors: true, strict: false, addUsedSchema: false, validateFormats: true, verbose: true, code: { regExp: boundedRegExp } } as const;
 const draft07 = new Ajv(options);
 const draft2020 = new Ajv2020(options);
 addFormats(draft07);
@@ -86,6 +90,7 @@ function issueOf(e: ErrorObject): InputIssue {
   if (e.keyword === 'required') return { path: [...path, (e.params as { missingProperty: string }).missingProperty], message: 'is required' };
   if (e.keyword === 'additionalProperties') return { path: [...path, (e.params as { additionalProperty: string }).additionalProperty], message: 'is not allowed' };
   if (e.keyword === 'unevaluatedProperties') return { path: [...path, (e.params as { unevaluatedProperty: string }).unevaluatedProperty], message: 'is not allowed' };
+  if (e.keyword === 'pattern' && patternInputTooLong(e.data)) return { path, message: PATTERN_INPUT_TOO_LONG };
   return { path, message: e.message ?? `fails ${e.keyword}` };
 }
 

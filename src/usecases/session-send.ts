@@ -11,7 +11,7 @@ import { activeSession, type SessionRow } from './sessions.ts';
 // functions `<server>__<tool>`; each tool call it asks for runs exactly as an
 // executed tool (executeTool: recorded, sealed); the loop ends when the model
 // answers without tool calls, or after AGENT_MAX_STEPS turns. What happens is
-// emitted as it happens (assistant_text, tool_use, tool_result); the answer
+// emitted as it happens (assistant_text, tool_use, tool_result: AgentEvent); the answer
 // is {message, tool_calls, iterations}. A model's failure is `model_error`.
 
 export const AGENT_MAX_STEPS = 8;
@@ -30,10 +30,18 @@ export type AgentToolCall = {
 };
 export type SendResult = { message: string; tool_calls: AgentToolCall[]; iterations: number };
 
+/**
+ * What the loop emits as it happens. A tool result is the call's record
+ * (AgentToolCall, `id` the recorded tc_... call) with beside it `name`
+ * ("<server>/<tool>"), `is_error`, `tool_call_id` (= id), `call_id` (the
+ * model's id, which ties it to its tool_use) and `error_message` (why, when
+ * it failed). `iteration` numbers the model's turns from 1.
+ */
+export type ToolResultData = AgentToolCall & { name: string; is_error: boolean; tool_call_id: string | null; call_id: string; error_message: string | null };
 export type AgentEvent =
-  | { event: 'assistant_text'; data: { content: string } }
+  | { event: 'assistant_text'; data: { content: string; iteration: number } }
   | { event: 'tool_use'; data: { id: string; name: string; input: unknown } }
-  | { event: 'tool_result'; data: { id: string; name: string; output: unknown; is_error: boolean; tool_call_id: string | null } };
+  | { event: 'tool_result'; data: ToolResultData };
 
 function toolsOf(ports: Pick<Ports, 'providers'>, s: SessionRow): ModelTool[] {
   return s.servers.flatMap((id) => {
@@ -88,7 +96,7 @@ export async function agentLoop(ports: Ports, run: RunCommand, model: Model, s: 
   while (iterations < AGENT_MAX_STEPS) {
     const r = await model.complete(messages, tools);
     iterations++;
-    if (r.content) emit({ event: 'assistant_text', data: { content: r.content } });
+    if (r.content) emit({ event: 'assistant_text', data: { content: r.content, iteration: iterations } });
     if (r.tool_calls.length === 0) return { message: r.content ?? '', tool_calls, iterations };
     messages.push({ role: 'assistant', content: r.content, tool_calls: r.tool_calls });
     for (const c of r.tool_calls) {
@@ -103,7 +111,7 @@ export async function agentLoop(ports: Ports, run: RunCommand, model: Model, s: 
       const { call, why } = await callTool(ports, run, s, name, args);
       tool_calls.push(call);
       const output = call.status === 'success' ? call.output : { error: call.error_code, ...(why ? { message: why } : {}) };
-      emit({ event: 'tool_result', data: { id: c.id, name, output, is_error: call.status === 'error', tool_call_id: call.id } });
+      emit({ event: 'tool_result', data: { ...call, name, is_error: call.status === 'error', tool_call_id: call.id, call_id: c.id, error_message: why } });
       messages.push({ role: 'tool', tool_call_id: c.id, content: JSON.stringify(output) });
     }
   }

@@ -197,7 +197,9 @@ t.test('a bad bearer on /v1 keeps the bare 401 and names the resource metadata',
     const res = await app.inject({ method: 'GET', url: '/v1/whoami', headers: auth ? { authorization: auth } : {} });
     t.equal(res.statusCode, 401);
     t.same(res.json(), { error: 'unauthorized' });
-    t.equal(res.headers['www-authenticate'], 'Bearer resource_metadata="http://127.0.0.1:8080/.well-known/oauth-protected-resource/v1"');
+    // RFC 9728's resource metadata first; then (RFC 6750) which mistake it was, with no error code when nothing was sent.
+    t.match(res.headers['www-authenticate'], /^Bearer resource_metadata="http:\/\/127\.0\.0\.1:8080\/\.well-known\/oauth-protected-resource\/v1", (error="invalid_token", )?error_description="[^"]+"$/);
+    t.equal(/error="invalid_token"/.test(String(res.headers['www-authenticate'])), auth !== undefined);
   }
   const meta = (await app.inject({ method: 'GET', url: '/.well-known/oauth-protected-resource/v1' })).json();
   t.equal(meta.resource, 'http://127.0.0.1:8080/v1');

@@ -122,7 +122,7 @@ t.test('code replay: invalid_grant, and the tokens issued from the code stop wor
   const after = await whoami(tokens.access_token);
   t.equal(after.status, 401);
   t.same(await after.json(), { error: 'unauthorized' }, 'the bare 401 body');
-  t.match(after.headers.get('www-authenticate'), /^Bearer resource_metadata="http:\/\/127\.0\.0\.1:8080\/\.well-known\/oauth-protected-resource\/v1"$/);
+  t.match(after.headers.get('www-authenticate'), /^Bearer resource_metadata="http:\/\/127\.0\.0\.1:8080\/\.well-known\/oauth-protected-resource\/v1", error="invalid_token", error_description="the access token is unknown, expired or revoked[^"]*"$/);
   t.equal(await oauthErrorOf(refresh(tokens.refresh_token!)), 'invalid_grant');
 });
 

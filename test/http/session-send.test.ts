@@ -10,6 +10,8 @@ import { scriptedModel } from '../helpers/scripted-model.ts';
 // iterations}; the same loop streams as SSE (read with the `eventsource`
 // client over a real port): user_message, tool_use/tool_result per call,
 // assistant_text, done; error when the model fails; without a model, 501.
+// Every data object names its `type`; tool_result is the client's
+// ToolCallRecord (also as `toolCall`), done repeats itself as `result`.
 
 const { app, ledger, sandboxProviders } = await testApp(t, { providers: true });
 await app.listen({ port: 0, host: '127.0.0.1' });
@@ -98,15 +100,23 @@ t.test('sendStream: user_message, tool_use and tool_result per call, assistant_t
   const got = await sendStream('again please');
   t.same(got.map((g) => g.event), ['user_message', 'tool_use', 'tool_result', 'tool_use', 'tool_result', 'assistant_text', 'done']);
   t.same(got.map((g) => g.id), ['1', '2', '3', '4', '5', '6', '7'], 'every event has an id, in order');
-  t.same(got[0]!.data, { content: 'again please' });
-  t.same(got[1]!.data, { id: 'call_1_0', name: 'clima/get_forecast', input: { city: 'Recife' } });
-  t.match(got[2]!.data, { id: 'call_1_0', name: 'clima/get_forecast', output: { city: 'Recife' }, is_error: false, tool_call_id: /^tc_\d+$/ });
+  for (const g of got) t.equal(g.data.type, g.event, `${g.event}: the data names its type (the Python client dispatches on it)`);
+  t.same(got[0]!.data, { type: 'user_message', content: 'again please' });
+  t.same(got[1]!.data, { type: 'tool_use', id: 'call_1_0', name: 'clima/get_forecast', input: { city: 'Recife' } });
+  // tool_result is the client's ToolCallRecord (id: the recorded tc_ call), the stream's own members beside it, and the record again as toolCall.
+  const RECORD = ['duration_ms', 'error_code', 'id', 'input', 'output', 'server_id', 'status', 'tool_name'];
+  t.match(got[2]!.data, { id: /^tc_\d+$/, tool_name: 'get_forecast', server_id: 'clima', status: 'success', duration_ms: Number, input: { city: 'Recife' }, output: { city: 'Recife' }, error_code: null });
+  t.match(got[2]!.data, { name: 'clima/get_forecast', is_error: false, tool_call_id: got[2]!.data.id, call_id: 'call_1_0', error_message: null });
+  t.same(got[2]!.data.toolCall, Object.fromEntries(RECORD.map((k) => [k, got[2]!.data[k]])), 'toolCall is the record');
+  t.same(Object.keys(got[2]!.data.toolCall as object).sort(), RECORD);
   t.match(got[3]!.data, { id: 'call_1_1', name: 'acme-payments/create_charge', input: { amount_minor: 1200 } });
-  t.match(got[4]!.data, { id: 'call_1_1', name: 'acme-payments/create_charge', output: { id: /^ch_/ }, is_error: false });
-  t.same(got[5]!.data, { content: 'Rain in Recife; I bought you an umbrella.' });
-  const done = got[6]!.data as { message: string; tool_calls: { id: string }[]; iterations: number };
+  t.match(got[4]!.data, { id: /^tc_\d+$/, tool_name: 'create_charge', server_id: 'acme-payments', status: 'success', output: { id: /^ch_/ }, call_id: 'call_1_1', is_error: false, toolCall: { tool_name: 'create_charge', output: { id: /^ch_/ } } });
+  t.same(got[5]!.data, { type: 'assistant_text', content: 'Rain in Recife; I bought you an umbrella.', iteration: 2 }, 'the turn it was said in');
+  const done = got[6]!.data as { message: string; tool_calls: { id: string }[]; iterations: number; result: unknown };
   t.match(done, { message: 'Rain in Recife; I bought you an umbrella.', iterations: 2 });
-  t.same(done.tool_calls.map((c) => c.id), [got[2]!.data.tool_call_id, got[4]!.data.tool_call_id], 'done lists the recorded calls the stream showed');
+  t.same(done.tool_calls.map((c) => c.id), [got[2]!.data.id, got[4]!.data.id], 'done lists the recorded calls the stream showed');
+  t.same(done.tool_calls, [got[2]!.data.toolCall, got[4]!.data.toolCall], 'the same records');
+  t.same(done.result, { message: done.message, tool_calls: done.tool_calls, iterations: done.iterations }, 'result is the answer');
 });
 
 t.test('a tool the model may not call: an error result in both forms, the loop goes on', async (t) => {
@@ -117,7 +127,9 @@ t.test('a tool the model may not call: an error result in both forms, the loop g
   wrongTool.reset();
   const got = await sendStream('rate?');
   t.same(got.map((g) => g.event), ['user_message', 'tool_use', 'tool_result', 'assistant_text', 'done']);
-  t.match(got[2]!.data, { id: 'call_1_0', name: 'kambio/get_rate', output: { error: 'server_unknown' }, is_error: true, tool_call_id: null });
+  const record = { id: null, tool_name: 'get_rate', server_id: 'kambio', status: 'error', duration_ms: null, input: { base: 'USD', quote: 'BRL' }, output: null, error_code: 'server_unknown' };
+  t.match(got[2]!.data, { ...record, type: 'tool_result', name: 'kambio/get_rate', is_error: true, tool_call_id: null, call_id: 'call_1_0', error_message: /kambio/ });
+  t.same(got[2]!.data.toolCall, record);
   process.env.MODEL_BASE_URL = model.url;
 });
 
@@ -129,6 +141,6 @@ t.test('a model that fails: 502 model_error, and an error event {error, message}
   const got = await sendStream('hi');
   t.same(got.map((g) => g.event), ['user_message', 'error']);
   t.match(got[1]!.data, { error: 'model_error', message: /./ });
-  t.same(Object.keys(got[1]!.data).sort(), ['error', 'message']);
+  t.same(Object.keys(got[1]!.data).sort(), ['error', 'message', 'type']);
   delete process.env.MODEL_BASE_URL;
 });

@@ -51,6 +51,8 @@ t.test('the product client: create, list connections, execute, poll the payment 
     [['acme-payments', true, 'api_key'], ['ledgerly', true, 'hmac_signed'], ['kambio', false, 'two_header'], ['clima', true, 'none']],
   );
   t.match(conns.body.servers[0], { id: 'acme-payments', name: conns.body.data[0].name, connected: true, auth_type: 'api_key', status: conns.body.data[0].status });
+  // The client's ServerConnection {id, name, category, country, auth_type, connected} (issue 61 item 4).
+  t.same(conns.body.servers.map((x: Record<string, unknown>) => [x.id, x.category, x.country]), conns.body.data.map((d: Record<string, unknown>) => [d.id, d.category, d.country]), 'servers carry category and country');
   t.equal(conns.body.tools.length, conns.body.data.reduce((n: number, d: { tools_count: number }) => n + d.tools_count, 0), 'every tool of every server');
   t.match(conns.body.tools.find((x: { name: string }) => x.name === 'create_charge'), { name: 'create_charge', server: 'acme-payments', description: /./, input_schema: { type: 'object', properties: { amount_minor: {} } } });
   t.ok(conns.body.tools.some((x: { name: string; server: string }) => x.name === 'get_forecast' && x.server === 'clima'));

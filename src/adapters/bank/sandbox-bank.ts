@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { listenStable, type SandboxHome, StateFile } from '../sandbox-home.ts';
 
 // The sandbox bank: a small HTTP server on loopback speaking the protocol
 // HttpBank expects (an Open Finance Brasil-shaped consent flow). Each consent
@@ -10,6 +11,8 @@ import type { AddressInfo } from 'node:net';
 export type SandboxFaults = { refuseCreate?: boolean; refuseCode?: boolean; failPage?: number | null; slowMs?: number };
 
 type Consent = { id: string; status: 'AWAITING_AUTHORISATION' | 'AUTHORISED' | 'REJECTED' | 'DELETED'; redirectUri: string; pages: number };
+/** What the sandbox bank keeps under DATA_DIR across restarts. */
+type Saved = { consents: Consent[]; codes: [string, string][]; tokens: [string, string][] };
 
 export class SandboxBank {
   readonly faults: SandboxFaults = {};
@@ -21,16 +24,34 @@ export class SandboxBank {
   readonly clientId = 'sandbox-client';
   readonly clientSecret = 'sandbox-secret';
 
-  constructor(private readonly pages = 5) {}
+  private readonly state: StateFile<Saved> | undefined;
 
-  async start(port = 0): Promise<string> {
-    this.server = http.createServer((req, res) => void this.handle(req, res));
-    await new Promise<void>((r) => this.server!.listen(port, '127.0.0.1', r));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+  /** With a home, consents and their tokens survive a restart, on the same port. */
+  constructor(
+    private readonly pages = 5,
+    private readonly home?: SandboxHome,
+  ) {
+    this.state = home ? new StateFile<Saved>(home, 'bank') : undefined;
+    const saved = this.state?.load();
+    for (const c of saved?.consents ?? []) this.consents.set(c.id, c);
+    for (const [k, v] of saved?.codes ?? []) this.codes.set(k, v);
+    for (const [k, v] of saved?.tokens ?? []) this.tokens.set(k, v);
+  }
+
+  private persist(): void {
+    this.state?.save({ consents: [...this.consents.values()], codes: [...this.codes], tokens: [...this.tokens] });
+  }
+
+  async start(port?: number): Promise<string> {
+    // The consent page (a GET) issues a code: every request may change something.
+    this.server = http.createServer((req, res) => void this.handle(req, res).finally(() => this.persist()));
+    const bound = port !== undefined ? await new Promise<number>((r) => this.server!.listen(port, '127.0.0.1', () => r((this.server!.address() as AddressInfo).port))) : await listenStable(this.server, this.home, 'bank', 'the sandbox bank');
+    this.url = `http://127.0.0.1:${bound}`;
     return this.url;
   }
 
   async stop(): Promise<void> {
+    this.server?.closeAllConnections();
     await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
   }
 

@@ -1,7 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdir } from 'node:fs/promises';
 import { createRequire } from 'node:module';
+import net from 'node:net';
 import path from 'node:path';
 import { freeLoopbackPort } from '../../postgres/embedded.ts';
+import { rememberedPort, rememberPort, type SandboxHome } from '../sandbox-home.ts';
 import token from './test-usdc.json' with { type: 'json' };
 
 // A real local EVM for test settlements: anvil from the @foundry-rs/anvil npm
@@ -36,12 +39,43 @@ async function rpc(url: string, method: string, params: unknown[]): Promise<unkn
   return j.result;
 }
 
-export type LocalChain = { rpcUrl: string; chainId: number; token: string; stop(): Promise<void> };
+export type LocalChain = { rpcUrl: string; chainId: number; token: string; stateFile: string | undefined; stop(): Promise<void> };
 
-export async function startLocalChain(opts: { chainId?: number } = {}): Promise<LocalChain> {
+/** How often anvil writes its state file while running (it also writes it when stopped). */
+const STATE_INTERVAL_S = 5;
+
+const portFree = (port: number) =>
+  new Promise<boolean>((resolve) => {
+    const s = net.createServer();
+    s.once('error', () => resolve(false));
+    s.listen({ host: '127.0.0.1', port, exclusive: true }, () => s.close(() => resolve(true)));
+  });
+
+const children = new Set<ChildProcess>();
+// If this process exits without stopping its chain (a crash), stop it too: anvil writes its state as it exits.
+process.once('exit', () => {
+  for (const c of children) c.kill('SIGTERM');
+});
+
+/**
+ * Starts anvil. With a home (DATA_DIR/sandboxes) the chain keeps its state in
+ * chain-state.json there (loaded at start, written every few seconds and at
+ * stop) and listens on the port it had last time when free.
+ */
+export async function startLocalChain(opts: { chainId?: number; home?: SandboxHome } = {}): Promise<LocalChain> {
   const chainId = opts.chainId ?? BASE_SEPOLIA_CHAIN_ID;
-  const port = await freeLoopbackPort();
-  const child: ChildProcess = spawn(anvilBinary(), ['--host', '127.0.0.1', '--port', String(port), '--chain-id', String(chainId), '--silent'], { stdio: 'ignore' });
+  const wanted = rememberedPort(opts.home, 'chain');
+  const port = wanted !== undefined && (await portFree(wanted)) ? wanted : await freeLoopbackPort();
+  if (wanted !== undefined && port !== wanted) opts.home!.note(`the local chain: port ${wanted} (used last time) is taken by another process, listening on ${port} instead`);
+  const stateFile = opts.home ? path.join(opts.home.dir, 'chain-state.json') : undefined;
+  if (opts.home) {
+    await mkdir(opts.home.dir, { recursive: true, mode: 0o700 });
+    if (wanted === undefined) rememberPort(opts.home, 'chain', port);
+  }
+  const state = stateFile ? ['--state', stateFile, '--state-interval', String(STATE_INTERVAL_S)] : [];
+  const child: ChildProcess = spawn(anvilBinary(), ['--host', '127.0.0.1', '--port', String(port), '--chain-id', String(chainId), '--silent', ...state], { stdio: 'ignore' });
+  children.add(child);
+  child.once('exit', () => children.delete(child));
   const rpcUrl = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 15_000;
   for (;;) {
@@ -59,6 +93,7 @@ export async function startLocalChain(opts: { chainId?: number } = {}): Promise<
     rpcUrl,
     chainId,
     token: BASE_SEPOLIA_USDC,
+    stateFile,
     async stop() {
       if (child.exitCode !== null) return;
       child.kill('SIGTERM');

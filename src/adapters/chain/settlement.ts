@@ -2,7 +2,7 @@ import { type Address, createPublicClient, createWalletClient, type Hex, http, p
 import { privateKeyToAccount } from 'viem/accounts';
 import token from './test-usdc.json' with { type: 'json' };
 import { x402Settlements } from '../../metrics.ts';
-import type { NonceGate } from './nonces.ts';
+import type { ChainHead, NonceGate } from './nonces.ts';
 
 // Settlement of EIP-3009 authorizations through any EVM RPC endpoint: the local
 // chain in the sandbox, Base Sepolia or Base in production. The only file
@@ -89,9 +89,26 @@ export class EvmSettlement {
   private send<T>(fn: (nonce: number | undefined) => Promise<T>): Promise<T> {
     const gate = this.cfg.nonces;
     const pending = () => this.reader.getTransactionCount({ address: this.account.address, blockTag: 'pending' });
-    const run = this.sending.then(() => (gate ? gate(this.cfg.chainId, this.account.address, pending, fn) : fn(undefined)));
+    const run = this.sending.then(() => (gate ? gate(this.cfg.chainId, this.account.address, { pending, head: () => this.head() }, fn) : fn(undefined)));
     this.sending = run.catch(() => {});
     return run;
+  }
+
+  /** The chain's genesis hash and latest block number (the nonce gate notices a chain that went backwards). */
+  async head(): Promise<ChainHead> {
+    const [genesis, height] = await Promise.all([this.reader.getBlock({ blockNumber: 0n }), this.reader.getBlockNumber({ cacheTime: 0 })]);
+    return { genesis: genesis.hash, height: Number(height) };
+  }
+
+  /** Whether the chain holds a transaction (false: never sent, or lost when the chain went backwards). */
+  async holds(txHash: Hex): Promise<boolean> {
+    try {
+      await this.reader.getTransaction({ hash: txHash });
+      return true;
+    } catch (err) {
+      if ((err as Error).name === 'TransactionNotFoundError') return false;
+      throw err;
+    }
   }
 
   /** Where a broadcast transaction stands now. */

@@ -1,6 +1,6 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { listenStable, type SandboxHome, StateFile } from '../sandbox-home.ts';
 import { HOSTED_MERCHANTS, type HostedMerchant } from '../../../events/hosted-connect.ts';
 import { SANDBOX_SESSION_COOKIE, type MerchantSites } from './sites.ts';
 
@@ -52,11 +52,21 @@ export class SandboxMerchants {
   private readonly sessions = new Map<HostedMerchant, Map<string, string>>(HOSTED_MERCHANTS.map((m) => [m, new Map()]));
   private server: http.Server | undefined;
   url = '';
+  private readonly state: StateFile<[HostedMerchant, [string, string][]][]> | undefined;
+
+  /** With a home, sign-in sessions survive a restart, on the same port. */
+  constructor(private readonly home?: SandboxHome) {
+    this.state = home ? new StateFile(home, 'merchants') : undefined;
+    for (const [m, live] of this.state?.load() ?? []) for (const [token, user] of live) this.sessions.get(m)?.set(token, user);
+  }
 
   async start(): Promise<string> {
-    this.server = http.createServer((req, res) => void this.handle(req, res));
-    await new Promise<void>((r) => this.server!.listen(0, '127.0.0.1', r));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    this.server = http.createServer((req, res) =>
+      void this.handle(req, res).finally(() => {
+        if (req.method !== 'GET') this.state?.save([...this.sessions].map(([m, live]) => [m, [...live]]));
+      }),
+    );
+    this.url = `http://127.0.0.1:${await listenStable(this.server, this.home, 'merchants', 'the sandbox merchants')}`;
     return this.url;
   }
 

@@ -13,6 +13,9 @@ export type SandboxOAuthClient = { client_id: string; client_secret: string; red
 type Code = { slug: string; clientId: string; redirectUri: string; challenge: string; scope: string; email: string; expiresAt: number; used: boolean };
 type Token = { slug: string; email: string; scope: string; expiresAt: number };
 
+/** What the authorization servers keep across restarts (codes live ten minutes and are not kept). */
+export type OAuthSaved = { clients: (SandboxOAuthClient & { slug: string })[]; access: [string, Token][]; refresh: [string, Omit<Token, 'expiresAt'>][] };
+
 export const SANDBOX_ACCESS_TOKEN_TTL_S = 3600;
 const CODE_TTL_MS = 10 * 60_000;
 
@@ -31,6 +34,22 @@ export class SandboxOAuth {
     private readonly now: () => Date,
     private readonly account: (slug: string, email: string) => { id: string; name: string },
   ) {}
+
+  snapshot(): OAuthSaved {
+    return { clients: [...this.clients.values()], access: [...this.access], refresh: [...this.refresh] };
+  }
+
+  restore(s: OAuthSaved): void {
+    for (const c of s.clients) this.clients.set(c.client_id, c);
+    for (const [t, v] of s.access) this.access.set(t, v);
+    for (const [t, v] of s.refresh) this.refresh.set(t, v);
+  }
+
+  /** The platform's client at a provider for exactly these redirect URIs: the one registered before (a restart), else a new one. */
+  clientFor(slug: string, redirectUris: string[]): SandboxOAuthClient {
+    for (const c of this.clients.values()) if (c.slug === slug && c.redirect_uris.join(' ') === redirectUris.join(' ')) return { client_id: c.client_id, client_secret: c.client_secret, redirect_uris: c.redirect_uris };
+    return this.registerClient(slug, redirectUris);
+  }
 
   /** Registers the platform's confidential client at a provider. */
   registerClient(slug: string, redirectUris: string[]): SandboxOAuthClient {

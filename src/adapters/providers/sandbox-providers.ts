@@ -1,14 +1,14 @@
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
-import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import type { Catalog, ProviderDef } from '../../providers/catalog.ts';
 import { hmacRequestSignature, sameHex, verifyEs256Jwt } from './signing.ts';
-import { issueCertificate, type Issued } from './x509.ts';
+import { issueCertificate, type Issued, loadIssued, type SavedIssued, saveIssued } from './x509.ts';
 import type { Credential } from './http-provider.ts';
-import { SandboxOAuth } from './sandbox-oauth.ts';
-import { SandboxSignup } from './sandbox-signup.ts';
+import { type OAuthSaved, SandboxOAuth } from './sandbox-oauth.ts';
+import { SandboxSignup, type SignupSaved } from './sandbox-signup.ts';
+import { listenStable, type SandboxHome, StateFile } from '../sandbox-home.ts';
 
 // The sandbox providers: one server on loopback serving every catalog provider
 // whose test endpoint is `sandbox:` (plain HTTP, at /<slug>/...) or
@@ -25,6 +25,16 @@ import { SandboxSignup } from './sandbox-signup.ts';
 export type Fault = 'slow' | '5xx' | '401' | 'redirect';
 type Account = { id: string; name: string; slug: string; data: Map<string, Record<string, unknown>[]> };
 type Reply = { status: number; body?: unknown; headers?: Record<string, string> };
+/** What the sandbox providers keep under DATA_DIR across restarts: their test CA and certificate, accounts and credentials, the signup site and the OAuth servers. */
+type Saved = {
+  ca: SavedIssued;
+  server: SavedIssued;
+  accounts: [string, Omit<Account, 'data'> & { data: [string, Record<string, unknown>[]][] }][];
+  jwtKeys: [string, string][];
+  hmacSecrets: [string, string][];
+  signup: SignupSaved;
+  oauth: OAuthSaved;
+};
 
 const SLOW_HOLD_MS = 30_000;
 /** The most requests `seen` remembers (a long-running sandbox must not grow without bound). */
@@ -49,14 +59,41 @@ export class SandboxProviders {
   /** The signup site of the `api_key` providers (browser signup runs): /_sandbox/<slug>/signup. */
   readonly signup: SandboxSignup;
 
+  private readonly state: StateFile<Saved> | undefined;
+  private readonly home: SandboxHome | undefined;
+
+  /** With a home, accounts, credentials, the outbox and the test CA survive a restart, on the same ports. */
   constructor(
     private readonly catalog: Catalog,
-    opts: { now?: () => Date } = {},
+    opts: { now?: () => Date; home?: SandboxHome } = {},
   ) {
     this.oauth = new SandboxOAuth(opts.now ?? (() => new Date()), (slug, email) => this.accountFor(slug, email));
     this.signup = new SandboxSignup((slug, email) => String(this.issueCredential(slug, email)), opts.now);
-    this.caCert = issueCertificate({ commonName: 'Sandbox Providers Test CA', ca: true, days: 3650 });
-    this.serverCert = issueCertificate({ commonName: 'localhost', issuer: this.caCert, altNames: ['localhost', '127.0.0.1'] });
+    this.home = opts.home;
+    this.state = opts.home ? new StateFile<Saved>(opts.home, 'providers') : undefined;
+    const saved = this.state?.load();
+    this.caCert = saved ? loadIssued(saved.ca) : issueCertificate({ commonName: 'Sandbox Providers Test CA', ca: true, days: 3650 });
+    this.serverCert = saved ? loadIssued(saved.server) : issueCertificate({ commonName: 'localhost', issuer: this.caCert, altNames: ['localhost', '127.0.0.1'] });
+    if (saved) {
+      for (const [k, a] of saved.accounts) this.accounts.set(k, { ...a, data: new Map(a.data) });
+      for (const [k, v] of saved.jwtKeys) this.jwtKeys.set(k, v);
+      for (const [k, v] of saved.hmacSecrets) this.hmacSecrets.set(k, v);
+      this.signup.restore(saved.signup);
+      this.oauth.restore(saved.oauth);
+    }
+  }
+
+  /** Writes the state file (no-op without a home): after every request that may change something, and every credential issued. */
+  private persist(): void {
+    this.state?.save({
+      ca: saveIssued(this.caCert),
+      server: saveIssued(this.serverCert),
+      accounts: [...this.accounts].map(([k, a]) => [k, { ...a, data: [...a.data] }]),
+      jwtKeys: [...this.jwtKeys],
+      hmacSecrets: [...this.hmacSecrets],
+      signup: this.signup.snapshot(),
+      oauth: this.oauth.snapshot(),
+    });
   }
 
   get caPem(): string {
@@ -64,12 +101,15 @@ export class SandboxProviders {
   }
 
   async start(): Promise<{ http: string; https: string }> {
-    this.httpServer = http.createServer((req, res) => void this.handle(req, res, false));
-    this.httpsServer = https.createServer({ key: this.serverCert.keyPem, cert: this.serverCert.certPem, ca: [this.caCert.certPem], requestCert: true, rejectUnauthorized: false }, (req, res) => void this.handle(req, res, true));
-    await new Promise<void>((r) => this.httpServer!.listen(0, '127.0.0.1', r));
-    await new Promise<void>((r) => this.httpsServer!.listen(0, '127.0.0.1', r));
-    this.url = `http://127.0.0.1:${(this.httpServer.address() as AddressInfo).port}`;
-    this.tlsUrl = `https://127.0.0.1:${(this.httpsServer.address() as AddressInfo).port}`;
+    const serve = (tls: boolean) => (req: http.IncomingMessage, res: http.ServerResponse) =>
+      void this.handle(req, res, tls).finally(() => {
+        if (req.method !== 'GET') this.persist();
+      });
+    this.httpServer = http.createServer(serve(false));
+    this.httpsServer = https.createServer({ key: this.serverCert.keyPem, cert: this.serverCert.certPem, ca: [this.caCert.certPem], requestCert: true, rejectUnauthorized: false }, serve(true));
+    this.url = `http://127.0.0.1:${await listenStable(this.httpServer, this.home, 'providers', 'the sandbox providers')}`;
+    this.tlsUrl = `https://127.0.0.1:${await listenStable(this.httpsServer, this.home, 'providers-tls', 'the sandbox providers (mutual TLS)')}`;
+    this.persist();
     return { http: this.url, https: this.tlsUrl };
   }
 
@@ -144,6 +184,7 @@ export class SandboxProviders {
         throw new Error(`${slug} (${p.auth_type}) takes no credential`);
     }
     this.accounts.set(`${slug}:${key}`, account);
+    this.persist();
     return cred;
   }
 
@@ -152,9 +193,10 @@ export class SandboxProviders {
     const out: Record<string, { client_id: string; client_secret: string }> = {};
     for (const p of this.catalog.providers) {
       if (p.auth_type !== 'oauth' || p.endpoints.test !== 'sandbox:') continue;
-      const c = this.oauth.registerClient(p.id, [callbackUrl]);
+      const c = this.oauth.clientFor(p.id, [callbackUrl]);
       out[p.id] = { client_id: c.client_id, client_secret: c.client_secret };
     }
+    this.persist();
     return out;
   }
 

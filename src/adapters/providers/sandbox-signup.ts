@@ -17,6 +17,8 @@ export type OutboxMessage = { id: string; to: string; subject: string; text: str
 /** The most messages the outbox keeps (the oldest leave first). */
 const OUTBOX_MAX = 500;
 type Pending = { slug: string; email: string; name: string; code: string; key: string | null };
+/** What the signup site keeps across restarts (SandboxProviders saves it with its own state). */
+export type SignupSaved = { mail: OutboxMessage[]; sent: number; pending: [string, Pending][] };
 
 const esc = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 const page = (title: string, body: string) => `<!doctype html><html><head><meta charset="utf-8"><title>${esc(title)}</title></head><body><h1>${esc(title)}</h1>${body}</body></html>`;
@@ -32,6 +34,16 @@ export class SandboxSignup {
     private readonly issueKey: (slug: string, email: string) => string,
     private readonly now: () => Date = () => new Date(),
   ) {}
+
+  snapshot(): SignupSaved {
+    return { mail: this.mail, sent: this.sent, pending: [...this.pending] };
+  }
+
+  restore(s: SignupSaved): void {
+    this.mail.push(...s.mail);
+    this.sent = s.sent;
+    for (const [id, p] of s.pending) this.pending.set(id, p);
+  }
 
   /** The messages sent to an address, oldest first. */
   outbox(email: string): OutboxMessage[] {

@@ -76,3 +76,10 @@ export function issueCertificate(opts: { commonName: string; organization?: stri
   const keyPem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
   return { certPem: pem('CERTIFICATE', der), keyPem, key: createPrivateKey(keyPem), cert: new X509Certificate(der), subjectDer: subject };
 }
+
+/** An issued certificate as saved (PEM texts and the subject's DER), for a sandbox that keeps its CA across restarts. */
+export type SavedIssued = { certPem: string; keyPem: string; subjectDer: string };
+
+export const saveIssued = (i: Issued): SavedIssued => ({ certPem: i.certPem, keyPem: i.keyPem, subjectDer: i.subjectDer.toString('base64') });
+
+export const loadIssued = (s: SavedIssued): Issued => ({ certPem: s.certPem, keyPem: s.keyPem, key: createPrivateKey(s.keyPem), cert: new X509Certificate(s.certPem), subjectDer: Buffer.from(s.subjectDer, 'base64') });

@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import { canonicalKey, documentType, KEY_TYPES, type KeyType, minorToValor, TXID, valorToMinor } from '../../../commands/pix-format.ts';
 import { dynamicBrCode, readBrCode } from '../../../commands/pix-brcode.ts';
+import { listenStable, type SandboxHome, StateFile } from '../sandbox-home.ts';
 
 // The sandbox PSP: a small HTTP server on loopback speaking the protocol
 // HttpPsp expects. Accounts with a DICT-like key directory, `cob` charges,
@@ -36,6 +37,9 @@ type Cob = { txid: string; conta: string; chave: string; valor: string; status: 
 type Devolution = { id: string; rtrId: string; valor: string; status: string; horario: { solicitacao: string; liquidacao: string } };
 type Pix = { endToEndId: string; txid: string | null; valor: string; horario: string; chave: string | null; tipo: string; conta: string; infoPagador: string | null; devolucoes: Devolution[]; tipoIniciacao: string; idTransacao: string };
 
+/** What the sandbox PSP keeps under DATA_DIR across restarts (the key directory and payload locations are derived). */
+type Saved = { seq: number; accounts: (Omit<Account, 'keys'> & { keys: [string, KeyType][] })[]; cobs: Cob[]; pix: Pix[] };
+
 const MAX_KEYS_CPF = 5;
 const MAX_KEYS_CNPJ = 20;
 
@@ -61,11 +65,43 @@ export class SandboxPsp {
   private readonly hanging = new Set<http.ServerResponse>();
   private seq = 0;
   url = '';
+  private readonly state: StateFile<Saved> | undefined;
 
-  async start(port = 0): Promise<string> {
-    this.server = http.createServer((req, res) => void this.handle(req, res).catch(() => this.send(res, 500, { codigo: 'ERRO_INTERNO' })));
-    await new Promise<void>((r) => this.server!.listen(port, '127.0.0.1', r));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+  /** With a home, the accounts, keys, charges and Pix survive a restart, on the same port. */
+  constructor(private readonly opts: { home?: SandboxHome } = {}) {
+    this.state = opts.home ? new StateFile<Saved>(opts.home, 'psp') : undefined;
+    const saved = this.state?.load();
+    if (saved) this.restore(saved);
+  }
+
+  private restore(s: Saved): void {
+    this.seq = s.seq;
+    for (const a of s.accounts) {
+      this.accounts.set(a.conta, { ...a, keys: new Map(a.keys) });
+      for (const [k] of a.keys) this.dict.set(k, a.conta);
+    }
+    for (const c of s.cobs) {
+      this.cobs.set(c.txid, c);
+      this.locations.set(c.locId, c.txid);
+    }
+    for (const p of s.pix) this.pix.set(p.endToEndId, p);
+  }
+
+  /** Writes the state file (no-op without a home); called after every request that may change something. */
+  private persist(): void {
+    this.state?.save({ seq: this.seq, accounts: [...this.accounts.values()].map((a) => ({ ...a, keys: [...a.keys] })), cobs: [...this.cobs.values()], pix: [...this.pix.values()] });
+  }
+
+  async start(port?: number): Promise<string> {
+    this.server = http.createServer((req, res) =>
+      void this.handle(req, res)
+        .catch(() => this.send(res, 500, { codigo: 'ERRO_INTERNO' }))
+        .finally(() => {
+          if (req.method !== 'GET') this.persist();
+        }),
+    );
+    const bound = port !== undefined ? await new Promise<number>((r) => this.server!.listen(port, '127.0.0.1', () => r((this.server!.address() as AddressInfo).port))) : await listenStable(this.server, this.opts.home, 'psp', 'the sandbox PSP');
+    this.url = `http://127.0.0.1:${bound}`;
     return this.url;
   }
 
@@ -322,6 +358,7 @@ export class SandboxPsp {
       cob.status = 'CONCLUIDA';
       cob.pix.push(e);
     }
+    this.persist(); // recorded before anyone is told
     const deliveries: number[] = [];
     const times = Math.min(Number(b.entregas ?? 1), 10);
     // No webhook configured: the Pix is recorded and nobody is told (a lookup finds it).

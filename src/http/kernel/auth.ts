@@ -67,6 +67,41 @@ function bearer(req: FastifyRequest): string | undefined {
 
 const sha256 = (s: string) => hash('sha256', s, 'buffer');
 
+// Which mistake a 401 was, for its WWW-Authenticate (src/http/kernel/errors.ts
+// unauthorized): the descriptions name the mistake and what to send instead,
+// never the credential.
+const SEND_KEY = 'send Authorization: Bearer <API key>';
+const WHY = {
+  unknownKey: 'the API key is unknown or revoked: check it, or create one with POST /v1/api-keys',
+  badToken: 'the access token is unknown, expired or revoked: refresh it or authorize again',
+  notAKey: `the bearer token is not an API key (sk_test_ or sk_live_ followed by 32 letters and digits) or an access token: ${SEND_KEY}`,
+  platformOnV1: 'the platform secret does not authenticate this route: send an API key (Authorization: Bearer sk_...)',
+  keyOnService: 'this route takes the platform secret with the acting user in x-svc-user, not an API key',
+  notPlatform: 'the bearer token is not the platform secret, which this route takes (with the acting user in x-svc-user)',
+  noUser: 'x-svc-user is missing or not a user id: name the acting user',
+  unknownUser: 'x-svc-user names no user: send the id of an existing user',
+} as const;
+
+/** Why a request carries no usable bearer: nothing at all, the key in the wrong header, another scheme, no scheme. */
+function missingBearer(req: FastifyRequest, send: string): { why: string; none: boolean } {
+  const h = req.headers.authorization;
+  if (typeof h !== 'string' || h.trim() === '') {
+    if (req.headers['x-api-key'] !== undefined) return { why: `the key goes in the Authorization header, not x-api-key: ${send}`, none: false };
+    return { why: `no credential: ${send}`, none: true };
+  }
+  const [first = '', ...rest] = h.trim().split(/\s+/);
+  if (/^bearer$/i.test(first)) return { why: `${rest.length === 0 ? 'Authorization: Bearer carries no token' : 'Authorization: Bearer carries one token and nothing else'}: ${send}`, none: false };
+  // A scheme is named only when it is a word (a token pasted without a scheme is never echoed).
+  if (rest.length > 0 && /^[A-Za-z][A-Za-z-]{0,15}$/.test(first)) return { why: `the ${first} scheme is not accepted: ${send}`, none: false };
+  return { why: `Authorization lacks the Bearer scheme: ${send}`, none: false };
+}
+
+const SEND_PLATFORM = 'send Authorization: Bearer <platform secret> with the acting user in x-svc-user';
+const noBearer = (req: FastifyRequest, resourceMetadata?: string, send = SEND_KEY) => {
+  const m = missingBearer(req, send);
+  return unauthorized(m.why, { noCredential: m.none, ...(resourceMetadata ? { resourceMetadata } : {}) });
+};
+
 type KeyRow = { key_id: string; org_id: string; project_id: string | null; environment: 'live' | 'test'; scopes: string[]; key_hash: string; revoked_at: string | null };
 
 /**
@@ -165,29 +200,29 @@ export class Authenticator {
     this.byConnection.set(socket, { header: presented, project, at, auth: Object.freeze(auth), passed: new Set([key]), expiresAt });
   }
 
-  /** 401 for a bad bearer: the bare body, plus where to discover the OAuth server (RFC 9728 §5.1). */
-  private unauthorizedBearer() {
-    const e = unauthorized();
-    if (this.opts.resourceMetadataUrl) e.headers['www-authenticate'] = `Bearer resource_metadata="${this.opts.resourceMetadataUrl}"`;
-    return e;
+  /** 401 for a bad bearer: the bare body, plus where to discover the OAuth server (RFC 9728 §5.1) and which mistake it was. */
+  private unauthorizedBearer(req: FastifyRequest, why?: string) {
+    const resourceMetadata = this.opts.resourceMetadataUrl;
+    if (why !== undefined) return unauthorized(why, resourceMetadata ? { resourceMetadata } : {});
+    return noBearer(req, resourceMetadata);
   }
 
   /** An OAuth access token: the key it came from, narrowed to the granted scopes. */
-  private async accessToken(token: string): Promise<{ row: KeyRow; scopes: string[]; grantId: string; expiresAt: number }> {
+  private async accessToken(req: FastifyRequest, token: string): Promise<{ row: KeyRow; scopes: string[]; grantId: string; expiresAt: number }> {
     const grantId = grantOf('access', token);
-    if (!grantId) throw this.unauthorizedBearer();
+    if (!grantId) throw this.unauthorizedBearer(req, WHY.badToken);
     type GrantRow = { key_id: string; status: string; access_token_hash: string | null; access_expires_at: Date | null; token_scopes: string[] | null };
     const g = (await this.grants.get(`grant:${grantId}`, async () => {
       const { rows } = await this.db.query<GrantRow>('SELECT key_id, status, access_token_hash, access_expires_at, token_scopes FROM oauth_grants WHERE grant_id = $1', [grantId]);
       return rows[0] ?? null;
     })) as GrantRow | null;
     const now = this.now();
-    if (!g || g.status !== 'active' || !g.access_token_hash || !sameHash(g.access_token_hash, hashKey(token)) || !g.access_expires_at || g.access_expires_at.getTime() <= now.getTime()) throw this.unauthorizedBearer();
+    if (!g || g.status !== 'active' || !g.access_token_hash || !sameHash(g.access_token_hash, hashKey(token)) || !g.access_expires_at || g.access_expires_at.getTime() <= now.getTime()) throw this.unauthorizedBearer(req, WHY.badToken);
     const row = (await this.cache.get(`key-id:${g.key_id}`, async () => {
       const { rows } = await this.db.query<KeyRow>('SELECT key_id, org_id, project_id, environment, scopes, key_hash, revoked_at::text FROM api_keys WHERE key_id = $1', [g.key_id]);
       return rows[0] ?? null;
     })) as KeyRow | null;
-    if (!row || row.revoked_at !== null) throw this.unauthorizedBearer();
+    if (!row || row.revoked_at !== null) throw this.unauthorizedBearer(req, WHY.badToken);
     return { row, scopes: g.token_scopes ?? [], grantId, expiresAt: g.access_expires_at.getTime() };
   }
 
@@ -218,7 +253,9 @@ export class Authenticator {
     const digest = token !== undefined ? sha256(token) : undefined;
     const isService = digest !== undefined && timingSafeEqual(digest, this.serviceDigest);
     if (mode === 'api_key' || (mode === 'org_admin' && !isService)) {
-      if (!token || isService || !(API_KEY_PATTERN.test(token) || ACCESS_TOKEN_PATTERN.test(token))) throw this.unauthorizedBearer();
+      if (!token) throw this.unauthorizedBearer(req);
+      if (isService) throw this.unauthorizedBearer(req, WHY.platformOnV1);
+      if (!(API_KEY_PATTERN.test(token) || ACCESS_TOKEN_PATTERN.test(token))) throw this.unauthorizedBearer(req, WHY.notAKey);
       const resolved = await this.apiKey(req, token, scope, digest!);
       if (mode === 'org_admin' && resolved.auth.projectBound) throw forbidden('a project API key cannot act for the whole organization');
       this.remember(req, mode, scope, at, resolved);
@@ -226,7 +263,8 @@ export class Authenticator {
     }
     if (mode === 'key_or_service' && !isService) {
       // An OAuth access token acts as its key here too (docs/decisions.md, OAuth).
-      if (!token || !(API_KEY_PATTERN.test(token) || ACCESS_TOKEN_PATTERN.test(token))) throw this.unauthorizedBearer();
+      if (!token) throw this.unauthorizedBearer(req);
+      if (!(API_KEY_PATTERN.test(token) || ACCESS_TOKEN_PATTERN.test(token))) throw this.unauthorizedBearer(req, WHY.notAKey);
       const resolved = await this.apiKey(req, token, scope, digest!);
       this.remember(req, mode, scope, at, resolved);
       return resolved.auth;
@@ -237,16 +275,19 @@ export class Authenticator {
     if (mode === 'human_session' && token && !isService && (API_KEY_PATTERN.test(token) || ACCESS_TOKEN_PATTERN.test(token))) {
       throw new ApiError(403, 'human_session_required', 'this operation needs a human session (the platform credential and x-svc-user), not an API key');
     }
-    if (!isService) throw unauthorized();
+    if (!isService) {
+      if (!token) throw noBearer(req, undefined, mode === 'platform' ? 'send Authorization: Bearer <platform secret>' : SEND_PLATFORM);
+      throw unauthorized(API_KEY_PATTERN.test(token) || ACCESS_TOKEN_PATTERN.test(token) ? WHY.keyOnService : WHY.notPlatform);
+    }
     if (mode === 'platform') return { kind: 'platform' };
     const userHeader = req.headers['x-svc-user'];
     const userId = typeof userHeader === 'string' ? userHeader.trim() : '';
-    if (!/^[\x21-\x7e]{1,200}$/.test(userId)) throw unauthorized();
+    if (!/^[\x21-\x7e]{1,200}$/.test(userId)) throw unauthorized(WHY.noUser);
     const user = (await this.cache.get(`user:${userId}`, async () => {
       const { rows } = await this.db.query<{ org_id: string; role: Role }>('SELECT org_id, role FROM users WHERE user_id = $1', [userId]);
       return rows[0] ?? null;
     })) as { org_id: string; role: Role } | null;
-    if (!user) throw unauthorized();
+    if (!user) throw unauthorized(WHY.unknownUser);
     const auth: ServiceAuth = { kind: 'service', orgId: user.org_id, userId, role: user.role };
     // A call that acts in one project (x-svc-project, else the default) is resolved
     // here, once, and takes the user's role there: a project-level override raises
@@ -267,13 +308,13 @@ export class Authenticator {
     let row: KeyRow | null;
     let grant: { scopes: string[]; grantId: string; expiresAt: number } | undefined;
     if (ACCESS_TOKEN_PATTERN.test(token)) {
-      const t = await this.accessToken(token);
+      const t = await this.accessToken(req, token);
       row = t.row;
       grant = t;
     } else {
       const hash = digest.toString('hex');
       row = await this.keyRow(hash);
-      if (!row || row.revoked_at !== null || !timingSafeEqual(Buffer.from(row.key_hash, 'hex'), digest)) throw this.unauthorizedBearer();
+      if (!row || row.revoked_at !== null || !timingSafeEqual(Buffer.from(row.key_hash, 'hex'), digest)) throw this.unauthorizedBearer(req, WHY.unknownKey);
     }
     if (scope && !hasScope(row.scopes, scope)) throw forbidden(`this API key lacks the scope ${scope}`);
     if (scope && grant && !hasScope(grant.scopes, scope)) throw forbidden(`this access token was not granted the scope ${scope}`);

@@ -2,7 +2,9 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { Rejection } from '../../eventstore/handler.ts';
 import { AppendTooLarge, EventStoreError, OutcomeUnknown, StoreRecovering } from '../../eventstore/port.ts';
 import { isShared } from '../../projector/readcache.ts';
+import { HTTP_BODY_MAX_BYTES } from '../../limits.ts';
 import { jsonText } from './exact-json.ts';
+import { RouteHelp, type RegisteredRoute } from './not-found.ts';
 import { canonicalToolCallId } from '../../usecases/tool-calls.ts';
 
 // One central error path. Most errors use the spec's envelope
@@ -33,7 +35,23 @@ export class ApiError extends Error {
   }
 }
 
-export const unauthorized = () => new RawHttpError(401, { error: 'unauthorized' });
+/**
+ * The spec's bare 401; `WWW-Authenticate` (RFC 6750 section 3) says which
+ * mistake it was without changing the body: `error="invalid_token"` with the
+ * description, or the description alone when no credential was sent at all
+ * (section 3.1: no error code then). `resourceMetadata` adds where an OAuth
+ * client discovers the authorization server (RFC 9728 section 5.1).
+ * The description never repeats what was sent (it names the mistake, not the credential).
+ */
+export const unauthorized = (description: string, o: { noCredential?: boolean; resourceMetadata?: string } = {}) => {
+  const params = [
+    ...(o.resourceMetadata ? [`resource_metadata="${o.resourceMetadata}"`] : []),
+    ...(o.noCredential ? [] : ['error="invalid_token"']),
+    // RFC 6750's error_description characters: printable ASCII without `"` and `\`.
+    `error_description="${description.replace(/[^\x20\x21\x23-\x5b\x5d-\x7e]/g, '')}"`,
+  ];
+  return new RawHttpError(401, { error: 'unauthorized' }, { 'www-authenticate': `Bearer ${params.join(', ')}` });
+};
 export const forbidden = (message: string) => new RawHttpError(403, { error: 'forbidden', message, status: 403 });
 export const insufficientRole = (required: string) => new RawHttpError(403, { error: 'insufficient_role', required });
 export const projectResolutionFailed = () => new RawHttpError(500, { error: 'project_resolution_failed' });
@@ -251,6 +269,15 @@ export function envelope(code: string, message: string, requestId: string, detai
 
 export type Issue = { path: (string | number)[]; code: string; message: string };
 
+/** The top message of a 400: what was invalid and its first issue, so the message alone says what to fix ("the body is invalid: amount_minor: ..."). */
+export function invalidMessage(what: string, issues: readonly { path: readonly (string | number)[]; message: string }[]): string {
+  const first = issues[0];
+  if (!first) return `the ${what} is invalid`;
+  const where = first.path.length === 0 ? '' : `${first.path.join('.')}: `;
+  const more = issues.length > 1 ? ` (and ${issues.length - 1} more issue${issues.length > 2 ? 's' : ''} in details.issues)` : '';
+  return `the ${what} is invalid: ${where}${first.message}${more}`;
+}
+
 export function toIssues(issues: readonly { path: readonly PropertyKey[]; code?: string; message: string }[]): Issue[] {
   return issues.map((i) => ({ path: i.path.map((p) => (typeof p === 'number' ? p : String(p))), code: i.code ?? 'invalid', message: i.message }));
 }
@@ -258,7 +285,7 @@ export function toIssues(issues: readonly { path: readonly PropertyKey[]; code?:
 export type ErrorResponse = { status: number; body: unknown; headers: Record<string, string> };
 
 /** The response for any thrown value; never a stack trace. */
-export function errorResponse(err: unknown, requestId: string): ErrorResponse {
+export function errorResponse(err: unknown, requestId: string, bodyLimit: number = HTTP_BODY_MAX_BYTES): ErrorResponse {
   const env = (status: number, code: string, message: string, details?: Record<string, unknown>): ErrorResponse => ({
     status,
     body: envelope(code, message, requestId, details),
@@ -298,7 +325,7 @@ export function errorResponse(err: unknown, requestId: string): ErrorResponse {
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return env(415, 'unsupported_media_type', 'send the body as application/json');
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return env(413, 'payload_too_large', 'the request body is too large');
+      return env(413, 'payload_too_large', `the request body is larger than ${bodyLimit} bytes, the most this operation accepts: send less`, { max_body_bytes: bodyLimit });
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
       return env(400, 'invalid_json', 'the request body is not valid JSON');
@@ -365,15 +392,26 @@ function oauthShaped(r: ErrorResponse, path: string): ErrorResponse {
 }
 
 export function replyError(err: unknown, req: FastifyRequest, reply: FastifyReply): void {
-  const r = oauthShaped(errorResponse(err, String(req.id)), req.url.split('?')[0]!);
+  const r = oauthShaped(errorResponse(err, String(req.id), req.routeOptions?.bodyLimit), req.url.split('?')[0]!);
   if (r.status >= 500) req.log.error({ err }, 'unhandled error');
   void sendResponse(reply, r);
 }
 
-export function registerErrorHandling(app: FastifyInstance): void {
+/** The central error handler, and the answer to a request no route takes: 405 with Allow, or 404 with the nearest route (src/http/kernel/not-found.ts). */
+export function registerErrorHandling(app: FastifyInstance, registered: readonly RegisteredRoute[]): void {
   app.setErrorHandler((err, req, reply) => replyError(err, req, reply));
+  const help = new RouteHelp(registered);
   app.setNotFoundHandler((req, reply) => {
-    void sendResponse(reply, { status: 404, body: envelope('not_found', `no route for ${req.method} ${req.url.split('?')[0]}`, String(req.id)) });
+    const path = req.url.split('?')[0]!;
+    const allow = help.allowed(path);
+    if (allow.length > 0) {
+      const body = envelope('method_not_allowed', `${req.method} is not served on ${path}: use ${allow.filter((m) => m !== 'HEAD').join(', ')}`, String(req.id), { allow });
+      void sendResponse(reply, { status: 405, body, headers: { allow: allow.join(', ') } });
+      return;
+    }
+    const near = help.suggestion(req.method, path);
+    const message = `no route for ${req.method} ${path}${near ? `: did you mean ${near}?` : ''}`;
+    void sendResponse(reply, { status: 404, body: envelope('not_found', message, String(req.id), near ? { did_you_mean: near } : undefined) });
   });
 }
 

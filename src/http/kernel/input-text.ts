@@ -1,5 +1,5 @@
 import { hasLoneSurrogate } from '../../audit/hash.ts';
-import { ApiError } from './errors.ts';
+import { ApiError, invalidMessage } from './errors.ts';
 
 // What a request may carry into the ledger: text every reader of the log can
 // hold, nested no deeper than an event takes. PostgreSQL's text and jsonb
@@ -65,5 +65,6 @@ export function checkInputText(value: unknown, code: string, what: string, rules
   }
   if (!f) return;
   const own = typeof f.path[0] === 'string' ? rules?.[f.path[0]] : undefined;
-  throw new ApiError(400, own ?? code, `the ${what} is invalid`, { issues: [{ path: f.path, code: 'custom', message: f.message }] });
+  const issues = [{ path: f.path, code: 'custom', message: f.message }];
+  throw new ApiError(400, own ?? code, invalidMessage(what, issues), { issues });
 }

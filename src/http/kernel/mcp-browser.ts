@@ -8,7 +8,12 @@ import type { AppDeps, RouteSpec } from './route.ts';
 // request runs (credentials, body, tools, payments):
 // - `Origin`: none (a non-browser client), the service's own origin
 //   (PUBLIC_BASE_URL, and the gateway's public base), or one of
-//   MCP_ALLOWED_ORIGINS; anything else answers 403 `origin_not_allowed`.
+//   MCP_ALLOWED_ORIGINS, or the service itself under a loopback alias: an
+//   Origin `http(s)://<localhost|127.0.0.1|[::1]>:<port>` sent with the same
+//   `Host`, the port being the service's (the one the request reached, or its
+//   URLs' own), as the MCP SDK's localhost host validation accepts; anything
+//   else answers 403 `origin_not_allowed`. A page elsewhere (another local
+//   port, a rebound name) cannot send that pair: a browser sets both headers.
 //   MCP's Streamable HTTP transport requires servers to validate Origin
 //   (DNS rebinding).
 // - `Host`, on a connection that reached us on a loopback address: a loopback
@@ -48,23 +53,44 @@ const hostnameOf = (hostHeader: string): string | null => {
 
 const isLoopbackAddress = (a: string | undefined) => a !== undefined && (/^127\./.test(a) || a === '::1' || /^::ffff:127\./i.test(a));
 
-export type McpOriginRule = { origins: ReadonlySet<string>; hosts: ReadonlySet<string> };
+export type McpOriginRule = { origins: ReadonlySet<string>; hosts: ReadonlySet<string>; ports: ReadonlySet<string> };
+
+/** The port of a URL, its scheme's default when it names none. */
+const portOf = (u: URL) => u.port || (u.protocol === 'https:' ? '443' : '80');
 
 /** The allowed origins and (loopback) hosts, from the service's URLs and MCP_ALLOWED_ORIGINS. */
 export function mcpOriginRule(deps: AppDeps): McpOriginRule {
   const own = [deps.baseUrl, deps.mcp?.gatewayUrl].filter((u): u is string => typeof u === 'string');
   const origins = new Set<string>();
   const hosts = new Set(LOOPBACK_NAMES);
+  const ports = new Set<string>();
   for (const u of own) {
     const o = originOf(u);
     if (o) origins.add(o);
     hosts.add(new URL(u).hostname.toLowerCase());
+    ports.add(portOf(new URL(u)));
   }
   for (const o of deps.mcp?.allowedOrigins ?? []) {
     const n = originOf(o);
     if (n) origins.add(n);
   }
-  return { origins, hosts };
+  return { origins, hosts, ports };
+}
+
+/** The service itself under a loopback alias: the Origin names exactly the Host the request was sent to, a loopback name on the service's port. */
+function isOwnLoopbackOrigin(rule: McpOriginRule, req: FastifyRequest, origin: string): boolean {
+  const host = req.headers.host;
+  if (typeof host !== 'string') return false;
+  const o = new URL(origin);
+  let h: URL;
+  try {
+    h = new URL(`${o.protocol}//${host}`);
+  } catch {
+    return false;
+  }
+  if (h.origin !== origin || !LOOPBACK_NAMES.has(h.hostname.toLowerCase())) return false;
+  const port = portOf(h);
+  return rule.ports.has(port) || String(req.socket?.localPort) === port;
 }
 
 /** The rule applied to one request: throws the 403; returns the allowed browser origin, if any. */
@@ -77,7 +103,7 @@ export function checkMcpOrigin(rule: McpOriginRule, req: FastifyRequest): string
   const raw = req.headers.origin;
   if (raw === undefined) return undefined;
   const origin = typeof raw === 'string' ? originOf(raw) : null;
-  if (origin === null || !rule.origins.has(origin)) throw new ApiError(403, 'origin_not_allowed', 'requests from this origin are not allowed (MCP_ALLOWED_ORIGINS)');
+  if (origin === null || !(rule.origins.has(origin) || isOwnLoopbackOrigin(rule, req, origin))) throw new ApiError(403, 'origin_not_allowed', 'requests from this origin are not allowed (MCP_ALLOWED_ORIGINS)');
   return origin;
 }
 
@@ -103,7 +129,7 @@ export function mcpPreflight<P>(u: { url: string; params: z.ZodType<P>; operatio
     method: 'OPTIONS',
     url: u.url,
     operationId: u.operationId,
-    summary: 'CORS preflight: 204 for an allowed origin (the service’s own, MCP_ALLOWED_ORIGINS), 403 for any other',
+    summary: 'CORS preflight: 204 for an allowed origin (the service’s own, also as localhost, 127.0.0.1 or [::1] on its port, MCP_ALLOWED_ORIGINS), 403 for any other',
     tags: [u.tag],
     auth: 'open',
     params: u.params,

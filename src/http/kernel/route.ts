@@ -4,7 +4,7 @@ import type { EventStore } from '../../eventstore/port.ts';
 import { type CommandContext, type CommandResult, type Decider, handleCommand, type HandleOptions } from '../../eventstore/handler.ts';
 import { isShared } from '../../projector/readcache.ts';
 import type { Auth, Authenticator, AuthMode, Role } from './auth.ts';
-import { ApiError, RawHttpError, sendResponse, toIssues } from './errors.ts';
+import { ApiError, RawHttpError, sendResponse, toIssues, invalidMessage } from './errors.ts';
 import { checkKey, type IdempotencyStore } from './idempotency.ts';
 import { type IdemKey, idempotently } from './route-idempotency.ts';
 import { type BodyText, checkInputText } from './input-text.ts';
@@ -65,6 +65,10 @@ export type RouteSpec<P = unknown, Q = unknown, B = unknown, M extends AuthMode 
   description?: string;
   tags: string[];
   auth: M;
+  /** The largest body this route reads, when not HTTP_BODY_MAX_BYTES (a 413 states it). */
+  bodyLimit?: number;
+  /** A page's form posts here (application/x-www-form-urlencoded read as the body); elsewhere under /v1 a form is 415. */
+  acceptsForm?: boolean;
   scope?: string;
   minRole?: Role;
   /** The route also needs a person named in `x-svc-user` beside the API key (the OpenAPI security says so). */
@@ -100,7 +104,10 @@ export const READ_SIDE_HEADER = 'x-svc-read-side';
 function parseOr400<T>(schema: z.ZodType<T> | undefined, value: unknown, code: string, what: string): T {
   if (!schema) return value as T;
   const r = schema.safeParse(value);
-  if (!r.success) throw new ApiError(400, code, `the ${what} is invalid`, { issues: toIssues(r.error.issues) });
+  if (!r.success) {
+    const issues = toIssues(r.error.issues);
+    throw new ApiError(400, code, invalidMessage(what, issues), { issues });
+  }
   return r.data;
 }
 
@@ -194,6 +201,8 @@ export function defineRoute<P, Q, B, M extends AuthMode>(app: FastifyInstance, d
   app.route({
     method: spec.method,
     url: spec.url,
+    ...(spec.bodyLimit !== undefined ? { bodyLimit: spec.bodyLimit } : {}),
+    ...(spec.acceptsForm ? { config: { acceptsForm: true } } : {}),
     onRequest: gate(deps, spec as unknown as RouteSpec<unknown, unknown, unknown, M>),
     handler: async (req, reply) => handle(deps, spec, req, reply),
   });

@@ -4,6 +4,7 @@ import { SPEND_CODES } from '../../../commands/mandate.ts';
 import { Currency } from '../../../events/mandate.ts';
 import { Rejection } from '../../eventstore/handler.ts';
 import { defineRoute, type AppDeps } from '../kernel/route.ts';
+import { invalidMessage } from '../kernel/errors.ts';
 import { IdParam } from '../kernel/schemas.ts';
 import { Authorization, Card, MandateView, mandateView, SpendResult } from './mandate-schemas.ts';
 import { bindMandateCard, createMandate, listMandates, moveMandate, readMandate, readMandateCard, revokeMandateCard, sandboxCardAuthorization, spend } from '../../usecases/mandates.ts';
@@ -41,7 +42,10 @@ function validateCreate(raw: Record<string, unknown>, now: Date) {
     throw new Rejection('invalid_purpose_encoding', 'purpose holds control characters or invalid text');
   }
   const r = CreateBody.safeParse(raw);
-  if (!r.success) throw new Rejection('invalid_body', 'the body is invalid', { issues: r.error.issues.map((i) => ({ path: i.path.map(String), code: i.code, message: i.message })) });
+  if (!r.success) {
+    const issues = r.error.issues.map((i) => ({ path: i.path.map(String), code: i.code, message: i.message }));
+    throw new Rejection('invalid_body', invalidMessage('body', issues), { issues });
+  }
   const b = r.data;
   const cap = BigInt(b.cap_minor);
   const perTx = BigInt(b.per_tx_cap_minor);
