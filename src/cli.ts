@@ -81,6 +81,8 @@ async function bootstrap(orgName: string, email: string): Promise<number> {
       test_api_key: keys.test,
       live_api_key: keys.live,
       service_secret_file: rt.serviceSecretFile,
+      // Where the owner signs in (with this e-mail address: a code is mailed to it).
+      dashboard_url: `${config.publicBaseUrl}/dashboard`,
     });
     return 0;
   } finally {
