@@ -78,6 +78,7 @@ import { dashboardRoutes } from './dashboard/index.ts';
 import { migrateDashboardSessions, Sessions } from './dashboard/session.ts';
 import { migrateSignInCodes } from './usecases/sign-in.ts';
 import { KeyUsage, migrateKeyUsage } from './usecases/key-usage.ts';
+import { migratePasskeyChallenges } from './usecases/passkeys.ts';
 import { type Mailer, UnconfiguredMailer } from './adapters/mail/port.ts';
 import { SandboxMailer } from './adapters/mail/sandbox.ts';
 import { SIGNIN_PER_ADDRESS_BURST, SIGNIN_PER_CLIENT_BURST, SIGNIN_REFILL_WINDOW_S } from './limits.ts';
@@ -138,6 +139,12 @@ export type BuildOptions = {
   shutdownDelayMs?: number;
   /** How that delay waits (a timer when absent); tests end it on a condition. */
   shutdownPause?: DrainPause;
+  /** How people get their sign-in codes (SMTP_URL): the sandbox providers' outbox when absent and they run. */
+  mailer?: Mailer;
+  /** The sender of the service's mail (MAIL_FROM). */
+  mailFrom?: string;
+  /** Sign-in codes asked per address and per client address in SIGNIN_REFILL_WINDOW_S (defaults from limits.ts). */
+  signInBursts?: { perAddress: number; perClient: number };
 };
 
 /** The status views (and their streams) of a tool call. */
@@ -361,11 +368,12 @@ async function registerCoreRoutes(app: FastifyInstance, deps: AppDeps, opts: Bui
 async function registerDashboard(app: FastifyInstance, deps: AppDeps, opts: BuildOptions): Promise<void> {
   await migrateDashboardSessions(opts.db);
   await migrateSignInCodes(opts.db);
+  await migratePasskeyChallenges(opts.db);
   const from = opts.mailFrom ?? 'Agent Ledger <no-reply@agent-ledger.invalid>';
   const sandbox = opts.providers?.sandbox?.http;
   const mailer = opts.mailer ?? (sandbox ? new SandboxMailer(sandbox, from) : new UnconfiguredMailer());
   const limit = (burst: number) => new SharedRateLimiter(opts.db, { burst, perSecond: burst / SIGNIN_REFILL_WINDOW_S, message: 'too many sign-in codes asked' });
-  const signInLimits = { perAddress: limit(SIGNIN_PER_ADDRESS_BURST), perClient: limit(SIGNIN_PER_CLIENT_BURST) };
+  const signInLimits = { perAddress: limit(opts.signInBursts?.perAddress ?? SIGNIN_PER_ADDRESS_BURST), perClient: limit(opts.signInBursts?.perClient ?? SIGNIN_PER_CLIENT_BURST) };
   await app.register(async (scope) => dashboardRoutes(scope, { ...deps, mailer, signInLimits, sessions: new Sessions(opts.db, deps.now) }));
 }
 
