@@ -131,10 +131,6 @@ export type BuildOptions = {
   merchants?: MerchantSites;
   /** The browser worker (null: none configured); from BROWSER_WORKER / BROWSER_WORKER_URL when absent. */
   browserWorker?: BrowserWorker | null;
-  /** How people get their sign-in codes (SMTP_URL): the sandbox providers' outbox when absent and they run. */
-  mailer?: Mailer;
-  /** The sender of the service's mail (MAIL_FROM). */
-  mailFrom?: string;
   /** SHUTDOWN_DELAY_MS: on close, readiness fails this long before the listener closes (src/http/kernel/drain.ts); 0 when absent. */
   shutdownDelayMs?: number;
   /** How that delay waits (a timer when absent); tests end it on a condition. */

@@ -252,7 +252,5 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     smtpUrl: e.SMTP_URL,
     mailFrom: e.MAIL_FROM,
     shutdownDelayMs: e.SHUTDOWN_DELAY_MS,
-    smtpUrl: e.SMTP_URL,
-    mailFrom: e.MAIL_FROM,
   };
 }
