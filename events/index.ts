@@ -17,6 +17,7 @@ import { sessionEvents } from './session.ts';
 import { connectLinkEvents } from './connect-link.ts';
 import { signupRunEvents } from './signup-run.ts';
 import { hostedConnectEvents } from './hosted-connect.ts';
+import { personEvents } from './person.ts';
 
 // The registry of every event type: one vocabulary for the log, the audit
 // chain's event_type and webhook subscriptions.
@@ -40,6 +41,7 @@ export const eventSchemas = {
   ...connectLinkEvents,
   ...signupRunEvents,
   ...hostedConnectEvents,
+  ...personEvents,
 } as const;
 
 export type EventType = keyof typeof eventSchemas;

@@ -74,6 +74,12 @@ import { oauthProjection } from '../projections/oauth.ts';
 import type { Db } from './postgres/db.ts';
 import type { ReadSide } from './readside.ts';
 import { redactingStream } from './redact.ts';
+import { dashboardRoutes } from './dashboard/index.ts';
+import { migrateDashboardSessions, Sessions } from './dashboard/session.ts';
+import { migrateSignInCodes } from './usecases/sign-in.ts';
+import { type Mailer, UnconfiguredMailer } from './adapters/mail/port.ts';
+import { SandboxMailer } from './adapters/mail/sandbox.ts';
+import { SIGNIN_PER_ADDRESS_BURST, SIGNIN_PER_CLIENT_BURST, SIGNIN_REFILL_WINDOW_S } from './limits.ts';
 
 // The composition root of the HTTP service: every plugin is registered here,
 // explicitly. Tests build their own app from their own runtime.
@@ -127,6 +133,10 @@ export type BuildOptions = {
   shutdownDelayMs?: number;
   /** How that delay waits (a timer when absent); tests end it on a condition. */
   shutdownPause?: DrainPause;
+  /** How people get their sign-in codes (SMTP_URL): the sandbox providers' outbox when absent and they run. */
+  mailer?: Mailer;
+  /** The sender of the service's mail (MAIL_FROM). */
+  mailFrom?: string;
 };
 
 /** The status views (and their streams) of a tool call. */
@@ -154,6 +164,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   registerMetrics(app, deps, (observer) => requestLog.observe(observer), { token: opts.metricsToken });
   await registerCoreRoutes(app, deps, opts);
   await registerSessionRoutes(app, deps);
+  await registerDashboard(app, deps, opts);
 
   await app.ready();
   return app;
@@ -341,6 +352,18 @@ async function registerCoreRoutes(app: FastifyInstance, deps: AppDeps, opts: Bui
   await app.register(async (scope) => mcpServerRoutes(scope, deps));
   await app.register(async (scope) => mcpGatewayRoutes(scope, deps));
   await app.register(async (scope) => docsRoutes(scope, deps));
+}
+
+/** The dashboard (src/dashboard): its sessions and sign-in codes in PostgreSQL, its mail, its per-address and per-client sign-in limits across instances. */
+async function registerDashboard(app: FastifyInstance, deps: AppDeps, opts: BuildOptions): Promise<void> {
+  await migrateDashboardSessions(opts.db);
+  await migrateSignInCodes(opts.db);
+  const from = opts.mailFrom ?? 'Agent Ledger <no-reply@agent-ledger.invalid>';
+  const sandbox = opts.providers?.sandbox?.http;
+  const mailer = opts.mailer ?? (sandbox ? new SandboxMailer(sandbox, from) : new UnconfiguredMailer());
+  const limit = (burst: number) => new SharedRateLimiter(opts.db, { burst, perSecond: burst / SIGNIN_REFILL_WINDOW_S, message: 'too many sign-in codes asked' });
+  const signInLimits = { perAddress: limit(SIGNIN_PER_ADDRESS_BURST), perClient: limit(SIGNIN_PER_CLIENT_BURST) };
+  await app.register(async (scope) => dashboardRoutes(scope, { ...deps, mailer, signInLimits, sessions: new Sessions(opts.db, deps.now) }));
 }
 
 /** The sessions, their tool calls and status streams, connect links, signup runs and hosted connect (registered after the core routes). */

@@ -41,6 +41,8 @@ const schema = z.object({
   RECEIPT_SIGNING_KEY: z.string().min(1).optional(),
   DID_DOMAIN: z.string().regex(/^[A-Za-z0-9.-]+(%3A\d+)?$/).optional(),
   PUBLIC_BASE_URL: z.string().url().optional(),
+  SMTP_URL: z.string().regex(/^smtps?:\/\/[^\s]+$/, 'smtp://host:port or smtps://user:pass@host:port').optional(),
+  MAIL_FROM: z.string().min(3).max(300).default('Agent Ledger <no-reply@agent-ledger.invalid>'),
   MCP_ALLOWED_ORIGINS: z.string().optional(),
   TRUST_PROXY: z.string().optional(),
   READ_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(5_000),
@@ -106,6 +108,10 @@ export type Config = {
   didDomain: string | undefined;
   /** Public base URL (links, OpenAPI servers); http://HOST:PORT when unset. */
   publicBaseUrl: string;
+  /** Where the dashboard's mail (sign-in codes) goes: SMTP_URL through nodemailer; unset: the sandbox providers' outbox. */
+  smtpUrl: string | undefined;
+  /** The sender of that mail (MAIL_FROM). */
+  mailFrom: string;
   /** Browser origins, besides the service's own, allowed on the MCP endpoints (MCP_ALLOWED_ORIGINS, comma list). */
   mcpAllowedOrigins: string[];
   /** TRUST_PROXY: the reverse proxies whose X-Forwarded-For names the client (a hop count, or a comma list of addresses, CIDRs, loopback/linklocal/uniquelocal); false: the socket's address. */
@@ -244,5 +250,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     readWaitMs: e.READ_WAIT_MS,
     sessionQuota: e.SESSION_QUOTA_PER_ORG,
     shutdownDelayMs: e.SHUTDOWN_DELAY_MS,
+    smtpUrl: e.SMTP_URL,
+    mailFrom: e.MAIL_FROM,
   };
 }

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { buildApp, type BuildOptions } from './app.ts';
+import { SmtpMailer } from './adapters/mail/smtp.ts';
 import { workerOfConfig } from './adapters/browser/worker.ts';
 import type { Config } from './config.ts';
 import { openRuntime, type Runtime } from './runtime.ts';
@@ -39,6 +40,8 @@ export async function openInstance(config: Config, opts: { log?: (line: string) 
       auditWitnesses: config.auditWitnesses,
       logLevel: config.logLevel,
       ...(config.metricsToken ? { metricsToken: config.metricsToken } : {}),
+      ...(config.smtpUrl ? { mailer: new SmtpMailer(config.smtpUrl, config.mailFrom) } : {}),
+      mailFrom: config.mailFrom,
       ...opts.app,
     });
   } catch (err) {

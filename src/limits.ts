@@ -124,3 +124,20 @@ export const JSON_SCHEMA_PATTERN_INPUT_MAX_CHARS = 65_536;
 
 /** Snapshots: a stream's folded state is snapshotted once this many events pass its last snapshot (or its start). */
 export const SNAPSHOT_EVERY_EVENTS = 1_000;
+
+/** Dashboard sessions: closed after this long without a request (idle) and this long after sign-in (absolute). */
+export const DASHBOARD_SESSION_IDLE_MS = 2 * 60 * 60 * 1000;
+export const DASHBOARD_SESSION_MAX_MS = 12 * 60 * 60 * 1000;
+/** A session's last-seen time is written at most this often (not on every page). */
+export const DASHBOARD_SESSION_TOUCH_MS = 60_000;
+/** Dashboard sign-in codes: valid this long, this many tries, then locked. */
+export const SIGNIN_CODE_TTL_MS = 10 * 60 * 1000;
+export const SIGNIN_CODE_MAX_TRIES = 5;
+/** Codes asked per e-mail address, and per client address, across instances: a burst, refilled over 15 minutes. */
+export const SIGNIN_PER_ADDRESS_BURST = 5;
+export const SIGNIN_PER_CLIENT_BURST = 20;
+export const SIGNIN_REFILL_WINDOW_S = 15 * 60;
+/** Passkeys a person may hold. */
+export const PASSKEYS_MAX = 20;
+/** WebAuthn ceremonies: a challenge is good for this long. */
+export const PASSKEY_CHALLENGE_TTL_MS = 5 * 60 * 1000;

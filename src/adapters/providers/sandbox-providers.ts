@@ -208,6 +208,21 @@ export class SandboxProviders {
     return a;
   }
 
+  /** POST /_sandbox/mail {to, subject, text, code}: 204 once it is in the outbox, 400 when it is not a message. */
+  private acceptMail(raw: string, res: http.ServerResponse): void {
+    let m: unknown;
+    try {
+      m = JSON.parse(raw);
+    } catch {
+      m = null;
+    }
+    const str = (k: string, max: number) => (typeof m === 'object' && m !== null && typeof (m as Record<string, unknown>)[k] === 'string' && ((m as Record<string, string>)[k]!).length <= max ? (m as Record<string, string>)[k]! : null);
+    const to = str('to', 254), subject = str('subject', 200), text = str('text', 10_000), code = str('code', 64);
+    if (!to || subject === null || text === null || code === null) return this.send(res, { status: 400, body: { error: 'invalid_mail' } });
+    this.signup.deliver({ to, subject, text, code });
+    return this.send(res, { status: 204 });
+  }
+
   private send(res: http.ServerResponse, r: Reply): void {
     res.writeHead(r.status, { ...(r.body !== undefined ? { 'content-type': 'application/json' } : {}), ...r.headers });
     res.end(r.body !== undefined ? JSON.stringify(r.body) : undefined);
@@ -220,6 +235,8 @@ export class SandboxProviders {
     const segs = url.pathname.split('/').filter(Boolean);
     // The signup site's outbox, for a person finishing a signup run (and for tests).
     if (!tls && req.method === 'GET' && segs[0] === '_sandbox' && segs.length === 2 && (segs[1] === 'outbox' || segs[1] === 'outbox.html')) return this.signup.serveOutbox(segs[1] === 'outbox.html', url, res);
+    // The sandbox mail adapter (src/adapters/mail/sandbox.ts) drops the service's own mail here.
+    if (!tls && req.method === 'POST' && segs[0] === '_sandbox' && segs[1] === 'mail' && segs.length === 2) return this.acceptMail(raw, res);
     // Operator helper for `npm start`: mint a sandbox credential over HTTP.
     if (!tls && req.method === 'POST' && segs[0] === '_sandbox' && segs[2] === 'credentials' && segs.length === 3) {
       try {

@@ -59,6 +59,12 @@ export class SandboxSignup {
     this.held.clear();
   }
 
+  /** A message another part of the service "e-mailed" (the dashboard's sign-in codes, through the sandbox mail adapter). */
+  deliver(m: { to: string; subject: string; text: string; code: string }): void {
+    this.mail.push({ id: `msg_${++this.sent}`, to: m.to, subject: m.subject, text: m.text, code: m.code, sent_at: this.now().toISOString() });
+    if (this.mail.length > OUTBOX_MAX) this.mail.splice(0, this.mail.length - OUTBOX_MAX);
+  }
+
   private sendCode(p: Pending): void {
     p.code = String(randomInt(0, 1_000_000)).padStart(6, '0');
     const subject = `Your ${p.slug} verification code`;

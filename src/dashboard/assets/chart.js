@@ -1,0 +1,1 @@
+// The spends-per-day chart (uPlot over the fallback table).

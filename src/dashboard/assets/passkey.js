@@ -1,0 +1,1 @@
+// Passkeys in the browser (registration and sign-in); filled in with the passkey pages.

@@ -1,0 +1,36 @@
+import type { FastifyInstance } from 'fastify';
+import fastifyCookie from '@fastify/cookie';
+import fastifyStatic from '@fastify/static';
+import path from 'node:path';
+import { assetByHashedName } from './assets.ts';
+import type { DashboardDeps } from './context.ts';
+import { signInRoutes } from './sign-in.tsx';
+import { accountRoutes } from './account.tsx';
+import { homeRoutes } from './home.tsx';
+import { requirePerson } from './session.ts';
+
+// The dashboard: the people's surface, server-rendered HTML under
+// /dashboard over the same use cases as the HTTP API (never over the API).
+// Each page is its own module; they are listed here, explicitly. Cookies are
+// read in this scope only: the /v1 routes never parse them.
+
+export type { DashboardDeps } from './context.ts';
+
+export async function dashboardRoutes(app: FastifyInstance, deps: DashboardDeps): Promise<void> {
+  await app.register(fastifyCookie);
+  // serve: false: the assets are answered by their hashed names below, through reply.sendFile.
+  await app.register(fastifyStatic, { root: path.join(import.meta.dirname, 'assets'), serve: false });
+
+  app.get('/', async (_req, reply) => reply.redirect('/dashboard', 303));
+  app.get('/dashboard/assets/:name', async (req, reply) => {
+    const a = assetByHashedName((req.params as { name: string }).name);
+    if (!a) return reply.code(404).type('text/plain; charset=utf-8').send('no such asset');
+    reply.header('x-content-type-options', 'nosniff').type(a.type);
+    return reply.sendFile(path.basename(a.file), path.dirname(a.file), { immutable: true, maxAge: 365 * 24 * 60 * 60 * 1000, cacheControl: true });
+  });
+
+  const signedIn = requirePerson(deps.db, deps.sessions);
+  await signInRoutes(app, deps);
+  await accountRoutes(app, deps, signedIn);
+  await homeRoutes(app, deps, signedIn);
+}

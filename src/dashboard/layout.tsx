@@ -1,0 +1,238 @@
+import type { ComponentChildren, VNode } from 'preact';
+import { render } from 'preact-render-to-string';
+import type { FastifyReply } from 'fastify';
+import { assetUrl } from './assets.ts';
+import type { Person } from './session.ts';
+
+// The dashboard's shell: header (organization switcher when the person
+// belongs to several, project switcher, the test/live switch, always
+// visible), navigation, a role="status" notice saying what the last action
+// did, a skip link, a footer. `PublicShell` is the bare frame of signed-out
+// pages and of other services' pages (the OAuth consent page, the sandbox
+// outbox). Every page is rendered to a string here, with its headers.
+
+export type Active = 'home' | 'approvals' | 'team' | 'keys' | 'audit' | 'account';
+
+const NAV: readonly { key: Active; href: string; label: string }[] = [
+  { key: 'home', href: '/dashboard', label: 'Home' },
+  { key: 'approvals', href: '/dashboard/approvals', label: 'Approvals' },
+  { key: 'team', href: '/dashboard/team', label: 'Team' },
+  { key: 'keys', href: '/dashboard/keys', label: 'API keys' },
+  { key: 'audit', href: '/dashboard/audit', label: 'Audit' },
+];
+
+type Notice = { text: string; tone?: 'ok' | 'error' } | string | null | undefined;
+
+function NoticeRegion({ notice }: { notice: Notice }) {
+  const n = typeof notice === 'string' ? { text: notice, tone: 'ok' as const } : notice;
+  return (
+    <div id="notice" role="status" class={`notice${n?.tone === 'error' ? ' error' : ''}`}>
+      {n?.text ?? ''}
+    </div>
+  );
+}
+
+function Head({ title, csrf, scripts = [], styles = [] }: { title: string; csrf?: string; scripts?: readonly string[]; styles?: readonly string[] }) {
+  return (
+    <head>
+      <meta charset="utf-8" />
+      <meta name="viewport" content="width=device-width, initial-scale=1" />
+      <title>{`${title} · Agent Ledger`}</title>
+      {csrf ? <meta name="csrf-token" content={csrf} /> : null}
+      {/* htmx would add an inline <style> (its indicator styles); the CSP allows none. */}
+      <meta name="htmx-config" content='{"includeIndicatorStyles":false}' />
+      <link rel="stylesheet" href={assetUrl('dashboard.css')} />
+      {styles.map((s) => (
+        <link rel="stylesheet" href={assetUrl(s)} />
+      ))}
+      <script src={assetUrl('htmx.js')} defer />
+      {scripts.map((s) => (
+        <script src={assetUrl(s)} defer />
+      ))}
+      <script src={assetUrl('dashboard.js')} defer />
+    </head>
+  );
+}
+
+function Footer() {
+  return (
+    <footer class="footer">
+      <div class="footer-inner">
+        <span>Agent Ledger: every change here is an event, sealed in your audit chain.</span>
+        <a href="/docs">API reference</a>
+      </div>
+    </footer>
+  );
+}
+
+function Switchers({ person, back }: { person: Person; back: string }) {
+  const csrf = person.csrfToken;
+  return (
+    <div class="switchers">
+      {person.orgs.length > 1 ? (
+        <form method="post" action="/dashboard/switch">
+          <input type="hidden" name="_csrf" value={csrf} />
+          <input type="hidden" name="next" value={back} />
+          <label for="switch-org">Organization</label>
+          <select id="switch-org" name="org">
+            {person.orgs.map((o) => (
+              <option value={o.orgId} selected={o.orgId === person.orgId}>
+                {o.name}
+              </option>
+            ))}
+          </select>
+          <button type="submit" class="btn btn-secondary btn-small">
+            Switch
+          </button>
+        </form>
+      ) : (
+        <span>{person.orgs.find((o) => o.orgId === person.orgId)?.name ?? ''}</span>
+      )}
+      <form method="post" action="/dashboard/switch">
+        <input type="hidden" name="_csrf" value={csrf} />
+        <input type="hidden" name="next" value={back} />
+        <label for="switch-project">Project</label>
+        <select id="switch-project" name="project">
+          {person.projects.map((p) => (
+            <option value={p.id} selected={p.id === person.projectId}>
+              {p.name}
+            </option>
+          ))}
+        </select>
+        <button type="submit" class="btn btn-secondary btn-small">
+          Switch
+        </button>
+      </form>
+      <form method="post" action="/dashboard/switch" aria-label="Environment">
+        <input type="hidden" name="_csrf" value={csrf} />
+        <input type="hidden" name="next" value={back} />
+        <span class="env" role="group" aria-label="Environment">
+          <button type="submit" name="environment" value="test" aria-pressed={person.environment === 'test' ? 'true' : 'false'} id="env-test">
+            Test
+          </button>
+          <button type="submit" name="environment" value="live" aria-pressed={person.environment === 'live' ? 'true' : 'false'} id="env-live">
+            Live
+          </button>
+        </span>
+      </form>
+      <form method="post" action="/dashboard/sign-out">
+        <input type="hidden" name="_csrf" value={csrf} />
+        <button type="submit" class="btn-link" id="sign-out">
+          Sign out
+        </button>
+      </form>
+    </div>
+  );
+}
+
+type ShellProps = {
+  person: Person;
+  title: string;
+  active: Active;
+  notice?: Notice;
+  /** The path the switchers come back to (this page). */
+  path?: string;
+  scripts?: readonly string[];
+  styles?: readonly string[];
+  children: ComponentChildren;
+};
+
+export function Shell({ person, title, active, notice, path, scripts, styles, children }: ShellProps) {
+  return (
+    <html lang="en">
+      <Head title={title} csrf={person.csrfToken} {...(scripts ? { scripts } : {})} {...(styles ? { styles } : {})} />
+      <body>
+        <a class="skip-link" href="#main">
+          Skip to main content
+        </a>
+        <header class="header">
+          <div class="header-inner">
+            <a class="brand" href="/dashboard">
+              Agent Ledger
+            </a>
+            <Switchers person={person} back={path ?? '/dashboard'} />
+          </div>
+          <div class={`env-banner ${person.environment}`} id="env-banner">
+            {person.environment === 'live' ? 'Live data: real money moves.' : 'Test data: nothing here moves real money.'}
+          </div>
+        </header>
+        <nav class="nav" aria-label="Dashboard">
+          <ul>
+            {NAV.map((n) => (
+              <li>
+                <a href={n.href} aria-current={n.key === active ? 'page' : undefined}>
+                  {n.label}
+                </a>
+              </li>
+            ))}
+            <li>
+              <a href="/dashboard/account" aria-current={active === 'account' ? 'page' : undefined}>
+                {person.email}
+              </a>
+            </li>
+          </ul>
+        </nav>
+        <main class="main" id="main" tabIndex={-1}>
+          <NoticeRegion notice={notice} />
+          <h1>{title}</h1>
+          {children}
+        </main>
+        <Footer />
+      </body>
+    </html>
+  );
+}
+
+export function PublicShell({ title, notice, children, scripts }: { title: string; notice?: Notice; children: ComponentChildren; scripts?: readonly string[] }) {
+  return (
+    <html lang="en">
+      <Head title={title} {...(scripts ? { scripts } : {})} />
+      <body>
+        <a class="skip-link" href="#main">
+          Skip to main content
+        </a>
+        <header class="header">
+          <div class="header-inner">
+            <a class="brand" href="/dashboard">
+              Agent Ledger
+            </a>
+          </div>
+        </header>
+        <main class="main narrow" id="main" tabIndex={-1}>
+          <NoticeRegion notice={notice} />
+          <h1>{title}</h1>
+          {children}
+        </main>
+        <Footer />
+      </body>
+    </html>
+  );
+}
+
+/**
+ * The dashboard's headers: html.ts's (no framing, no caching, no referrer, no
+ * sniffing) with a CSP that lets the page load its own assets and nothing
+ * inline: scripts, styles, images and fetches from this origin only.
+ */
+export const DASHBOARD_HEADERS: Readonly<Record<string, string>> = {
+  'x-frame-options': 'DENY',
+  'content-security-policy': [
+    "default-src 'none'",
+    "script-src 'self'",
+    "style-src 'self'",
+    "img-src 'self' data:",
+    "connect-src 'self'",
+    "form-action 'self'",
+    "frame-ancestors 'none'",
+    "base-uri 'none'",
+  ].join('; '),
+  'cache-control': 'no-store',
+  pragma: 'no-cache',
+  'referrer-policy': 'no-referrer',
+  'x-content-type-options': 'nosniff',
+};
+
+/** Sends a rendered page with the dashboard's headers. */
+export function sendPage(reply: FastifyReply, page: VNode, status = 200): FastifyReply {
+  return reply.code(status).headers(DASHBOARD_HEADERS).type('text/html; charset=utf-8').send(`<!doctype html>${render(page)}`);
+}

@@ -1,0 +1,31 @@
+import type { FastifyReply } from 'fastify';
+import { PublicShell, Shell, sendPage } from './layout.tsx';
+import type { Person } from './session.ts';
+
+// The pages of a refusal: a form that failed the CSRF or origin check
+// (nothing changed), and an action above the person's role.
+
+export function refusedPage(reply: FastifyReply) {
+  return sendPage(
+    reply,
+    <PublicShell title="This form could not be accepted" notice={{ text: 'Nothing was changed.', tone: 'error' }}>
+      <p id="refused">The form was sent from another site, or it was open too long and lost its security token.</p>
+      <p>
+        Go back to the <a href="/dashboard">dashboard</a>, reload the page and try again.
+      </p>
+    </PublicShell>,
+    403,
+  );
+}
+
+export function roleRefusedPage(reply: FastifyReply, person: Person, needed: 'admin' | 'owner') {
+  return sendPage(
+    reply,
+    <Shell person={person} title="You cannot do this" active="home" notice={{ text: 'Nothing was changed.', tone: 'error' }}>
+      <p id="role-refused">
+        This needs the {needed} role in this organization or project; you are {person.role === 'admin' ? 'an admin' : `a ${person.role}`}. Ask an {needed === 'owner' ? 'owner' : 'admin or owner'} of your organization.
+      </p>
+    </Shell>,
+    403,
+  );
+}
