@@ -37,7 +37,7 @@ t.test('a person signs in with the code from the outbox', async (t) => {
   const events = await ledger.store.readStream(`person-${org.ownerId}`);
   t.equal(events.length, 1);
   t.equal(events[0]!.type, 'user.signed_in');
-  t.same((events[0]!.metadata as { actor: unknown }).actor, { kind: 'user', id: org.ownerId });
+  t.same((events[0]!.metadata as unknown as { actor: unknown }).actor, { kind: 'user', id: org.ownerId });
   t.match(events[0]!.data, { user_id: org.ownerId, method: 'code', session_id: /^dss_/ });
 });
 
