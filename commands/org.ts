@@ -27,6 +27,8 @@ export type OrgCommand =
   | { type: 'update_project'; projectId: string; name?: string; slug?: string; makeDefault?: boolean }
   | { type: 'delete_project'; projectId: string }
   | { type: 'add_user'; userId: string; email: string; displayName: string | null; role: 'admin' | 'member' }
+  | { type: 'change_user_role'; userId: string; role: Role; actorRole: Role }
+  | { type: 'remove_user'; userId: string; actorRole: Role }
   | { type: 'set_project_member'; projectId: string; userId: string; role: 'admin' | 'member' }
   | { type: 'remove_project_member'; projectId: string; userId: string }
   | { type: 'create_api_key'; keyId: string; name: string; environment: 'live' | 'test'; projectId: string | null; scopes: string[]; keyHash: string; keyPrefix: string }
@@ -59,6 +61,23 @@ const withProjects = (s: ActiveOrg, f: (m: Map<string, ProjectState>) => void): 
   f(projects);
   return { ...s, projects };
 };
+
+function member(s: ActiveOrg, userId: string): UserState {
+  const u = s.users.get(userId);
+  if (!u) throw new Rejection('user_not_in_org', 'the user does not belong to this organization');
+  return u;
+}
+
+/**
+ * Who may touch an owner: only an owner makes, unmakes or removes one (an
+ * admin manages admins and members), and the last owner stays (`to` null: removal).
+ */
+function ownerRules(s: ActiveOrg, from: Role, to: Role | null, actorRole: Role): void {
+  if ((from === 'owner' || to === 'owner') && actorRole !== 'owner') throw new Rejection('owner_required', 'only an owner can make, change or remove an owner');
+  if (from === 'owner' && to !== 'owner' && [...s.users.values()].filter((u) => u.role === 'owner').length <= 1) {
+    throw new Rejection('last_owner', 'the organization needs at least one owner: make someone else owner first');
+  }
+}
 
 export const orgDecider: Decider<OrgState, OrgCommand> = {
   initialState: () => ({ status: 'none' }),
@@ -98,6 +117,17 @@ export const orgDecider: Decider<OrgState, OrgCommand> = {
       case 'user.added': {
         const users = new Map(s.users);
         users.set(event.data.user_id, { email: event.data.email, role: event.data.role });
+        return { ...s, users };
+      }
+      case 'user.role_changed': {
+        const users = new Map(s.users);
+        const u = users.get(event.data.user_id);
+        if (u) users.set(event.data.user_id, { ...u, role: event.data.role });
+        return { ...s, users };
+      }
+      case 'user.removed': {
+        const users = new Map(s.users);
+        users.delete(event.data.user_id);
         return { ...s, users };
       }
       case 'api_key.created': {
@@ -167,6 +197,21 @@ export const orgDecider: Decider<OrgState, OrgCommand> = {
         const email = command.email.toLowerCase();
         for (const u of s.users.values()) if (u.email === email) throw new Rejection('user_exists', 'a user with this email already belongs to the organization');
         return [{ type: 'user.added', data: { user_id: command.userId, email, display_name: command.displayName, role: command.role, added_at: now } }];
+      }
+      case 'change_user_role': {
+        const u = member(s, command.userId);
+        if (u.role === command.role) return [];
+        ownerRules(s, u.role, command.role, command.actorRole);
+        return [{ type: 'user.role_changed', data: { user_id: command.userId, role: command.role, previous_role: u.role } }];
+      }
+      case 'remove_user': {
+        const u = member(s, command.userId);
+        ownerRules(s, u.role, null, command.actorRole);
+        // The user's project overrides go in the same append.
+        const overrides: DomainEvent[] = [...s.projects]
+          .filter(([, p]) => p.members.has(command.userId))
+          .map(([projectId]) => ({ type: 'project_member.removed', data: { project_id: projectId, user_id: command.userId } }));
+        return [...overrides, { type: 'user.removed', data: { user_id: command.userId } }];
       }
       case 'set_project_member': {
         const p = project(s, command.projectId);

@@ -49,6 +49,18 @@ export const UserAdded = z.object({
   added_at: IsoTime,
 });
 
+/** An organization role changed (the dashboard's Team page; only an owner makes or unmakes an owner). */
+export const UserRoleChanged = z.object({
+  user_id: z.string(),
+  role: Role,
+  previous_role: Role,
+});
+
+/** A user left the organization (their project overrides are removed in the same append). */
+export const UserRemoved = z.object({
+  user_id: z.string(),
+});
+
 export const ProjectMemberSet = z.object({
   project_id: z.string(),
   user_id: z.string(),
@@ -84,6 +96,8 @@ export const orgEvents = {
   'project.default_changed': ProjectDefaultChanged,
   'project.deleted': ProjectDeleted,
   'user.added': UserAdded,
+  'user.role_changed': UserRoleChanged,
+  'user.removed': UserRemoved,
   'project_member.set': ProjectMemberSet,
   'project_member.removed': ProjectMemberRemoved,
   'api_key.created': ApiKeyCreated,

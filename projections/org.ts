@@ -71,6 +71,8 @@ export const orgProjection: Projection = {
     'project.default_changed',
     'project.deleted',
     'user.added',
+    'user.role_changed',
+    'user.removed',
     'project_member.set',
     'project_member.removed',
     'api_key.created',
@@ -114,6 +116,12 @@ export const orgProjection: Projection = {
           `INSERT INTO ${t.users} (user_id, org_id, email, display_name, role, added_at, position) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (user_id) DO NOTHING`,
           [e.data.user_id, org, e.data.email, e.data.display_name, e.data.role, e.data.added_at, pos],
         );
+        return;
+      case 'user.role_changed':
+        await tx.query(`UPDATE ${t.users} SET role = $2, position = $3 WHERE user_id = $1 AND position < $3`, [e.data.user_id, e.data.role, pos]);
+        return;
+      case 'user.removed':
+        await tx.query(`DELETE FROM ${t.users} WHERE user_id = $1`, [e.data.user_id]);
         return;
       case 'project_member.set':
         await tx.query(

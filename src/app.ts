@@ -77,6 +77,7 @@ import { redactingStream } from './redact.ts';
 import { dashboardRoutes } from './dashboard/index.ts';
 import { migrateDashboardSessions, Sessions } from './dashboard/session.ts';
 import { migrateSignInCodes } from './usecases/sign-in.ts';
+import { KeyUsage, migrateKeyUsage } from './usecases/key-usage.ts';
 import { type Mailer, UnconfiguredMailer } from './adapters/mail/port.ts';
 import { SandboxMailer } from './adapters/mail/sandbox.ts';
 import { SIGNIN_PER_ADDRESS_BURST, SIGNIN_PER_CLIENT_BURST, SIGNIN_REFILL_WINDOW_S } from './limits.ts';
@@ -154,6 +155,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   const { app, registered, requestLog } = createFastify(opts);
   await migrateIdempotency(opts.db);
   await migrateWebhooks(opts.db);
+  await migrateKeyUsage(opts.db);
   const deps = composeDeps(opts);
 
   app.decorate('routeSpecs', deps.routes);
@@ -267,6 +269,7 @@ function composeDeps(opts: BuildOptions): AppDeps {
   const auth = new Authenticator(opts.db, opts.serviceSecret, orgCache, new ReadCache<unknown>(opts.readSide.progress, oauthProjection.name), {
     resourceMetadataUrl: oauthUrls(opts.baseUrl).resourceMetadata,
     ...(opts.now ? { now: opts.now } : {}),
+    usage: new KeyUsage(opts.db, opts.now ?? (() => new Date())),
   });
   const providerRuntime = opts.providers ?? { catalog: Catalog.load(), client: new HttpProvider({ allow: opts.webhookTargets ?? { loopback: false, private: false } }), sandbox: undefined };
   return {

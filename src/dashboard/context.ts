@@ -1,6 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Actor } from '../../events/common.ts';
-import { handleCommand } from '../eventstore/handler.ts';
+import { handleCommand, type Rejection } from '../eventstore/handler.ts';
+import type { Role } from '../../commands/org.ts';
 import type { Mailer } from '../adapters/mail/port.ts';
 import type { Ports, RunCommand } from '../usecases/context.ts';
 import { FLASH_COOKIE, type Person, sameToken, type Sessions } from './session.ts';
@@ -77,3 +78,19 @@ export function takeFlash(req: FastifyRequest, reply: FastifyReply): { text: str
     return null;
   }
 }
+
+const RANK: Record<Role, number> = { member: 1, admin: 2, owner: 3 };
+/** Whether a role reaches `min` (member < admin < owner), as the HTTP API ranks them. */
+export const atLeast = (role: Role, min: Role) => RANK[role] >= RANK[min];
+
+/** A use case's refusal, said to a person (the decider's own message where no better words are known). */
+const REFUSALS: Record<string, string> = {
+  user_exists: 'Someone with this e-mail address is already a member of this organization.',
+  user_not_in_org: 'That person is not a member of this organization (any more).',
+  owner_required: 'Only an owner can make someone an owner, or change or remove an owner.',
+  last_owner: 'The organization needs at least one owner: make someone else owner first.',
+  cannot_override_owner: "An owner is an owner in every project: their role there cannot be overridden.",
+  not_found: 'That no longer exists: reload the page.',
+  passkey_limit: 'You hold the most passkeys allowed: remove one first.',
+};
+export const rejectionText = (r: Rejection) => REFUSALS[r.code] ?? `${r.message[0]?.toUpperCase() ?? ''}${r.message.slice(1)}.`;

@@ -7,6 +7,8 @@ import type { DashboardDeps } from './context.ts';
 import { signInRoutes } from './sign-in.tsx';
 import { accountRoutes } from './account.tsx';
 import { homeRoutes } from './home.tsx';
+import { teamRoutes } from './team.tsx';
+import { keyRoutes } from './keys.tsx';
 import { requirePerson } from './session.ts';
 
 // The dashboard: the people's surface, server-rendered HTML under
@@ -33,4 +35,6 @@ export async function dashboardRoutes(app: FastifyInstance, deps: DashboardDeps)
   await signInRoutes(app, deps);
   await accountRoutes(app, deps, signedIn);
   await homeRoutes(app, deps, signedIn);
+  await teamRoutes(app, deps, signedIn);
+  await keyRoutes(app, deps, signedIn);
 }

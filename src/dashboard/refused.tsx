@@ -1,5 +1,5 @@
 import type { FastifyReply } from 'fastify';
-import { PublicShell, Shell, sendPage } from './layout.tsx';
+import { type Active, PublicShell, Shell, sendPage } from './layout.tsx';
 import type { Person } from './session.ts';
 
 // The pages of a refusal: a form that failed the CSRF or origin check
@@ -18,10 +18,10 @@ export function refusedPage(reply: FastifyReply) {
   );
 }
 
-export function roleRefusedPage(reply: FastifyReply, person: Person, needed: 'admin' | 'owner') {
+export function roleRefusedPage(reply: FastifyReply, person: Person, needed: 'admin' | 'owner', active: Active = 'home') {
   return sendPage(
     reply,
-    <Shell person={person} title="You cannot do this" active="home" notice={{ text: 'Nothing was changed.', tone: 'error' }}>
+    <Shell person={person} title="You cannot do this" active={active} notice={{ text: 'Nothing was changed.', tone: 'error' }}>
       <p id="role-refused">
         This needs the {needed} role in this organization or project; you are {person.role === 'admin' ? 'an admin' : `a ${person.role}`}. Ask an {needed === 'owner' ? 'owner' : 'admin or owner'} of your organization.
       </p>

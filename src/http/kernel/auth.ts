@@ -7,6 +7,7 @@ import { ACCESS_TOKEN_PATTERN, grantOf } from '../../usecases/oauth-tokens.ts';
 import { sameHash } from '../../../commands/oauth.ts';
 import type { Tenant } from '../../usecases/context.ts';
 import type { Ctx } from './route.ts';
+import type { KeyUsage } from '../../usecases/key-usage.ts';
 
 // Credentials (spec Part 5). API keys (`Authorization: Bearer sk_<env>_...`)
 // resolve to an organization, an environment, a project and scopes. The
@@ -128,7 +129,7 @@ export class Authenticator {
     serviceSecret: string,
     private readonly cache: ReadCache<unknown>,
     private readonly grants: ReadCache<unknown>,
-    private readonly opts: { resourceMetadataUrl?: string; now?: () => Date } = {},
+    private readonly opts: { resourceMetadataUrl?: string; now?: () => Date; usage?: KeyUsage } = {},
   ) {
     this.serviceDigest = sha256(serviceSecret);
     this.projections = [cache.projection, grants.projection];
@@ -175,7 +176,9 @@ export class Authenticator {
     const header = req.headers.authorization;
     if (typeof header !== 'string' || headerValue(req.headers['x-svc-project']) !== c.project) return undefined;
     const presented = Buffer.from(header);
-    return presented.length === c.header.length && timingSafeEqual(presented, c.header) ? c.auth : undefined;
+    if (presented.length !== c.header.length || !timingSafeEqual(presented, c.header)) return undefined;
+    this.opts.usage?.seen(c.auth.keyId);
+    return c.auth;
   }
 
   private remember(req: FastifyRequest, mode: AuthMode, scope: string | undefined, at: string, { auth, expiresAt }: Resolved): void {
@@ -331,6 +334,7 @@ export class Authenticator {
     if (!projectId) throw projectResolutionFailed();
     const scopes = grant ? grant.scopes.filter((x) => hasScope(row.scopes, x)) : row.scopes;
     const auth: ApiKeyAuth = { kind: 'api_key', orgId: row.org_id, projectId, projectBound: row.project_id !== null, environment: row.environment, keyId: row.key_id, scopes, ...(grant ? { grantId: grant.grantId } : {}) };
+    this.opts.usage?.seen(row.key_id);
     return { auth, expiresAt: grant?.expiresAt };
   }
 

@@ -63,6 +63,8 @@ export const REJECTION_STATUS: Record<string, number> = {
   user_exists: 409,
   user_not_in_org: 404,
   cannot_override_owner: 409,
+  owner_required: 403,
+  last_owner: 409,
   slug_invalid: 400,
   slug_reserved: 400,
   slug_conflict: 400,
