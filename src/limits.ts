@@ -141,3 +141,5 @@ export const SIGNIN_REFILL_WINDOW_S = 15 * 60;
 export const PASSKEYS_MAX = 20;
 /** WebAuthn ceremonies: a challenge is good for this long. */
 export const PASSKEY_CHALLENGE_TTL_MS = 5 * 60 * 1000;
+/** Home: the days of the spends chart (today included). */
+export const HOME_SPEND_DAYS = 14;

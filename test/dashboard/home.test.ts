@@ -1,0 +1,72 @@
+import t from 'tap';
+import { bootstrapOrg, testApp } from '../helpers/app.ts';
+import { axeViolations, chromium, listen, scrollsSideways, signIn } from './browser.ts';
+
+// Home in a real Chromium: the summary read from the read models (agents,
+// active mandates, spends today, pending approvals, audit health), the spends
+// per day drawn by uPlot, and the same figures as a table with no JavaScript.
+
+const { app, ledger, sandboxProviders } = await testApp(t, { providers: true });
+const org = await bootstrapOrg(app, 'Homeco');
+const inject = async (url: string, payload: Record<string, unknown>) => {
+  const r = await app.inject({ method: 'POST', url, headers: org.key, payload });
+  return { status: r.statusCode, body: r.json() };
+};
+await inject('/v1/agents', { agent_id: 'buyer', principal_ref: 'p' });
+const consumer = (await inject('/v1/consumers', { display_name: 'Ana' })).body;
+const mandate = (
+  await inject('/v1/mandates', {
+    consumer_id: consumer.id,
+    agent_id: 'buyer',
+    purpose: 'groceries',
+    merchant_allowlist: ['market'],
+    merchant_pin_kind: 'merchant-id',
+    cap_minor: '100000',
+    per_tx_cap_minor: '100000',
+    currency: 'BRL',
+    expires_at: Math.floor(Date.now() / 1000) + 86_400,
+  })
+).body;
+const spent = await inject(`/v1/consumers/mandates/${mandate.id}/spend`, { amount_minor: '1250', currency: 'BRL', merchant: 'market' });
+if (spent.status !== 201) throw new Error(`the spend answered ${spent.status}: ${JSON.stringify(spent.body)}`);
+await inject('/v1/policies', { name: 'a person decides', type: 'approval-required' });
+const held = await inject(`/v1/consumers/mandates/${mandate.id}/spend`, { amount_minor: '500', currency: 'BRL', merchant: 'market' });
+if (held.status !== 403) throw new Error(`the held spend answered ${held.status}`);
+await ledger.settle();
+
+const base = await listen(app);
+const browser = await chromium(t);
+// A real locale: this machine's default (en-US@posix) is no BCP 47 tag, and uPlot's Intl calls throw on it.
+const page = await signIn(await browser.newContext({ locale: 'en-US' }), base, sandboxProviders!.url, 'owner+homeco@example.com');
+
+t.test('the summary and the chart', async (t) => {
+  await page.goto(`${base}/dashboard`);
+  t.equal((await page.textContent('#card-agents .value'))!.trim(), '1');
+  t.equal((await page.textContent('#card-mandates .value'))!.trim(), '1');
+  t.equal((await page.textContent('#card-spends .value'))!.trim(), '12.50 BRL');
+  t.equal((await page.textContent('#card-approvals .value'))!.trim(), '1');
+  t.match(await page.textContent('#card-audit'), /healthy|degraded/);
+  await page.waitForSelector('#spends-chart canvas');
+  const today = new Date().toISOString().slice(0, 10);
+  t.match(await page.textContent('#spends-table'), today);
+  t.match(await page.textContent('#spends-table'), '12.50 BRL');
+});
+
+t.test('without JavaScript the figures are a table', async (t) => {
+  const noJs = await browser.newContext({ javaScriptEnabled: false, locale: 'en-US' });
+  const p = await noJs.newPage();
+  await p.context().addCookies(await page.context().cookies());
+  await p.goto(`${base}/dashboard`);
+  t.equal(await p.locator('#spends-chart canvas').count(), 0);
+  t.match(await p.textContent('#spends-table'), '12.50 BRL');
+});
+
+t.test('Home at 375 and 1440 px: axe and no sideways scroll', async (t) => {
+  for (const width of [375, 1440]) {
+    await page.setViewportSize({ width, height: 800 });
+    await page.goto(`${base}/dashboard`);
+    await page.waitForSelector('#spends-chart canvas');
+    t.same(await axeViolations(page), [], `home at ${width}`);
+    t.notOk(await scrollsSideways(page), `home at ${width}`);
+  }
+});
