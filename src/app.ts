@@ -78,6 +78,7 @@ import { dashboardRoutes } from './dashboard/index.ts';
 import { migrateDashboardSessions, Sessions } from './dashboard/session.ts';
 import { migrateSignInCodes } from './usecases/sign-in.ts';
 import { KeyUsage, migrateKeyUsage } from './usecases/key-usage.ts';
+import { migratePasskeyChallenges } from './usecases/passkeys.ts';
 import { type Mailer, UnconfiguredMailer } from './adapters/mail/port.ts';
 import { SandboxMailer } from './adapters/mail/sandbox.ts';
 import { SIGNIN_PER_ADDRESS_BURST, SIGNIN_PER_CLIENT_BURST, SIGNIN_REFILL_WINDOW_S } from './limits.ts';
@@ -361,6 +362,7 @@ async function registerCoreRoutes(app: FastifyInstance, deps: AppDeps, opts: Bui
 async function registerDashboard(app: FastifyInstance, deps: AppDeps, opts: BuildOptions): Promise<void> {
   await migrateDashboardSessions(opts.db);
   await migrateSignInCodes(opts.db);
+  await migratePasskeyChallenges(opts.db);
   const from = opts.mailFrom ?? 'Agent Ledger <no-reply@agent-ledger.invalid>';
   const sandbox = opts.providers?.sandbox?.http;
   const mailer = opts.mailer ?? (sandbox ? new SandboxMailer(sandbox, from) : new UnconfiguredMailer());

@@ -6,6 +6,8 @@ import { Shell, sendPage } from './layout.tsx';
 import { refusedPage } from './refused.tsx';
 import { cookieOptions, type Environment, safeNext, SESSION_COOKIE } from './session.ts';
 import { orgProjects } from '../usecases/sign-in.ts';
+import { listPasskeys } from '../usecases/passkeys.ts';
+import { PasskeySection } from './passkeys.tsx';
 
 // The person's own page: who they are signed in as, sign out everywhere
 // (passkeys join it); and the header's switchers (organization, project,
@@ -14,9 +16,10 @@ import { orgProjects } from '../usecases/sign-in.ts';
 export async function accountRoutes(app: FastifyInstance, deps: DashboardDeps, signedIn: preHandlerHookHandler): Promise<void> {
   app.get('/dashboard/account', { preHandler: signedIn }, async (req, reply) => {
     const person = req.person!;
+    const passkeys = await listPasskeys(deps, person.userId);
     return sendPage(
       reply,
-      <Shell person={person} title="Your account" active="account" path="/dashboard/account" notice={takeFlash(req, reply)}>
+      <Shell person={person} title="Your account" active="account" path="/dashboard/account" notice={takeFlash(req, reply)} scripts={['simplewebauthn.js', 'passkey.js']}>
         <div class="panel">
           <p>
             Signed in as <strong id="account-email">{person.email}</strong>, {person.role} of {person.orgs.find((o) => o.orgId === person.orgId)?.name}.
@@ -29,6 +32,7 @@ export async function accountRoutes(app: FastifyInstance, deps: DashboardDeps, s
             </Button>
           </PostForm>
         </div>
+        <PasskeySection person={person} passkeys={passkeys} now={deps.now()} />
       </Shell>,
     );
   });

@@ -9,6 +9,7 @@ import { accountRoutes } from './account.tsx';
 import { homeRoutes } from './home.tsx';
 import { teamRoutes } from './team.tsx';
 import { keyRoutes } from './keys.tsx';
+import { passkeyRoutes } from './passkeys.tsx';
 import { requirePerson } from './session.ts';
 
 // The dashboard: the people's surface, server-rendered HTML under
@@ -37,4 +38,5 @@ export async function dashboardRoutes(app: FastifyInstance, deps: DashboardDeps)
   await homeRoutes(app, deps, signedIn);
   await teamRoutes(app, deps, signedIn);
   await keyRoutes(app, deps, signedIn);
+  await passkeyRoutes(app, deps, signedIn);
 }
