@@ -139,6 +139,8 @@ export type BuildOptions = {
   mailer?: Mailer;
   /** The sender of the service's mail (MAIL_FROM). */
   mailFrom?: string;
+  /** Sign-in codes asked per address and per client address in SIGNIN_REFILL_WINDOW_S (defaults from limits.ts). */
+  signInBursts?: { perAddress: number; perClient: number };
 };
 
 /** The status views (and their streams) of a tool call. */
@@ -367,7 +369,7 @@ async function registerDashboard(app: FastifyInstance, deps: AppDeps, opts: Buil
   const sandbox = opts.providers?.sandbox?.http;
   const mailer = opts.mailer ?? (sandbox ? new SandboxMailer(sandbox, from) : new UnconfiguredMailer());
   const limit = (burst: number) => new SharedRateLimiter(opts.db, { burst, perSecond: burst / SIGNIN_REFILL_WINDOW_S, message: 'too many sign-in codes asked' });
-  const signInLimits = { perAddress: limit(SIGNIN_PER_ADDRESS_BURST), perClient: limit(SIGNIN_PER_CLIENT_BURST) };
+  const signInLimits = { perAddress: limit(opts.signInBursts?.perAddress ?? SIGNIN_PER_ADDRESS_BURST), perClient: limit(opts.signInBursts?.perClient ?? SIGNIN_PER_CLIENT_BURST) };
   await app.register(async (scope) => dashboardRoutes(scope, { ...deps, mailer, signInLimits, sessions: new Sessions(opts.db, deps.now) }));
 }
 
