@@ -82,3 +82,25 @@ t.test('users, project members and API keys', async (t) => {
       { type: 'project.deleted', data: { project_id: 'prj_b' } },
     ], 'deleting a project revokes its keys in the same append');
 });
+
+t.test('change_user_role and remove_user: only an owner touches an owner; the last owner stays', async (t) => {
+  const bia: DomainEvent = { type: 'user.added', data: { user_id: 'usr_bia', email: 'bia@example.com', display_name: null, role: 'member', added_at: now } };
+  const override: DomainEvent = { type: 'project_member.set', data: { project_id: 'prj_default', user_id: 'usr_bia', role: 'admin' } };
+  const team = [...created, bia];
+  given(t, orgDecider, team).when({ type: 'change_user_role', userId: 'usr_bia', role: 'admin', actorRole: 'admin' }).then([{ type: 'user.role_changed', data: { user_id: 'usr_bia', role: 'admin', previous_role: 'member' } }]);
+  given(t, orgDecider, team).when({ type: 'change_user_role', userId: 'usr_bia', role: 'member', actorRole: 'admin' }).then([], 'the same role: no events');
+  given(t, orgDecider, team).when({ type: 'change_user_role', userId: 'usr_bia', role: 'owner', actorRole: 'admin' }).rejects('owner_required');
+  given(t, orgDecider, team).when({ type: 'change_user_role', userId: 'usr_bia', role: 'owner', actorRole: 'owner' }).then([{ type: 'user.role_changed', data: { user_id: 'usr_bia', role: 'owner', previous_role: 'member' } }]);
+  given(t, orgDecider, team).when({ type: 'change_user_role', userId: 'usr_owner', role: 'admin', actorRole: 'admin' }).rejects('owner_required');
+  given(t, orgDecider, team).when({ type: 'change_user_role', userId: 'usr_owner', role: 'admin', actorRole: 'owner' }).rejects('last_owner');
+  given(t, orgDecider, team).when({ type: 'change_user_role', userId: 'usr_nobody', role: 'admin', actorRole: 'owner' }).rejects('user_not_in_org');
+  given(t, orgDecider, team).when({ type: 'remove_user', userId: 'usr_owner', actorRole: 'owner' }).rejects('last_owner');
+  given(t, orgDecider, [...team, override])
+    .when({ type: 'remove_user', userId: 'usr_bia', actorRole: 'admin' })
+    .then([
+      { type: 'project_member.removed', data: { project_id: 'prj_default', user_id: 'usr_bia' } },
+      { type: 'user.removed', data: { user_id: 'usr_bia' } },
+    ], 'the overrides go in the same append');
+  const removed: DomainEvent = { type: 'user.removed', data: { user_id: 'usr_bia' } };
+  given(t, orgDecider, [...team, removed]).when({ type: 'add_user', userId: 'usr_bia2', email: 'bia@example.com', displayName: null, role: 'member' }).then([{ type: 'user.added', data: { user_id: 'usr_bia2', email: 'bia@example.com', display_name: null, role: 'member', added_at: now } }], 'a removed address can be invited again');
+});
