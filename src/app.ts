@@ -43,9 +43,11 @@ import { Catalog } from './providers/catalog.ts';
 import { ProviderTools, type ProviderRuntime } from './providers/tools.ts';
 import { HttpProvider } from './adapters/providers/http-provider.ts';
 import { providerRoutes } from './http/providers.ts';
+import { catalogRoutes } from './http/catalog.ts';
 import { connectionRoutes } from './http/connections/connections.ts';
 import { providerWebhookRoutes } from './http/provider-webhooks.ts';
 import { sessionRoutes } from './http/sessions.ts';
+import { sessionHistoryRoutes } from './http/session-history.ts';
 import { toolCallRoutes } from './http/tool-calls.ts';
 import { malformedId } from './http/kernel/errors.ts';
 import { providerToolExecutor } from './usecases/session-tools.ts';
@@ -351,6 +353,7 @@ async function registerCoreRoutes(app: FastifyInstance, deps: AppDeps, opts: Bui
     await scope.register(async (inner) => pixNotificationRoutes(inner, deps));
   });
   await app.register(async (scope) => providerRoutes(scope, deps));
+  await app.register(async (scope) => catalogRoutes(scope, deps));
   await app.register(async (scope) => connectionRoutes(scope, deps));
   await app.register(async (scope) => providerWebhookRoutes(scope, deps));
   await app.register(async (scope) => commerceMemoryRoutes(scope, deps));
@@ -376,6 +379,7 @@ async function registerDashboard(app: FastifyInstance, deps: AppDeps, opts: Buil
 /** The sessions, their tool calls and status streams, connect links, signup runs and hosted connect (registered after the core routes). */
 async function registerSessionRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   await app.register(async (scope) => sessionRoutes(scope, deps));
+  await app.register(async (scope) => sessionHistoryRoutes(scope, deps));
   await app.register(async (scope) => toolCallRoutes(scope, deps));
   await app.register(async (scope) => statusStreamRoutes(scope, deps));
   await app.register(async (scope) => sessionMcpRoutes(scope, deps));

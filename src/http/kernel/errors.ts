@@ -96,6 +96,7 @@ export const REJECTION_STATUS: Record<string, number> = {
   fauth_final: 409,
   approval_not_pending: 409,
   invalid_body: 400,
+  invalid_query: 400,
   approval_expired: 409,
   no_partner_account: 422,
   not_wired: 501,
