@@ -53,6 +53,7 @@ import { malformedId } from './http/kernel/errors.ts';
 import { providerToolExecutor } from './usecases/session-tools.ts';
 import { proxyExecutors } from './usecases/session-proxy.ts';
 import { statusStreamRoutes } from './http/status-stream.ts';
+import { logStreamRoutes } from './http/log-stream.ts';
 import { sessionMcpRoutes } from './http/session-mcp.ts';
 import { sessionSendRoutes } from './http/session-send.ts';
 import { sessionProxyRoutes } from './http/session-proxy.ts';
@@ -382,6 +383,7 @@ async function registerSessionRoutes(app: FastifyInstance, deps: AppDeps): Promi
   await app.register(async (scope) => sessionHistoryRoutes(scope, deps));
   await app.register(async (scope) => toolCallRoutes(scope, deps));
   await app.register(async (scope) => statusStreamRoutes(scope, deps));
+  await app.register(async (scope) => logStreamRoutes(scope, deps));
   await app.register(async (scope) => sessionMcpRoutes(scope, deps));
   await app.register(async (scope) => sessionSendRoutes(scope, deps));
   await app.register(async (scope) => sessionProxyRoutes(scope, deps));
