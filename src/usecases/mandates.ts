@@ -9,6 +9,7 @@ import { POLICY_ATTEMPTS, PolicyEngine } from '../policy/evaluator.ts';
 import type { ApprovalExecutor } from './approval-executors.ts';
 import type { Ports, RunCommand, Tenant } from './context.ts';
 import { ListFilter } from './list-filter.ts';
+import { payeeCurrency } from '../../commands/payee.ts';
 import { policyRefusal } from './policy-refusal.ts';
 
 // Spends against a mandate (spec 4.7): the organization's policies first, then
@@ -252,4 +253,35 @@ export async function sandboxCardAuthorization(c: SpendCtx, environment: 'live' 
   const { rows } = await c.ports.db.query<{ mandate_id: string }>(`SELECT mandate_id FROM mandate_cards WHERE card_id = $1 AND org_id = $2 AND project_id = $3 AND status = 'active'`, [cardId, c.tenant.orgId, c.tenant.projectId]);
   if (!rows[0]) throw new Rejection('card_not_found', 'no active card with this id');
   return spend(c, rows[0].mandate_id, body, 'card');
+}
+
+// Spends by payee (issue 58, the product client's `spend`): the payee's kind
+// picks the currency slot (commands/payee.ts), then the spend above decides it.
+
+export type PayeeSpendInput = { amount_minor: string; payee: string; agent_id?: string | undefined; currency?: string | undefined; description?: string | null | undefined };
+export type PayeeSpendResult = SpendResult & { payee: string; rail: string | null; agent_id: string };
+
+/** The mandate's agent and its slots in order, from the read model; undefined when not the tenant's. */
+export async function mandateSlots(ports: Pick<Ports, 'db'>, tenant: Tenant, mandateId: string): Promise<{ agent_id: string; slots: { currency: string; rail: string | null }[] } | undefined> {
+  const { rows } = await ports.db.query<{ agent_id: string; slots: { currency: string; rail: string | null }[] }>(
+    `SELECT m.agent_id, coalesce((SELECT json_agg(json_build_object('currency', s.currency, 'rail', s.rail) ORDER BY s.idx) FROM mandate_slots s WHERE s.mandate_id = m.id), '[]') AS slots
+     FROM mandates m WHERE m.id = $1 AND m.org_id = $2 AND m.project_id = $3`,
+    [mandateId, tenant.orgId, tenant.projectId],
+  );
+  return rows[0];
+}
+
+export async function spendToPayee(c: SpendCtx, mandateId: string, body: PayeeSpendInput): Promise<PayeeSpendResult> {
+  const m = await mandateSlots(c.ports, c.tenant, mandateId);
+  if (!m) throw new Rejection('mandate_not_found', 'mandate not found');
+  if (body.agent_id !== undefined && body.agent_id !== m.agent_id) {
+    throw new Rejection('mandate_agent_mismatch', `agent_id ${body.agent_id} is not the agent this mandate authorizes; spend as its agent`, { field: 'agent_id' });
+  }
+  const currency = body.currency ?? payeeCurrency(m.slots, body.payee);
+  if (currency === null) {
+    const message = `the payee is neither a Pix key, an EVM address nor a URL, and the mandate has ${m.slots.length} currency slots: name the currency`;
+    throw new Rejection('invalid_body', message, { issues: [{ path: ['currency'], code: 'required', message }] });
+  }
+  const r = await spend(c, mandateId, { amount_minor: body.amount_minor, currency, merchant: body.payee, description: body.description ?? null }, 'api');
+  return { ...r, payee: body.payee, rail: m.slots.find((s) => s.currency === currency)?.rail ?? null, agent_id: m.agent_id };
 }

@@ -194,6 +194,15 @@ export const REJECTION_STATUS: Record<string, number> = {
   merchant_not_allowed: 403,
   per_tx_cap_exceeded: 422,
   total_cap_exceeded: 422,
+  // issue 58: payee spends, wallet transfers (currency_not_authorized answers 422 there: src/http/consumer-transfers.ts), directed-pay consents, the catalog
+  mandate_agent_mismatch: 403,
+  same_slot_transfer: 422,
+  unsupported_transfer_route: 422,
+  transfer_amount_too_small: 422,
+  consent_not_found: 404,
+  consent_already_used: 409,
+  consent_expired: 410,
+  tool_ambiguous: 409,
   // sessions and tool calls
   session_closed: 409,
   server_unknown: 404,

@@ -44,6 +44,18 @@ export function mandateView(m: Mandate, now: string): MandateView {
   };
 }
 
-export const SpendResult = z.object({ transaction_id: z.string(), mandate_id: z.string(), amount_minor: z.string(), currency: z.string(), merchant: z.string(), decision: z.literal('approved'), remaining_minor: z.string(), at: Timestamp });
+export const SpendResult = z.object({
+  transaction_id: z.string(),
+  mandate_id: z.string(),
+  amount_minor: z.string(),
+  currency: z.string().meta({ description: "The slot's currency the spend drew (a payee spend: the one its payee's kind picked)" }),
+  merchant: z.string(),
+  decision: z.literal('approved'),
+  remaining_minor: z.string().meta({ description: "What is left in the spend's currency slot" }),
+  at: Timestamp,
+  payee: z.string().optional().meta({ description: 'A payee spend: the payee, as sent' }),
+  rail: z.string().nullable().optional().meta({ description: "A payee spend: the slot's rail" }),
+  agent_id: z.string().optional().meta({ description: "A payee spend: the mandate's agent" }),
+});
 export const Card = z.object({ card_id: z.string(), consumer_id: z.string(), status: z.string(), bound_at: Timestamp });
 export const Authorization = z.object({ transaction_id: z.string(), amount_minor: z.string(), currency: z.string(), decision: z.enum(['approved', 'declined']), at: Timestamp });
