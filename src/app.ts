@@ -9,6 +9,7 @@ import { orgRoutes } from './http/orgs.ts';
 import { agentRoutes } from './http/agents.ts';
 import { consumerRoutes } from './http/consumers.ts';
 import { mandateRoutes } from './http/mandates/mandates.ts';
+import { directedConsentRoutes } from './http/directed-consents.ts';
 import { mandateSpendExecutor } from './usecases/mandates.ts';
 import { auditRoutes } from './http/audit/audit.ts';
 import { auditProofRoutes } from './http/audit/audit-proofs.ts';
@@ -324,6 +325,7 @@ async function registerCoreRoutes(app: FastifyInstance, deps: AppDeps, opts: Bui
   await app.register(async (scope) => agentRoutes(scope, deps));
   await app.register(async (scope) => consumerRoutes(scope, deps));
   await app.register(async (scope) => mandateRoutes(scope, deps));
+  await app.register(async (scope) => directedConsentRoutes(scope, deps));
   await app.register(async (scope) => {
     await auditRoutes(scope, deps);
     await auditConfigRoutes(scope, deps);

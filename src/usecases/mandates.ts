@@ -1,6 +1,6 @@
 import { agentDecider, agentStream } from '../../commands/agent.ts';
 import { consumerDecider, consumerStream, ownConsumer } from '../../commands/consumer.ts';
-import { type Mandate, mandateDecider, mandateStream, type MandateState, SPEND_CODES, type SpendCode } from '../../commands/mandate.ts';
+import { type Mandate, mandateDecider, type SlotInput, mandateStream, type MandateState, SPEND_CODES, type SpendCode } from '../../commands/mandate.ts';
 import { loadState, Rejection } from '../eventstore/handler.ts';
 import { type AppendGuard, GuardFailed } from '../eventstore/port.ts';
 import { newId } from '../ids.ts';
@@ -125,6 +125,7 @@ export type MandateRow = {
   status: 'active' | 'paused' | 'revoked' | 'expired';
   expires_at: string;
   created_at: string;
+  slots?: { currency: string; rail: string | null; cap_minor: string; per_tx_cap_minor: string; authorized_minor: string; spent_minor: string; available_minor: string; funding_source_id: string | null }[];
 };
 
 /** What a grant needs, validated (src/http/mandates/mandates.ts checks the body's shape). */
@@ -140,6 +141,11 @@ export type CreateInput = {
   perTx: bigint;
   currency: string;
   expiresAt: string;
+  /** A given id (a consent's mandate: its existence is the consent's single use); else a new one. */
+  mandateId?: string | undefined;
+  /** Several currency slots, the first mirroring cap/perTx/currency. */
+  slots?: SlotInput[] | undefined;
+  consentId?: string | undefined;
 };
 
 const DID_SAFE = /^[A-Za-z0-9._-]{1,64}$/;
@@ -155,7 +161,7 @@ export async function createMandate(c: SpendCtx, b: CreateInput): Promise<Mandat
   }
   const agent = DID_SAFE.test(b.agent_id) ? (await loadState(c.ports.store, agentStream(c.tenant.orgId, b.agent_id), agentDecider)).state : { status: 'none' as const };
   const agentActive = agent.status === 'active' && agent.keys.some((k) => k.status === 'active');
-  const id = newId('mdt');
+  const id = b.mandateId ?? newId('mdt');
   const r = await c.run(
     mandateDecider,
     mandateStream(id),
@@ -176,6 +182,8 @@ export async function createMandate(c: SpendCtx, b: CreateInput): Promise<Mandat
       perTx: b.perTx,
       currency: b.currency,
       expiresAt: b.expiresAt,
+      slots: b.slots,
+      consentId: b.consentId,
     },
     { expectedRevision: 'no_stream' },
   );
@@ -201,7 +209,11 @@ export async function moveMandate(c: SpendCtx, id: string, to: 'paused' | 'activ
 const EFFECTIVE = `CASE WHEN status IN ('active', 'paused') AND expires_at <= $NOW THEN 'expired' ELSE status END`;
 const columns = (nowParam: string) =>
   `id, consumer_id, agent_id, purpose, display_name, intent_note, merchant_allowlist, merchant_pin_kind, cap_minor::text, per_tx_cap_minor::text, currency,
-   ${EFFECTIVE.replace('$NOW', nowParam)} AS status, ${TS('expires_at')} AS expires_at, ${TS('created_at')} AS created_at`;
+   ${EFFECTIVE.replace('$NOW', nowParam)} AS status, ${TS('expires_at')} AS expires_at, ${TS('created_at')} AS created_at,
+   coalesce((SELECT json_agg(json_build_object('currency', s.currency, 'rail', s.rail, 'cap_minor', s.cap_minor::text, 'per_tx_cap_minor', s.per_tx_cap_minor::text,
+      'authorized_minor', (s.cap_minor + s.moved_in_minor - s.moved_out_minor)::text, 'spent_minor', s.spent_minor::text,
+      'available_minor', (s.cap_minor + s.moved_in_minor - s.moved_out_minor - s.spent_minor)::text, 'funding_source_id', s.funding_source_id) ORDER BY s.idx)
+    FROM mandate_slots s WHERE s.mandate_id = mandates.id), '[]'::json) AS slots`;
 
 /** The tenant's mandates, newest first (status is effective: past expires_at reads expired). */
 export async function listMandates(ports: Ports, tenant: Tenant, q: { consumer_id?: string | undefined; status?: MandateRow['status'] | undefined; limit: number }): Promise<MandateRow[]> {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { effectiveStatus, type Mandate } from '../../../commands/mandate.ts';
+import { authorizedOf, effectiveStatus, type Mandate } from '../../../commands/mandate.ts';
 import { Timestamp } from '../kernel/schemas.ts';
 
 // The wire shapes of mandates (spec 4.7): the mandate, a spend's answer, the
@@ -21,6 +21,21 @@ export const MandateView = z
     status: z.enum(['active', 'paused', 'revoked', 'expired']),
     expires_at: Timestamp,
     created_at: Timestamp,
+    slots: z
+      .array(
+        z.object({
+          currency: z.string(),
+          rail: z.string().nullable(),
+          cap_minor: z.string(),
+          per_tx_cap_minor: z.string(),
+          authorized_minor: z.string().meta({ description: 'cap_minor plus what transfers moved in, less what they moved out' }),
+          spent_minor: z.string(),
+          available_minor: z.string(),
+          funding_source_id: z.string().nullable(),
+        }),
+      )
+      .optional()
+      .meta({ description: 'Its currency slots, each with its own caps (no FX); the first is the one cap_minor/currency above describe' }),
   })
   .meta({ id: 'Mandate' });
 type MandateView = z.infer<typeof MandateView>;
@@ -41,6 +56,16 @@ export function mandateView(m: Mandate, now: string): MandateView {
     status: effectiveStatus(m, now),
     expires_at: m.expiresAt,
     created_at: m.createdAt,
+    slots: m.slots.map((x) => ({
+      currency: x.currency,
+      rail: x.rail,
+      cap_minor: x.cap.toString(),
+      per_tx_cap_minor: x.perTx.toString(),
+      authorized_minor: authorizedOf(x).toString(),
+      spent_minor: x.spent.toString(),
+      available_minor: (authorizedOf(x) - x.spent).toString(),
+      funding_source_id: x.fundingSourceId,
+    })),
   };
 }
 
