@@ -10,6 +10,7 @@ import { agentRoutes } from './http/agents.ts';
 import { consumerRoutes } from './http/consumers.ts';
 import { mandateRoutes } from './http/mandates/mandates.ts';
 import { directedConsentRoutes } from './http/directed-consents.ts';
+import { consumerTransferRoutes } from './http/consumer-transfers.ts';
 import { mandateSpendExecutor } from './usecases/mandates.ts';
 import { auditRoutes } from './http/audit/audit.ts';
 import { auditProofRoutes } from './http/audit/audit-proofs.ts';
@@ -326,6 +327,7 @@ async function registerCoreRoutes(app: FastifyInstance, deps: AppDeps, opts: Bui
   await app.register(async (scope) => consumerRoutes(scope, deps));
   await app.register(async (scope) => mandateRoutes(scope, deps));
   await app.register(async (scope) => directedConsentRoutes(scope, deps));
+  await app.register(async (scope) => consumerTransferRoutes(scope, deps));
   await app.register(async (scope) => {
     await auditRoutes(scope, deps);
     await auditConfigRoutes(scope, deps);

@@ -53,49 +53,58 @@ async function mandateAgent(ports: Ports, tenant: Tenant, mandateId: string): Pr
   return agent;
 }
 
+/** A policed call of a mandate's agent: what the policies see of it. */
+export type PolicedCall = { toolName: string; toolInput: Record<string, unknown>; amountMinor: bigint; currency: string; approvedBy: string | null };
+
 /**
- * A spend: the organization's policies first (tool name `mandate.spend`, the
- * mandate's agent), then the mandate's own rules. Policy counters consumed for
- * a spend the mandate then declines are released.
+ * Runs `act` under the organization's policies for the mandate's agent (none
+ * when the mandate is not the tenant's: the decider answers that). The
+ * policies are taken from this process's folded copy first, without a read;
+ * `act` appends guarded by the policy stream's revision, so a change
+ * acknowledged anywhere before the append refuses it (nothing written), and
+ * the call is evaluated again on a fresh read. Policy counters consumed for a
+ * call `act` then refuses are released.
  */
-export async function spend(c: SpendCtx, mandateId: string, body: SpendInput, channel: 'api' | 'card', approvedBy: string | null = null): Promise<SpendResult> {
-  const agentId = await mandateAgent(c.ports, c.tenant, mandateId);
-  // The policies are taken from this process's folded copy first, without a
-  // read; the spend is appended guarded by the policy stream's revision, so a
-  // change acknowledged anywhere before the append refuses it (nothing written),
-  // and the spend is evaluated again on a fresh read.
+export async function underMandatePolicy<T>(c: SpendCtx, agentId: string | null, call: PolicedCall, act: (guard: AppendGuard | undefined) => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     let release = async () => {};
     let guard: AppendGuard | undefined;
     if (agentId) {
-      const toolInput = { mandate_id: mandateId, amount_minor: body.amount_minor, currency: body.currency, merchant: body.merchant, description: body.description ?? null, channel };
-      const outcome = await new PolicyEngine(c.ports.store, c.ports.now).evaluate(
-        { orgId: c.tenant.orgId, projectId: c.tenant.projectId, agentId, toolName: 'mandate.spend', toolInput, amountMinor: BigInt(body.amount_minor), currency: body.currency, approvedBy },
-        c.run,
-        { fromCache: attempt === 1 },
-      );
+      const outcome = await new PolicyEngine(c.ports.store, c.ports.now).evaluate({ orgId: c.tenant.orgId, projectId: c.tenant.projectId, agentId, ...call }, c.run, { fromCache: attempt === 1 });
       if (outcome.decision !== 'allowed') throw policyRefusal(outcome);
       release = outcome.release;
       guard = outcome.guard;
     }
     try {
-      const r = await c.run(
-        mandateDecider,
-        mandateStream(mandateId),
-        {
-          type: 'spend',
-          tenant: c.tenant,
-          spend: { transactionId: newId('txn'), channel, amount: BigInt(body.amount_minor), currency: body.currency, merchant: body.merchant, description: body.description ?? null },
-        },
-        { serialize: true, orgId: c.tenant.orgId, projectId: c.tenant.projectId, ...(guard ? { guard } : {}) },
-      );
-      return spendOutcome(r);
+      return await act(guard);
     } catch (err) {
       await release();
       if (!(err instanceof GuardFailed)) throw err;
       if (attempt >= POLICY_ATTEMPTS) throw new Rejection('concurrency_conflict', 'the policies kept changing; retry the request', { attempts: attempt });
     }
   }
+}
+
+/**
+ * A spend: the organization's policies first (tool name `mandate.spend`, the
+ * mandate's agent), then the mandate's own rules.
+ */
+export async function spend(c: SpendCtx, mandateId: string, body: SpendInput, channel: 'api' | 'card', approvedBy: string | null = null): Promise<SpendResult> {
+  const agentId = await mandateAgent(c.ports, c.tenant, mandateId);
+  const toolInput = { mandate_id: mandateId, amount_minor: body.amount_minor, currency: body.currency, merchant: body.merchant, description: body.description ?? null, channel };
+  return underMandatePolicy(c, agentId, { toolName: 'mandate.spend', toolInput, amountMinor: BigInt(body.amount_minor), currency: body.currency, approvedBy }, async (guard) => {
+    const r = await c.run(
+      mandateDecider,
+      mandateStream(mandateId),
+      {
+        type: 'spend',
+        tenant: c.tenant,
+        spend: { transactionId: newId('txn'), channel, amount: BigInt(body.amount_minor), currency: body.currency, merchant: body.merchant, description: body.description ?? null },
+      },
+      { serialize: true, orgId: c.tenant.orgId, projectId: c.tenant.projectId, ...(guard ? { guard } : {}) },
+    );
+    return spendOutcome(r);
+  });
 }
 
 /** An approved `mandate.spend` runs the held spend with its verbatim input. */
