@@ -9,7 +9,7 @@ import { orgRoutes } from './http/orgs.ts';
 import { agentRoutes } from './http/agents.ts';
 import { consumerRoutes } from './http/consumers.ts';
 import { mandateRoutes } from './http/mandates/mandates.ts';
-import { directedConsentRoutes } from './http/directed-consents.ts';
+import { directedConsentRoutes } from './http/mandates/directed-consents.ts';
 import { consumerTransferRoutes } from './http/consumer-transfers.ts';
 import { mandateSpendExecutor } from './usecases/mandates.ts';
 import { auditRoutes } from './http/audit/audit.ts';

@@ -70,7 +70,10 @@ export function qualifyToolName(ports: Pick<Ports, 'providers'>, session: Pick<S
     const message = `several attached servers have ${name} (${holders.join(', ')}): name one in "server", or call "<server>/${name}"`;
     throw new ToolUnresolved('invalid_body', message, { issues: [{ path: ['server'], code: 'ambiguous_tool', message }] });
   }
-  if (holders.length === 0) throw new ToolUnresolved('tool_unknown', `no server attached to this session has a tool ${name}; call "<server>/<tool>" or attach the server`, { tool: name });
+  if (holders.length === 0) {
+    const message = `no server attached to this session has a tool ${name}: call "<server>/<tool>", name the server in "server", or attach it`;
+    throw new ToolUnresolved('invalid_body', message, { issues: [{ path: ['tool'], code: 'invalid_format', message }] });
+  }
   return `${holders[0]}/${name}`;
 }
 

@@ -77,8 +77,8 @@ t.test('execute with a bare tool name and --server; sessions list|show|close and
   const named = await cli('POST', `/v1/sessions/${id}/execute`, { tool: 'get_charge', server: 'nope', input: {} });
   t.equal(named.status, 404, 'a server beside the name that is not attached');
   const unknown = await cli('POST', `/v1/sessions/${id}/execute`, { tool: 'post_entry', input: {} });
-  t.equal(unknown.status, 404);
-  t.match(unknown.body.error, { code: 'tool_unknown' });
+  t.equal(unknown.status, 400, 'a bare name no attached server has');
+  t.match(unknown.body.error, { code: 'invalid_body', message: /no server attached/ });
 
   // sessions.ts show: session.tool_call_count
   const shown = await cli('GET', `/v1/sessions/${id}`);

@@ -207,3 +207,24 @@ t.test('caps hold under 50 concurrent spends across two slots', async (t) => {
   const wallet = await walletOf(consumer);
   t.same(wallet.map((w) => [w.currency, w.spent_minor, w.available_minor]), [['BRL', 1000, 0], ['USDC', 500, 0]]);
 });
+
+t.test('policies apply to transfers and slot spends as to spends', async (t) => {
+  const consumer = await newConsumer();
+  const m = await must((await mandateCreate(consumer, twoSlots)).submit(), 201);
+  const deny = await must(cli('POST', '/v1/policies', { name: 'no transfers', type: 'deny', agents: ['buyer'], tools: ['wallet.transfer'] }), 201);
+  const before = await ledger.store.headPosition();
+  const body = { from_currency: 'BRL', to_currency: 'USDC', amount_minor: 100 };
+  const refused = await cli('POST', `/v1/consumers/${consumer}/wallet/transfer`, { ...body, execute: true });
+  t.same([refused.status, refused.body], [403, { reason: 'denied_by_policy', ruleType: 'deny', ruleId: deny.id }]);
+  const written = await ledger.store.readAll({ after: before, maxCount: 100 });
+  const decided = written.filter((e) => e.type === 'policy.decided').map((e) => e.data as { decision: string; tool_name: string });
+  t.match(decided, [{ decision: 'denied', tool_name: 'wallet.transfer' }], 'the decision is recorded');
+  t.same(written.filter((e) => e.type.startsWith('mandate.')), [], 'no transfer recorded');
+  t.equal((await cli('POST', `/v1/consumers/${consumer}/wallet/transfer`, body)).status, 200, 'a quote is not a move');
+  t.equal((await cli('POST', `/v1/consumers/mandates/${m.mandate_id}/spend`, { amount_minor: 10, payee: EVM, agent_id: 'buyer' })).status, 201, 'the rule names transfers only');
+  const noUsdc = await must(cli('POST', '/v1/policies', { name: 'no usdc spends', type: 'deny', agents: ['buyer'], tools: ['mandate.spend'] }), 201);
+  const spend = await cli('POST', `/v1/consumers/mandates/${m.mandate_id}/spend`, { amount_minor: 10, payee: PIX, agent_id: 'buyer' });
+  t.same([spend.status, spend.body.ruleId], [403, noUsdc.id]);
+  for (const p of [deny, noUsdc]) await app.inject({ method: 'DELETE', url: `/v1/policies/${p.id}`, headers: org.key });
+  t.equal((await cli('POST', `/v1/consumers/${consumer}/wallet/transfer`, { ...body, execute: true })).status, 201, 'allowed again once removed');
+});

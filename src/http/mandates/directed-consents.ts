@@ -1,13 +1,13 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { Currency, MerchantPinKind } from '../../events/mandate.ts';
-import { Rejection } from '../eventstore/handler.ts';
-import { DIRECTED_MANDATE_TTL_MAX_SECONDS, MANDATE_SLOTS_MAX } from '../limits.ts';
-import type { RunCommand } from '../usecases/context.ts';
-import { initConsent, submitConsent } from '../usecases/directed-consents.ts';
-import { MandateView, mandateView } from './mandates/mandate-schemas.ts';
-import { defineRoute, type AppDeps } from './kernel/route.ts';
-import { Timestamp } from './kernel/schemas.ts';
+import { Currency, MerchantPinKind } from '../../../events/mandate.ts';
+import { Rejection } from '../../eventstore/handler.ts';
+import { DIRECTED_MANDATE_TTL_MAX_SECONDS, MANDATE_SLOTS_MAX } from '../../limits.ts';
+import type { RunCommand } from '../../usecases/context.ts';
+import { initConsent, submitConsent } from '../../usecases/directed-consents.ts';
+import { MandateView, mandateView } from './mandate-schemas.ts';
+import { defineRoute, type AppDeps } from '../kernel/route.ts';
+import { Timestamp } from '../kernel/schemas.ts';
 
 // The directed-pay consent flow (issue 58; the product client's `mandate
 // create`): POST /v1/consents/init {agent_id, intent} mints a one-shot token
