@@ -17,7 +17,8 @@ import { bootstrapOrg, testApp, testClock } from '../helpers/app.ts';
 //   {route, converts, engine, executable, executed, transaction_id, from, to}.
 
 const clock = testClock();
-const { app, ledger } = await testApp(t, { now: clock.now });
+const lines: string[] = [];
+const { app, ledger } = await testApp(t, { now: clock.now, logStream: { write: (l) => void lines.push(l) } });
 const org = await bootstrapOrg(app, 'Wallet');
 const other = await bootstrapOrg(app, 'Elsewhere');
 
@@ -69,6 +70,9 @@ t.test('a two-slot mandate through the consent flow; a Pix key draws BRL, an EVM
   t.same(submitted.funding_sources.map((f: { currency: string; rail: string }) => [f.currency, f.rail]), [['BRL', 'pix-celcoin'], ['USDC', 'usdc-onchain']], 'one funding source per slot');
   t.same(submitted.mandate.slots.map((s: { currency: string; cap_minor: string }) => [s.currency, s.cap_minor]), [['BRL', '1000'], ['USDC', '500']]);
   t.notOk(JSON.stringify(submitted).includes(flow.init.token), 'the token is not echoed');
+  const secret = flow.init.token.split('.')[1];
+  t.ok(lines.some((l) => l.includes('/v1/consents/[redacted]/submit')), 'the submit is logged');
+  t.notOk(lines.some((l) => l.includes(secret)), 'the token never reaches a log line');
 
   const spend = (payee: string, amount: number) => cli('POST', `/v1/consumers/mandates/${mandateId}/spend`, { amount_minor: amount, payee, agent_id: 'buyer' });
   const pix = await spend(PIX, 300);
