@@ -1,5 +1,6 @@
 import { parseEvent } from '../events/index.ts';
-import type { Projection } from '../src/projector/projection.ts';
+import type { RecordedEvent } from '../src/eventstore/port.ts';
+import type { Projection, TableNames } from '../src/projector/projection.ts';
 
 // Read model of mandates' currency slots (issue 58) and the transfers between
 // them: one row per mandate and currency (a single-currency mandate has one),
@@ -47,45 +48,69 @@ export const mandateSlotProjection: Projection = {
   },
   eventTypes: new Set(['mandate.created', 'mandate.spend_approved', 'mandate.transfer_executed', 'mandate.transfer_declined']),
   async apply(tx, event, t) {
-    const e = parseEvent(event.type, event.data);
-    const pos = event.position;
-    const org = event.metadata.org_id;
-    switch (e.type) {
-      case 'mandate.created': {
-        const d = e.data;
-        const slots = d.slots ?? [{ currency: d.currency, rail: null, cap_minor: d.cap_minor, per_tx_cap_minor: d.per_tx_cap_minor, funding_source_id: null }];
-        await tx.query(
+    for (const [sql, params] of statements(event, t)) await tx.query(sql, params);
+  },
+};
+
+type Statement = [string, unknown[]];
+
+/** The statements of one event, independent of any answer: a batch issues them all before awaiting (pipelined). */
+function statements(event: RecordedEvent, t: TableNames): Statement[] {
+  const e = parseEvent(event.type, event.data);
+  const pos = event.position;
+  const org = event.metadata.org_id;
+  switch (e.type) {
+    case 'mandate.created': {
+      const d = e.data;
+      const slots = d.slots ?? [{ currency: d.currency, rail: null, cap_minor: d.cap_minor, per_tx_cap_minor: d.per_tx_cap_minor, funding_source_id: null }];
+      return [
+        [
           `INSERT INTO ${t.mandate_slots} (mandate_id, currency, idx, org_id, project_id, consumer_id, rail, cap_minor, per_tx_cap_minor, funding_source_id, position)
            SELECT $1, x.currency, x.idx, $2, $3, $4, x.rail, x.cap_minor::numeric, x.per_tx_cap_minor::numeric, x.funding_source_id, $5
            FROM json_to_recordset($6::json) AS x(currency text, idx int, rail text, cap_minor text, per_tx_cap_minor text, funding_source_id text)
            ON CONFLICT (mandate_id, currency) DO NOTHING`,
           [d.mandate_id, d.org_id, d.project_id, d.consumer_id, pos, JSON.stringify(slots.map((s, idx) => ({ ...s, idx })))],
-        );
-        return;
-      }
-      case 'mandate.spend_approved':
-        await tx.query(`UPDATE ${t.mandate_slots} SET spent_minor = $3, position = $4 WHERE mandate_id = $1 AND currency = $2 AND position < $4`, [e.data.mandate_id, e.data.currency, e.data.spent_minor, pos]);
-        return;
-      case 'mandate.transfer_executed': {
-        const d = e.data;
-        await tx.query(`UPDATE ${t.mandate_slots} SET moved_out_minor = moved_out_minor + $3, position = $4 WHERE mandate_id = $1 AND currency = $2 AND position < $4`, [d.mandate_id, d.from_currency, d.amount_minor, pos]);
-        await tx.query(`UPDATE ${t.mandate_slots} SET moved_in_minor = moved_in_minor + $3, position = $4 WHERE mandate_id = $1 AND currency = $2 AND position < $4`, [d.mandate_id, d.to_currency, d.credited_minor, pos]);
-        await tx.query(
+        ],
+      ];
+    }
+    case 'mandate.spend_approved':
+      // The slot's spent after the spend (absolute), guarded by position: applied twice, or late, it changes nothing.
+      return [[`UPDATE ${t.mandate_slots} SET spent_minor = $3, position = $4 WHERE mandate_id = $1 AND currency = $2 AND position < $4`, [e.data.mandate_id, e.data.currency, e.data.spent_minor, pos]]];
+    case 'mandate.transfer_executed': {
+      const d = e.data;
+      return [
+        [`UPDATE ${t.mandate_slots} SET moved_out_minor = moved_out_minor + $3, position = $4 WHERE mandate_id = $1 AND currency = $2 AND position < $4`, [d.mandate_id, d.from_currency, d.amount_minor, pos]],
+        [`UPDATE ${t.mandate_slots} SET moved_in_minor = moved_in_minor + $3, position = $4 WHERE mandate_id = $1 AND currency = $2 AND position < $4`, [d.mandate_id, d.to_currency, d.credited_minor, pos]],
+        [
           `INSERT INTO ${t.mandate_transfers} (transfer_id, mandate_id, org_id, from_currency, to_currency, amount_minor, credited_minor, engine, decision, at, position)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'executed', $9, $10) ON CONFLICT (transfer_id) DO NOTHING`,
           [d.transfer_id, d.mandate_id, org, d.from_currency, d.to_currency, d.amount_minor, d.credited_minor, d.engine, d.at, pos],
-        );
-        return;
-      }
-      case 'mandate.transfer_declined': {
-        const d = e.data;
-        await tx.query(
+        ],
+      ];
+    }
+    case 'mandate.transfer_declined': {
+      const d = e.data;
+      return [
+        [
           `INSERT INTO ${t.mandate_transfers} (transfer_id, mandate_id, org_id, from_currency, to_currency, amount_minor, decision, code, at, position)
            VALUES ($1, $2, $3, $4, $5, $6, 'declined', $7, $8, $9) ON CONFLICT (transfer_id) DO NOTHING`,
           [d.transfer_id, d.mandate_id, org, d.from_currency, d.to_currency, d.amount_minor, d.code, d.at, pos],
-        );
-        return;
-      }
+        ],
+      ];
     }
-  },
+    default:
+      return [];
+  }
+}
+
+/**
+ * The batch form: every statement of every event issued in log order before
+ * any answer is awaited (one connection runs them in that order), so the
+ * inline followers keep committing right behind them.
+ */
+mandateSlotProjection.applyBatch = async (tx, events, t) => {
+  const issued = events.flatMap((ev) => statements(ev, t).map(([sql, params]) => tx.query(sql, params)));
+  for (const q of issued) q.catch(() => {});
+  await Promise.all(issued);
 };
+mandateSlotProjection.pipelined = () => true;

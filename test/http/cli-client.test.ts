@@ -114,3 +114,19 @@ t.test('execute with a bare tool name and --server; sessions list|show|close and
   t.same((await cli('GET', '/v1/sessions?status=closed')).body.data.map((x: { id: string }) => x.id), [id]);
   t.equal((await api(other.key)('POST', `/v1/sessions/${id}/close`)).status, 404);
 });
+
+t.test("docs/api.md maps every CLI command to routes the served OpenAPI document has", async (t) => {
+  const { readFile } = await import('node:fs/promises');
+  const md = await readFile(new URL('../../docs/api.md', import.meta.url), 'utf8');
+  const section = md.slice(md.indexOf('## The product\'s command-line client (0.6.0)'));
+  const rows = section.split('\n').filter((l) => l.startsWith('| `'));
+  const commands = rows.map((r) => r.split('|')[1]!.trim());
+  // The CLI's 29 commands (its src/index.ts), each in a row.
+  for (const c of ['login', 'whoami', 'logout', 'servers list', 'servers show', 'tools list', 'tools show', 'execute', 'sessions list', 'sessions show', 'sessions close', 'connect list', 'mandate create', 'mandate verify', 'spend', 'wallet', 'transfer', 'payment-status', 'verification-status', 'logs tail', 'init', 'discover', 'charge', 'ship', 'ledger', 'issue', 'wizard']) {
+    t.ok(commands.some((x) => x.includes(`\`${c}`) || x.includes(`${c}\``) || x.includes(` ${c}`)), `${c} has a row`);
+  }
+  const doc = (await app.inject({ method: 'GET', url: '/openapi.json' })).json() as { paths: Record<string, Record<string, unknown>> };
+  const routes = [...section.matchAll(/`(GET|POST|DELETE) (\/v1\/[^` ?\[]+)/g)].map((m) => [m[1]!.toLowerCase(), m[2]!.replace(/\/$/, '')] as const);
+  t.ok(routes.length >= 20, 'the table names its routes');
+  for (const [method, path] of routes) t.ok(doc.paths[path]?.[method], `${method.toUpperCase()} ${path} is in the served OpenAPI document`);
+});

@@ -177,6 +177,11 @@ t.test('transfer: quote, then execute, both slots checked in the wallet; the sam
     ],
     'BRL gave 250, USDC gained 50 at the quoted rate',
   );
+  // Sealed in the organization's audit chain, like every business event.
+  const audit = (await must(cli('GET', '/v1/audit-events?event_type=mandate.transfer_executed&limit=50'), 200)).events as { event_type: string; payload: Record<string, unknown> }[];
+  t.match(audit.find((e) => e.event_type === 'mandate.transfer_executed')?.payload, { transfer_id: done.body.transaction_id, from_currency: 'BRL', to_currency: 'USDC', amount_minor: '250', credited_minor: '50' });
+  const consents = (await must(cli('GET', '/v1/audit-events?event_type=directed_consent.&limit=200'), 200)).events as { event_type: string }[];
+  t.ok(consents.some((e) => e.event_type === 'directed_consent.submitted'), 'the consent flow too');
   // The moved authority spends: USDC per-tx is still 100, its total now 550.
   t.equal((await cli('POST', `/v1/consumers/mandates/${m.mandate_id}/spend`, { amount_minor: 100, payee: EVM, agent_id: 'buyer' })).body.remaining_minor, '450');
 
