@@ -101,15 +101,20 @@ t.test('a tool call made through another instance reaches the stream; filters; L
   t.notOk(frames.some((f) => f.data.status === 'running' && f.data.id === ok.tool_call_id && frames.indexOf(f) > frames.indexOf(seen)), 'no step back');
   t.same(theirs.frames, [], "another organization's stream sees nothing");
 
-  // Resume after the first frame: the later ones again, nothing before it.
+  // Resume after the first frame: every call that changed after it, in its
+  // latest state (a call's `running` may be folded into its outcome when both
+  // landed before the resume), nothing at or before the id, in log order.
   const firstId = frames[0]!.id!;
-  const later = frames.slice(1).map((f) => `${f.data.id}:${f.data.status}`);
+  const latest = (fs: Frame[]) => new Map(fs.map((f) => [f.data.id as string, f.data.status as string]));
+  const expected = latest(frames.filter((f) => f.id! > firstId));
   await all.close();
   const resumed = await tail('', { 'last-event-id': firstId });
-  if (later.length > 0) await resumed.until(later.length);
   const again = await viaB('POST', `/v1/sessions/${s.id}/execute`, { tool: 'get_forecast', input: { city: 'Natal' } });
   await resumed.untilSome((f) => f.data.id === again.tool_call_id && f.data.status === 'success');
-  t.same(resumed.frames.slice(0, later.length).map((f) => `${f.data.id}:${f.data.status}`), later, 'exactly what followed the id');
+  t.ok(resumed.frames.every((f, i) => f.id! > firstId && (i === 0 || f.id! > resumed.frames[i - 1]!.id!)), 'after the id, in log order');
+  const got = latest(resumed.frames);
+  t.ok(expected.size > 0);
+  for (const [id, status] of expected) t.equal(got.get(id), status, `${id} resumed in its latest state`);
 
   // --limit: the last calls first.
   const recent = await tail('?limit=2&server=clima');
