@@ -1,5 +1,5 @@
 import t from 'tap';
-import { bootstrapOrg, testApp, testClock } from '../helpers/app.ts';
+import { bootstrapOrg, secondInstance, testApp, testClock } from '../helpers/app.ts';
 
 // The product CLI's directed-pay flow against us, in the shapes its source
 // sends and reads (codespar-core packages/cli 0.6.0):
@@ -18,7 +18,10 @@ import { bootstrapOrg, testApp, testClock } from '../helpers/app.ts';
 
 const clock = testClock();
 const lines: string[] = [];
-const { app, ledger } = await testApp(t, { now: clock.now, logStream: { write: (l) => void lines.push(l) } });
+const a = await testApp(t, { now: clock.now, logStream: { write: (l) => void lines.push(l) } });
+const { app, ledger } = a;
+// A second instance of the service on the same database (the concurrent spends go through both).
+const appB = await secondInstance(t, a, { app: { now: clock.now } });
 const org = await bootstrapOrg(app, 'Wallet');
 const other = await bootstrapOrg(app, 'Elsewhere');
 
@@ -202,12 +205,19 @@ t.test('transfer: quote, then execute, both slots checked in the wallet; the sam
   t.equal((await api(other.key)('POST', `/v1/consumers/${consumer}/wallet/transfer`, body)).status, 404, "another organization's consumer");
 });
 
-t.test('caps hold under 50 concurrent spends across two slots', async (t) => {
+t.test('caps hold under 50 concurrent spends across two slots, through two instances', async (t) => {
   const consumer = await newConsumer();
   const m = await must((await mandateCreate(consumer, twoSlots)).submit(), 201);
-  // BRL: 25 spends of 100 against a total of 1000; USDC: 25 of 100 against 500.
+  const viaB = async (body: unknown) => {
+    const r = await appB.inject({ method: 'POST', url: `/v1/consumers/mandates/${m.mandate_id}/spend`, headers: { ...org.key, 'content-type': 'application/json' }, payload: JSON.stringify(body) });
+    return { status: r.statusCode, body: r.json() };
+  };
+  // BRL: 25 spends of 100 against a total of 1000; USDC: 25 of 100 against 500; every fourth through instance B.
   const answers = await Promise.all(
-    Array.from({ length: 50 }, (_, i) => cli('POST', `/v1/consumers/mandates/${m.mandate_id}/spend`, { amount_minor: 100, payee: i % 2 === 0 ? PIX : EVM, agent_id: 'buyer' })),
+    Array.from({ length: 50 }, (_, i) => {
+      const body = { amount_minor: 100, payee: i % 2 === 0 ? PIX : EVM, agent_id: 'buyer' };
+      return i % 4 < 2 ? cli('POST', `/v1/consumers/mandates/${m.mandate_id}/spend`, body) : viaB(body);
+    }),
   );
   const ok = (payee: string) => answers.filter((a, i) => (i % 2 === 0 ? PIX : EVM) === payee && a.status === 201).length;
   t.equal(ok(PIX), 10, 'BRL: exactly its cap');
@@ -215,6 +225,8 @@ t.test('caps hold under 50 concurrent spends across two slots', async (t) => {
   t.ok(answers.every((a) => a.status === 201 || (a.status === 422 && a.body.error.code === 'total_cap_exceeded')), 'every refusal is the total cap');
   const wallet = await walletOf(consumer);
   t.same(wallet.map((w) => [w.currency, w.spent_minor, w.available_minor]), [['BRL', 1000, 0], ['USDC', 500, 0]]);
+  const seenByB = (await appB.inject({ method: 'GET', url: `/v1/consumers/${consumer}/wallet`, headers: org.key })).json();
+  t.same(seenByB.currencies.map((w: { currency: string; spent_minor: number }) => [w.currency, w.spent_minor]), [['BRL', 1000], ['USDC', 500]], 'the same through instance B');
 });
 
 t.test('policies apply to transfers and slot spends as to spends', async (t) => {
