@@ -104,6 +104,7 @@ t.test('a tool call made through another instance reaches the stream; filters; L
   // Resume after the first frame: every call that changed after it, in its
   // latest state (a call's `running` may be folded into its outcome when both
   // landed before the resume), nothing at or before the id, in log order.
+  await all.untilSome((f) => f.data.id === bad.tool_call_id && f.data.status === 'error');
   const firstId = frames[0]!.id!;
   const latest = (fs: Frame[]) => new Map(fs.map((f) => [f.data.id as string, f.data.status as string]));
   const expected = latest(frames.filter((f) => f.id! > firstId));
