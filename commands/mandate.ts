@@ -29,7 +29,19 @@ export type Mandate = {
   createdAt: string;
   spent: bigint;
   card: { cardId: string; consumerId: string; boundAt: string } | null;
+  /** Its currency slots, the first mirrored by cap/perTx/currency/spent above; a single-currency mandate has one. */
+  slots: Slot[];
 };
+
+/** A currency slot: its grant, what was spent from it, and what transfers moved in and out (authorized = cap + in − out). */
+export type Slot = { currency: string; rail: string | null; cap: bigint; perTx: bigint; spent: bigint; movedIn: bigint; movedOut: bigint; fundingSourceId: string | null };
+export type SlotInput = { currency: string; rail: string | null; cap: bigint; perTx: bigint; fundingSourceId: string | null };
+
+export const authorizedOf = (s: Slot) => s.cap + s.movedIn - s.movedOut;
+export const availableOf = (s: Slot) => authorizedOf(s) - s.spent;
+
+/** A transfer between two slots, quoted: the destination gains `credited`. */
+export type Transfer = { transferId: string; from: string; to: string; amount: bigint; credited: bigint; rateNumerator: bigint; rateDenominator: bigint; engine: string; agentId: string | null; purpose: string | null };
 
 export type MandateState = { status: 'none' } | { status: 'exists'; m: Mandate };
 
@@ -54,12 +66,16 @@ export type MandateCommand =
       perTx: bigint;
       currency: string;
       expiresAt: string;
+      /** Several currency slots (the first mirrors cap/perTx/currency); absent: one slot of those. */
+      slots?: SlotInput[] | undefined;
+      consentId?: string | undefined;
     }
   | { type: 'move'; tenant: Tenant; to: 'paused' | 'active' | 'revoked'; reason: string | null }
   | { type: 'spend'; tenant: Tenant; spend: Spend }
   | { type: 'expire' }
   | { type: 'bind_card'; tenant: Tenant; cardId: string; issuer: 'sandbox' | 'live' }
-  | { type: 'revoke_card'; tenant: Tenant };
+  | { type: 'revoke_card'; tenant: Tenant }
+  | { type: 'transfer'; tenant: Tenant; transfer: Transfer };
 
 /** Spend refusals, in the order they are checked, with their HTTP status. */
 export const SPEND_CODES = {
@@ -93,17 +109,46 @@ export function normalizeMerchant(kind: Mandate['pinKind'], merchant: string): s
   return kind === 'pix-key' ? m.toLowerCase() : m;
 }
 
-function judge(m: Mandate, s: Spend, now: string): SpendCode | null {
+function statusCode(m: Mandate, now: string): SpendCode | null {
   const status = effectiveStatus(m, now);
   if (status === 'revoked') return 'mandate_already_revoked';
   if (status === 'expired') return 'mandate_already_expired';
   if (status === 'paused') return 'mandate_not_active';
-  if (s.currency !== m.currency) return 'currency_not_authorized';
+  return null;
+}
+
+/** The slot of a currency, if the mandate has one. */
+export const slotOf = (m: Mandate, currency: string) => m.slots.find((x) => x.currency === currency);
+
+function judge(m: Mandate, s: Spend, now: string): SpendCode | null {
+  const st = statusCode(m, now);
+  if (st) return st;
+  // The slot of the spend's currency decides (no FX between slots).
+  const slot = slotOf(m, s.currency);
+  if (!slot) return 'currency_not_authorized';
   const merchant = normalizeMerchant(m.pinKind, s.merchant);
   if (!m.allowlist.some((a) => normalizeMerchant(m.pinKind, a) === merchant)) return 'merchant_not_allowed';
-  if (s.amount > m.perTx) return 'per_tx_cap_exceeded';
-  if (m.spent + s.amount > m.cap) return 'total_cap_exceeded';
+  if (s.amount > slot.perTx) return 'per_tx_cap_exceeded';
+  if (slot.spent + s.amount > authorizedOf(slot)) return 'total_cap_exceeded';
   return null;
+}
+
+/** Transfer refusals recorded as declines (a source slot's caps, the mandate's status); input refusals are rejections. */
+function judgeTransfer(m: Mandate, x: Transfer, now: string): SpendCode | null {
+  const st = statusCode(m, now);
+  if (st) return st;
+  const from = slotOf(m, x.from)!;
+  if (x.amount > from.perTx) return 'per_tx_cap_exceeded';
+  if (x.amount > availableOf(from)) return 'total_cap_exceeded';
+  return null;
+}
+
+/** Applies `f` to the slot of `currency` (the first slot also moves the mirrored members). */
+function withSlot(m: Mandate, currency: string, f: (s: Slot) => Slot): Mandate {
+  const i = m.slots.findIndex((x) => x.currency === currency);
+  if (i < 0) return m;
+  const slots = m.slots.map((x, j) => (j === i ? f(x) : x));
+  return i === 0 ? { ...m, slots, spent: slots[0]!.spent } : { ...m, slots };
 }
 
 function expiredEvent(m: Mandate, now: string): DomainEvent {
@@ -113,7 +158,8 @@ function expiredEvent(m: Mandate, now: string): DomainEvent {
 export const mandateDecider: Decider<MandateState, MandateCommand> = {
   initialState: () => ({ status: 'none' }),
   // A busy mandate's stream grows with every spend: a cold load starts from a snapshot.
-  snapshot: { name: 'mandate', version: 1, streamPrefix: mandateStream('') },
+  // 2: the state holds currency slots.
+  snapshot: { name: 'mandate', version: 2, streamPrefix: mandateStream('') },
 
   evolve(state, event) {
     if (event.type === 'mandate.created') {
@@ -139,6 +185,16 @@ export const mandateDecider: Decider<MandateState, MandateCommand> = {
           createdAt: d.created_at,
           spent: 0n,
           card: null,
+          slots: (d.slots ?? [{ currency: d.currency, rail: null, cap_minor: d.cap_minor, per_tx_cap_minor: d.per_tx_cap_minor, funding_source_id: null }]).map((x) => ({
+            currency: x.currency,
+            rail: x.rail,
+            cap: BigInt(x.cap_minor),
+            perTx: BigInt(x.per_tx_cap_minor),
+            spent: 0n,
+            movedIn: 0n,
+            movedOut: 0n,
+            fundingSourceId: x.funding_source_id,
+          })),
         },
       };
     }
@@ -150,8 +206,15 @@ export const mandateDecider: Decider<MandateState, MandateCommand> = {
       case 'mandate.revoked':
       case 'mandate.expired':
         return { status: 'exists', m: { ...m, status: event.data.to } };
-      case 'mandate.spend_approved':
-        return { status: 'exists', m: { ...m, spent: BigInt(event.data.spent_minor) } };
+      case 'mandate.spend_approved': {
+        const spent = BigInt(event.data.spent_minor);
+        return { status: 'exists', m: withSlot(m, event.data.currency, (x) => ({ ...x, spent })) };
+      }
+      case 'mandate.transfer_executed': {
+        const d = event.data;
+        const out = withSlot(m, d.from_currency, (x) => ({ ...x, movedOut: x.movedOut + BigInt(d.amount_minor) }));
+        return { status: 'exists', m: withSlot(out, d.to_currency, (x) => ({ ...x, movedIn: x.movedIn + BigInt(d.credited_minor) })) };
+      }
       case 'mandate.card_bound':
         return { status: 'exists', m: { ...m, card: { cardId: event.data.card_id, consumerId: event.data.consumer_id, boundAt: event.data.bound_at } } };
       case 'mandate.card_revoked':
@@ -186,6 +249,40 @@ export const mandateDecider: Decider<MandateState, MandateCommand> = {
               currency: command.currency as 'BRL',
               expires_at: command.expiresAt,
               created_at: now,
+              ...(command.slots
+                ? {
+                    slots: command.slots.map((x) => ({ currency: x.currency as 'BRL', rail: x.rail, cap_minor: x.cap.toString(), per_tx_cap_minor: x.perTx.toString(), funding_source_id: x.fundingSourceId })),
+                  }
+                : {}),
+              ...(command.consentId ? { consent_id: command.consentId } : {}),
+            },
+          },
+        ];
+      }
+      case 'transfer': {
+        const m = own(state, command.tenant);
+        const x = command.transfer;
+        if (x.from === x.to) throw new Rejection('same_slot_transfer', `${x.from} to ${x.to} is the same slot: name two different currencies`);
+        for (const c of [x.from, x.to]) {
+          if (!slotOf(m, c)) throw new Rejection('currency_not_authorized', `the mandate has no ${c} slot`, { currency: c, slots: m.slots.map((s) => s.currency) });
+        }
+        const base = { mandate_id: m.id, transfer_id: x.transferId, from_currency: x.from as 'BRL', to_currency: x.to as 'BRL', amount_minor: x.amount.toString(), at: now };
+        const code = judgeTransfer(m, x, now);
+        const expiry = effectiveStatus(m, now) === 'expired' && m.status !== 'expired' ? [expiredEvent(m, now)] : [];
+        if (code) return [...expiry, { type: 'mandate.transfer_declined', data: { ...base, code } }];
+        const left = availableOf(slotOf(m, x.from)!) - x.amount;
+        return [
+          {
+            type: 'mandate.transfer_executed',
+            data: {
+              ...base,
+              credited_minor: x.credited.toString(),
+              rate_numerator: x.rateNumerator.toString(),
+              rate_denominator: x.rateDenominator.toString(),
+              engine: x.engine,
+              agent_id: x.agentId,
+              purpose: x.purpose,
+              from_available_minor: left.toString(),
             },
           },
         ];
@@ -210,8 +307,9 @@ export const mandateDecider: Decider<MandateState, MandateCommand> = {
         // A decision past expires_at records the expiry it observed.
         const expiry = effectiveStatus(m, now) === 'expired' && m.status !== 'expired' ? [expiredEvent(m, now)] : [];
         if (code) return [...expiry, { type: 'mandate.spend_declined', data: { ...base, code } }];
-        const spent = m.spent + s.amount;
-        return [{ type: 'mandate.spend_approved', data: { ...base, spent_minor: spent.toString(), remaining_minor: (m.cap - spent).toString() } }];
+        const slot = slotOf(m, s.currency)!;
+        const spent = slot.spent + s.amount;
+        return [{ type: 'mandate.spend_approved', data: { ...base, spent_minor: spent.toString(), remaining_minor: (authorizedOf(slot) - spent).toString() } }];
       }
       case 'bind_card': {
         const m = own(state, command.tenant);

@@ -3,6 +3,7 @@ import { agentEvents } from './agent.ts';
 import { auditEvents, SEALER_OUTPUT_TYPES } from './audit.ts';
 import { consumerEvents } from './consumer.ts';
 import { mandateEvents } from './mandate.ts';
+import { directedConsentEvents } from './directed-consent.ts';
 import { webhookEvents } from './webhook.ts';
 import { bankConsentEvents } from './bank-consent.ts';
 import { x402Events } from './x402.ts';
@@ -27,6 +28,7 @@ export const eventSchemas = {
   ...agentEvents,
   ...consumerEvents,
   ...mandateEvents,
+  ...directedConsentEvents,
   ...auditEvents,
   ...webhookEvents,
   ...bankConsentEvents,

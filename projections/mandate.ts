@@ -100,7 +100,8 @@ export const mandateProjection: Projection = {
           [d.transaction_id, d.mandate_id, org, d.channel, d.amount_minor, d.currency, d.merchant, approved ? 'approved' : 'declined', approved ? null : (d as { code: string }).code, d.at, pos],
         );
         if (e.type === 'mandate.spend_approved') {
-          await tx.query(`UPDATE ${t.mandates} SET spent_minor = $2, position = $3 WHERE id = $1 AND position < $3`, [d.mandate_id, e.data.spent_minor, pos]);
+          // The row's spent is its first slot's (its currency); another slot's spends live in mandate_slots.
+          await tx.query(`UPDATE ${t.mandates} SET spent_minor = $2, position = $3 WHERE id = $1 AND position < $3 AND currency = $4`, [d.mandate_id, e.data.spent_minor, pos, d.currency]);
         }
         return;
       }
@@ -128,7 +129,8 @@ export const mandateProjection: Projection = {
 mandateProjection.applyBatch = async (tx, events, t) => {
   const created: unknown[] = [];
   const auths: unknown[] = [];
-  const latest = new Map<string, { status?: string; spent?: string; position: string }>();
+  // spent: by currency (the row takes its own currency's: its first slot's).
+  const latest = new Map<string, { status?: string; spent?: Record<string, string>; position: string }>();
   const cards: typeof events[number][] = [];
   for (const ev of events) {
     const e = parseEvent(ev.type, ev.data);
@@ -153,7 +155,7 @@ mandateProjection.applyBatch = async (tx, events, t) => {
         auths.push({ transaction_id: d.transaction_id, mandate_id: d.mandate_id, org_id: ev.metadata.org_id, channel: d.channel, amount_minor: d.amount_minor, currency: d.currency, merchant: d.merchant, decision: approved ? 'approved' : 'declined', code: approved ? null : (d as { code: string }).code, at: d.at, position: ev.position });
         if (e.type === 'mandate.spend_approved') {
           const cur = latest.get(d.mandate_id) ?? { position: ev.position };
-          latest.set(d.mandate_id, { ...cur, spent: e.data.spent_minor, position: ev.position });
+          latest.set(d.mandate_id, { ...cur, spent: { ...cur.spent, [d.currency]: e.data.spent_minor }, position: ev.position });
         }
         break;
       }
@@ -182,10 +184,10 @@ mandateProjection.applyBatch = async (tx, events, t) => {
   // The ids again as an array: the planner then reads the mandates by key (it
   // guesses a hundred rows for json_to_recordset, and on a small or bloated
   // table chose to scan all of it for a hash join, every batch).
-  const updateMandates = (p: string, ids: string) => `UPDATE ${t.mandates} AS m SET status = coalesce(x.status, m.status), spent_minor = coalesce(x.spent::numeric, m.spent_minor), position = x.position
+  const updateMandates = (p: string, ids: string) => `UPDATE ${t.mandates} AS m SET status = coalesce(x.status, m.status), spent_minor = coalesce((x.spent::jsonb ->> m.currency)::numeric, m.spent_minor), position = x.position
        FROM json_to_recordset(${p}::json) AS x(id text, status text, spent text, position text)
        WHERE m.id = x.id AND m.id = ANY(${ids}::text[]) AND m.position < x.position`;
-  const moves = JSON.stringify([...latest].map(([id, v]) => ({ id, ...v })));
+  const moves = JSON.stringify([...latest].map(([id, v]) => ({ id, ...v, spent: v.spent ? JSON.stringify(v.spent) : undefined })));
   const ids = [...latest.keys()];
   // Prepared once per connection and table pair: planning them each batch cost a
   // tenth of a millisecond, under the log's lock.
@@ -195,11 +197,11 @@ mandateProjection.applyBatch = async (tx, events, t) => {
   if (auths.length > 0 && latest.size > 0) {
     // One statement for both (a spend's usual pair): they write different tables,
     // and the mandates inserted above are already visible to it.
-    issued.push(tx.query(`WITH inserted AS (${insertAuths}) ${updateMandates('$2', '$3')}`, [JSON.stringify(auths), moves, ids], name('both_v2')));
+    issued.push(tx.query(`WITH inserted AS (${insertAuths}) ${updateMandates('$2', '$3')}`, [JSON.stringify(auths), moves, ids], name('both_v3')));
   } else if (auths.length > 0) {
     issued.push(tx.query(insertAuths, [JSON.stringify(auths)], name('auths')));
   } else if (latest.size > 0) {
-    issued.push(tx.query(updateMandates('$1', '$2'), [moves, ids], name('moves_v2')));
+    issued.push(tx.query(updateMandates('$1', '$2'), [moves, ids], name('moves_v3')));
   }
   // Observed below; a failure of one is the batch's failure.
   for (const q of issued) q.catch(() => {});

@@ -9,6 +9,8 @@ import { orgRoutes } from './http/orgs.ts';
 import { agentRoutes } from './http/agents.ts';
 import { consumerRoutes } from './http/consumers.ts';
 import { mandateRoutes } from './http/mandates/mandates.ts';
+import { directedConsentRoutes } from './http/mandates/directed-consents.ts';
+import { consumerTransferRoutes } from './http/consumer-transfers.ts';
 import { mandateSpendExecutor } from './usecases/mandates.ts';
 import { auditRoutes } from './http/audit/audit.ts';
 import { auditProofRoutes } from './http/audit/audit-proofs.ts';
@@ -43,14 +45,17 @@ import { Catalog } from './providers/catalog.ts';
 import { ProviderTools, type ProviderRuntime } from './providers/tools.ts';
 import { HttpProvider } from './adapters/providers/http-provider.ts';
 import { providerRoutes } from './http/providers.ts';
+import { catalogRoutes } from './http/catalog.ts';
 import { connectionRoutes } from './http/connections/connections.ts';
 import { providerWebhookRoutes } from './http/provider-webhooks.ts';
 import { sessionRoutes } from './http/sessions.ts';
+import { sessionHistoryRoutes } from './http/session-history.ts';
 import { toolCallRoutes } from './http/tool-calls.ts';
 import { malformedId } from './http/kernel/errors.ts';
 import { providerToolExecutor } from './usecases/session-tools.ts';
 import { proxyExecutors } from './usecases/session-proxy.ts';
 import { statusStreamRoutes } from './http/status-stream.ts';
+import { logStreamRoutes } from './http/log-stream.ts';
 import { sessionMcpRoutes } from './http/session-mcp.ts';
 import { sessionSendRoutes } from './http/session-send.ts';
 import { sessionProxyRoutes } from './http/session-proxy.ts';
@@ -321,6 +326,8 @@ async function registerCoreRoutes(app: FastifyInstance, deps: AppDeps, opts: Bui
   await app.register(async (scope) => agentRoutes(scope, deps));
   await app.register(async (scope) => consumerRoutes(scope, deps));
   await app.register(async (scope) => mandateRoutes(scope, deps));
+  await app.register(async (scope) => directedConsentRoutes(scope, deps));
+  await app.register(async (scope) => consumerTransferRoutes(scope, deps));
   await app.register(async (scope) => {
     await auditRoutes(scope, deps);
     await auditConfigRoutes(scope, deps);
@@ -351,6 +358,7 @@ async function registerCoreRoutes(app: FastifyInstance, deps: AppDeps, opts: Bui
     await scope.register(async (inner) => pixNotificationRoutes(inner, deps));
   });
   await app.register(async (scope) => providerRoutes(scope, deps));
+  await app.register(async (scope) => catalogRoutes(scope, deps));
   await app.register(async (scope) => connectionRoutes(scope, deps));
   await app.register(async (scope) => providerWebhookRoutes(scope, deps));
   await app.register(async (scope) => commerceMemoryRoutes(scope, deps));
@@ -376,8 +384,10 @@ async function registerDashboard(app: FastifyInstance, deps: AppDeps, opts: Buil
 /** The sessions, their tool calls and status streams, connect links, signup runs and hosted connect (registered after the core routes). */
 async function registerSessionRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   await app.register(async (scope) => sessionRoutes(scope, deps));
+  await app.register(async (scope) => sessionHistoryRoutes(scope, deps));
   await app.register(async (scope) => toolCallRoutes(scope, deps));
   await app.register(async (scope) => statusStreamRoutes(scope, deps));
+  await app.register(async (scope) => logStreamRoutes(scope, deps));
   await app.register(async (scope) => sessionMcpRoutes(scope, deps));
   await app.register(async (scope) => sessionSendRoutes(scope, deps));
   await app.register(async (scope) => sessionProxyRoutes(scope, deps));

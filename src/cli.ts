@@ -102,9 +102,9 @@ async function bootstrap(orgName: string, email: string): Promise<number> {
       test_api_key: keys.test,
       live_api_key: keys.live,
       service_secret_file: rt.serviceSecretFile,
+      database,
       // Where the owner signs in (with this e-mail address: a code is mailed to it).
       dashboard_url: `${config.publicBaseUrl}/dashboard`,
-      database,
     });
     stderr(
       `bootstrap wrote to ${database}${fresh ? ' (created now: no service had run with this DATA_DIR; start the service with the same DATA_DIR to use these keys)' : ''}\n`,

@@ -249,8 +249,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     publicBaseUrl: e.PUBLIC_BASE_URL ?? `http://${e.HOST.includes(':') ? `[${e.HOST}]` : e.HOST}:${e.PORT}`,
     readWaitMs: e.READ_WAIT_MS,
     sessionQuota: e.SESSION_QUOTA_PER_ORG,
+    shutdownDelayMs: e.SHUTDOWN_DELAY_MS,
     smtpUrl: e.SMTP_URL,
     mailFrom: e.MAIL_FROM,
-    shutdownDelayMs: e.SHUTDOWN_DELAY_MS,
   };
 }

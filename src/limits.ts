@@ -143,3 +143,9 @@ export const PASSKEYS_MAX = 20;
 export const PASSKEY_CHALLENGE_TTL_MS = 5 * 60 * 1000;
 /** Home: the days of the spends chart (today included). */
 export const HOME_SPEND_DAYS = 14;
+/** A directed-pay consent token is good this long after it is minted (issue 58). */
+export const DIRECTED_CONSENT_TTL_MS = 30 * 60 * 1000;
+/** A consent's mandate lives at most this long (its mandate_ttl_seconds). */
+export const DIRECTED_MANDATE_TTL_MAX_SECONDS = 366 * 24 * 60 * 60;
+/** Currency slots one mandate may hold. */
+export const MANDATE_SLOTS_MAX = 8;

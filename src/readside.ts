@@ -6,6 +6,8 @@ import { x402Projection } from '../projections/x402.ts';
 import { mcpProjection } from '../projections/mcp.ts';
 import { consumerProjection } from '../projections/consumer.ts';
 import { mandateProjection } from '../projections/mandate.ts';
+import { mandateSlotProjection } from '../projections/mandate-slot.ts';
+import { directedConsentProjection } from '../projections/directed-consent.ts';
 import { orgProjection } from '../projections/org.ts';
 import { policyProjection } from '../projections/policy.ts';
 import { oauthProjection } from '../projections/oauth.ts';
@@ -37,7 +39,7 @@ import { mandateDecider } from '../commands/mandate.ts';
 /** The deciders whose streams the snapshotter follows (each opts in with `snapshot`). */
 export const snapshotted = [snapshotTarget(mandateDecider)];
 
-export const projections: readonly Projection[] = [orgProjection, agentProjection, consumerProjection, mandateProjection, auditProjection, webhookProjection, bankConsentProjection, x402Projection, policyProjection, oauthProjection, pixProjection, connectionProjection, commerceMemoryProjection, mcpProjection, sessionProjection, signupRunProjection];
+export const projections: readonly Projection[] = [orgProjection, agentProjection, consumerProjection, mandateProjection, mandateSlotProjection, directedConsentProjection, auditProjection, webhookProjection, bankConsentProjection, x402Projection, policyProjection, oauthProjection, pixProjection, connectionProjection, commerceMemoryProjection, mcpProjection, sessionProjection, signupRunProjection];
 
 export type ReadSide = {
   progress: Progress;

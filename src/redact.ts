@@ -14,6 +14,7 @@ export const REDACTED = '[redacted]';
 const SEGMENT_PATTERNS: readonly (readonly string[])[] = [
   ['connect', 'live', '!'], // the hosted-connect live view (and its /frames, /input): whoever holds it drives the person's browser
   ['v1', 'consumers', '*', 'pix-keys', '!'], // a Pix key is a CPF/CNPJ, an e-mail or a phone number
+  ['v1', 'consents', '!', 'submit'], // a directed-pay consent token: whoever holds it creates the mandate
 ];
 
 /** Query parameters whose values are secrets or personal data. */

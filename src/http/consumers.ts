@@ -126,7 +126,7 @@ function consumerItemRoutes(app: FastifyInstance, deps: AppDeps): void {
         .object({
           consumer_id: z.string(),
           currencies: z.array(
-            z.object({ currency: z.string(), authorized_minor: Money, spent_minor: Money, available_minor: Money, funding_source_ids: z.array(z.string()), mandate_ids: z.array(z.string()), pix_balance_minor: Money.optional() }),
+            z.object({ currency: z.string(), authorized_minor: Money, spent_minor: Money, available_minor: Money, funding_source_ids: z.array(z.string()), mandate_ids: z.array(z.string()), pix_balance_minor: Money.optional(), rail: z.string().optional().meta({ description: "The rail of this currency's slots, when a consent named one" }) }),
           ),
         })
         .meta({ id: 'ConsumerWallet' }),

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { addTeamMember, createApiKey, createOrganization, listApiKeys, revokeApiKey } from '../usecases/orgs.ts';
+import { whoami } from '../usecases/whoami.ts';
 import { hashKey } from './kernel/auth.ts';
 import { defineRoute, type AppDeps } from './kernel/route.ts';
 import { IdParam, Project, Timestamp } from './kernel/schemas.ts';
@@ -134,13 +135,25 @@ function apiKeyRoutes(app: FastifyInstance, deps: AppDeps): void {
     method: 'GET',
     url: '/v1/whoami',
     operationId: 'whoami',
-    summary: 'What the calling API key resolves to',
+    summary: "What the calling API key resolves to: flat ids, and the same as objects (the product client's whoami); `user` is the organization's owner",
     tags: ['bootstrap'],
     auth: 'api_key',
-    responses: { 200: z.object({ org_id: z.string(), project_id: z.string(), api_key_id: z.string(), environment: z.enum(['live', 'test']), scopes: z.array(z.string()) }) },
+    responses: {
+      200: z.object({
+        org_id: z.string(),
+        project_id: z.string(),
+        api_key_id: z.string(),
+        environment: z.enum(['live', 'test']),
+        scopes: z.array(z.string()),
+        user: z.object({ id: z.string(), email: z.string(), name: z.string().nullable(), role: z.literal('owner') }).nullable(),
+        organization: z.object({ id: z.string(), name: z.string() }),
+        project: z.object({ id: z.string(), name: z.string(), slug: z.string().nullable() }),
+        key: z.object({ id: z.string(), name: z.string().nullable(), environment: z.enum(['live', 'test']), scopes: z.array(z.string()) }),
+      }),
+    },
     errors: [[401, 'unauthorized'], [403, 'forbidden']],
-    async handler({ auth }) {
-      return { status: 200, body: { org_id: auth.orgId, project_id: auth.projectId, api_key_id: auth.keyId, environment: auth.environment, scopes: auth.scopes } };
+    async handler({ auth, deps }) {
+      return { status: 200, body: await whoami(deps, { orgId: auth.orgId, projectId: auth.projectId, keyId: auth.keyId, environment: auth.environment, scopes: auth.scopes }) };
     },
   });
 }

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { executeTool, toolCallRejection, type ToolCallOutcome } from '../usecases/session-tools.ts';
+import { executeTool, qualifyToolName, toolCallRejection, type ToolCallOutcome } from '../usecases/session-tools.ts';
 import { activeSession, closeSession, createSession, getSession, sessionConnections, type SessionRecord } from '../usecases/sessions.ts';
 import type { Tenant } from '../usecases/context.ts';
 import { defineRoute, type AppDeps } from './kernel/route.ts';
@@ -28,6 +28,7 @@ const SessionView = z
     environment: z.enum(['live', 'test']),
     created_at: Timestamp,
     closed_at: Timestamp.nullable(),
+    tool_call_count: z.number().int().meta({ description: 'Tool calls recorded in this session' }),
     mcp: z.object({ url: z.string(), headers: z.record(z.string(), z.string()) }),
   })
   .meta({ id: 'Session' });
@@ -75,6 +76,7 @@ function view(deps: AppDeps, r: SessionRecord, t: Tenant): z.infer<typeof Sessio
     environment: r.environment,
     created_at: r.created_at,
     closed_at: r.closed_at,
+    tool_call_count: r.tool_call_count,
     mcp: { url: `${deps.baseUrl}/v1/sessions/${r.id}/mcp`, headers: { 'x-svc-project': t.projectId } },
   };
 }
@@ -180,12 +182,16 @@ function toolRoutes(app: FastifyInstance, deps: AppDeps): void {
     auth: 'key_or_service',
     scope: 'sessions:write',
     params: SessionParams,
-    body: z.object({ tool: z.string().min(3).max(200), input: z.record(z.string(), z.unknown()).default({}) }),
+    body: z.object({
+      tool: z.string().min(1).max(200).meta({ description: '"<server>/<tool>", or a bare tool name with `server` beside it (or the one attached server that has it)' }),
+      server: Slug.optional(),
+      input: z.record(z.string(), z.unknown()).default({}),
+    }),
     responses: { 200: ToolResult },
     errors: [[400, 'invalid_body'], [400, 'invalid_input'], [401, 'unauthorized'], [403, 'forbidden'], [403, 'policy_denied'], [404, 'not_found'], [404, 'server_unknown'], [404, 'tool_unknown'], [409, 'session_closed'], [422, 'tool_not_mocked'], [424, 'not_connected']],
     async handler(ctx) {
       const s = await activeSession(ctx.deps, await tenantOf(ctx), ctx.params.id);
-      const o = await executeTool(ctx.deps, ctx.run.bind(ctx), s, ctx.body.tool, ctx.body.input);
+      const o = await executeTool(ctx.deps, ctx.run.bind(ctx), s, qualifyToolName(ctx.deps, s, ctx.body.tool, ctx.body.server), ctx.body.input);
       return { status: 200, body: toolResultOf(o) };
     },
   });

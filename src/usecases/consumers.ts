@@ -80,20 +80,30 @@ export async function consumerDetail(ports: Pick<Ports, 'db'>, tenant: Tenant, i
 }
 
 /** Per currency: authorized, spent and available (bigint: exact JSON integers on the wire), with the Pix balance. */
-export async function consumerWallet(ports: Pick<Ports, 'db' | 'now'>, tenant: Tenant, id: string): Promise<{ consumer_id: string; currencies: (WalletRow & { pix_balance_minor?: bigint })[] }> {
+export async function consumerWallet(ports: Pick<Ports, 'db' | 'now'>, tenant: Tenant, id: string): Promise<{ consumer_id: string; currencies: (WalletRow & { pix_balance_minor?: bigint; rail?: string })[] }> {
   const c = await readConsumer(ports, tenant, id);
   if (!c) throw consumerNotFound();
   // The calling project's mandates of this consumer that still count: active or paused, not expired.
-  const { rows } = await ports.db.query<{ id: string; currency: string; cap: string; spent: string }>(
-    `SELECT id, currency, cap_minor::text AS cap, spent_minor::text AS spent FROM mandates
-     WHERE consumer_id = $1 AND org_id = $2 AND project_id = $3 AND status IN ('active', 'paused') AND expires_at > $4 ORDER BY created_at, id`,
+  // One entry per currency slot of each (a single-currency mandate has one); a slot's authority is its cap plus what transfers moved in, less what they moved out.
+  const { rows } = await ports.db.query<{ id: string; currency: string; rail: string | null; cap: string; spent: string; funding_source_id: string | null }>(
+    `SELECT m.id, s.currency, s.rail, (s.cap_minor + s.moved_in_minor - s.moved_out_minor)::text AS cap, s.spent_minor::text AS spent, s.funding_source_id
+     FROM mandates m JOIN mandate_slots s ON s.mandate_id = m.id
+     WHERE m.consumer_id = $1 AND m.org_id = $2 AND m.project_id = $3 AND m.status IN ('active', 'paused') AND m.expires_at > $4 ORDER BY m.created_at, m.id, s.idx`,
     [c.id, tenant.orgId, tenant.projectId, ports.now().toISOString()],
   );
   const mandates = rows.map((r) => ({ id: r.id, currency: r.currency, cap_minor: BigInt(r.cap), spent_minor: BigInt(r.spent) }));
-  // Funding sources: the consumer's Pix accounts at the PSP; each row also shows its Pix balance.
+  // Funding sources: those a consent provisioned for the slots, and the consumer's Pix accounts at the PSP (each row also shows its Pix balance).
   const pix = await pixWallets(ports, tenant, c.id);
-  const fundingSources: WalletFundingSource[] = pix.filter((w) => w.status === 'active').map((w) => ({ id: w.funding_source_id, currency: w.currency }));
-  const currencies: (WalletRow & { pix_balance_minor?: bigint })[] = walletRows(mandates, fundingSources);
+  const fundingSources: WalletFundingSource[] = [
+    ...rows.filter((r) => r.funding_source_id !== null).map((r) => ({ id: r.funding_source_id!, currency: r.currency })),
+    ...pix.filter((w) => w.status === 'active').map((w) => ({ id: w.funding_source_id, currency: w.currency })),
+  ];
+  const currencies: (WalletRow & { pix_balance_minor?: bigint; rail?: string })[] = walletRows(mandates, fundingSources);
+  // The rail of a currency's slots, when a slot names one (a consent's mandate).
+  for (const r of currencies) {
+    const rail = rows.find((x) => x.currency === r.currency && x.rail !== null)?.rail;
+    if (rail) r.rail = rail;
+  }
   for (const w of pix) {
     const row = currencies.find((r) => r.currency === w.currency);
     if (row) row.pix_balance_minor = (row.pix_balance_minor ?? 0n) + BigInt(w.balance_minor);

@@ -1,6 +1,6 @@
 import { agentDecider, agentStream } from '../../commands/agent.ts';
 import { consumerDecider, consumerStream, ownConsumer } from '../../commands/consumer.ts';
-import { type Mandate, mandateDecider, mandateStream, type MandateState, SPEND_CODES, type SpendCode } from '../../commands/mandate.ts';
+import { type Mandate, mandateDecider, type SlotInput, mandateStream, type MandateState, SPEND_CODES, type SpendCode } from '../../commands/mandate.ts';
 import { loadState, Rejection } from '../eventstore/handler.ts';
 import { type AppendGuard, GuardFailed } from '../eventstore/port.ts';
 import { newId } from '../ids.ts';
@@ -9,6 +9,7 @@ import { POLICY_ATTEMPTS, PolicyEngine } from '../policy/evaluator.ts';
 import type { ApprovalExecutor } from './approval-executors.ts';
 import type { Ports, RunCommand, Tenant } from './context.ts';
 import { ListFilter } from './list-filter.ts';
+import { payeeCurrency } from '../../commands/payee.ts';
 import { policyRefusal } from './policy-refusal.ts';
 
 // Spends against a mandate (spec 4.7): the organization's policies first, then
@@ -52,49 +53,58 @@ async function mandateAgent(ports: Ports, tenant: Tenant, mandateId: string): Pr
   return agent;
 }
 
+/** A policed call of a mandate's agent: what the policies see of it. */
+export type PolicedCall = { toolName: string; toolInput: Record<string, unknown>; amountMinor: bigint; currency: string; approvedBy: string | null };
+
 /**
- * A spend: the organization's policies first (tool name `mandate.spend`, the
- * mandate's agent), then the mandate's own rules. Policy counters consumed for
- * a spend the mandate then declines are released.
+ * Runs `act` under the organization's policies for the mandate's agent (none
+ * when the mandate is not the tenant's: the decider answers that). The
+ * policies are taken from this process's folded copy first, without a read;
+ * `act` appends guarded by the policy stream's revision, so a change
+ * acknowledged anywhere before the append refuses it (nothing written), and
+ * the call is evaluated again on a fresh read. Policy counters consumed for a
+ * call `act` then refuses are released.
  */
-export async function spend(c: SpendCtx, mandateId: string, body: SpendInput, channel: 'api' | 'card', approvedBy: string | null = null): Promise<SpendResult> {
-  const agentId = await mandateAgent(c.ports, c.tenant, mandateId);
-  // The policies are taken from this process's folded copy first, without a
-  // read; the spend is appended guarded by the policy stream's revision, so a
-  // change acknowledged anywhere before the append refuses it (nothing written),
-  // and the spend is evaluated again on a fresh read.
+export async function underMandatePolicy<T>(c: SpendCtx, agentId: string | null, call: PolicedCall, act: (guard: AppendGuard | undefined) => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     let release = async () => {};
     let guard: AppendGuard | undefined;
     if (agentId) {
-      const toolInput = { mandate_id: mandateId, amount_minor: body.amount_minor, currency: body.currency, merchant: body.merchant, description: body.description ?? null, channel };
-      const outcome = await new PolicyEngine(c.ports.store, c.ports.now).evaluate(
-        { orgId: c.tenant.orgId, projectId: c.tenant.projectId, agentId, toolName: 'mandate.spend', toolInput, amountMinor: BigInt(body.amount_minor), currency: body.currency, approvedBy },
-        c.run,
-        { fromCache: attempt === 1 },
-      );
+      const outcome = await new PolicyEngine(c.ports.store, c.ports.now).evaluate({ orgId: c.tenant.orgId, projectId: c.tenant.projectId, agentId, ...call }, c.run, { fromCache: attempt === 1 });
       if (outcome.decision !== 'allowed') throw policyRefusal(outcome);
       release = outcome.release;
       guard = outcome.guard;
     }
     try {
-      const r = await c.run(
-        mandateDecider,
-        mandateStream(mandateId),
-        {
-          type: 'spend',
-          tenant: c.tenant,
-          spend: { transactionId: newId('txn'), channel, amount: BigInt(body.amount_minor), currency: body.currency, merchant: body.merchant, description: body.description ?? null },
-        },
-        { serialize: true, orgId: c.tenant.orgId, projectId: c.tenant.projectId, ...(guard ? { guard } : {}) },
-      );
-      return spendOutcome(r);
+      return await act(guard);
     } catch (err) {
       await release();
       if (!(err instanceof GuardFailed)) throw err;
       if (attempt >= POLICY_ATTEMPTS) throw new Rejection('concurrency_conflict', 'the policies kept changing; retry the request', { attempts: attempt });
     }
   }
+}
+
+/**
+ * A spend: the organization's policies first (tool name `mandate.spend`, the
+ * mandate's agent), then the mandate's own rules.
+ */
+export async function spend(c: SpendCtx, mandateId: string, body: SpendInput, channel: 'api' | 'card', approvedBy: string | null = null): Promise<SpendResult> {
+  const agentId = await mandateAgent(c.ports, c.tenant, mandateId);
+  const toolInput = { mandate_id: mandateId, amount_minor: body.amount_minor, currency: body.currency, merchant: body.merchant, description: body.description ?? null, channel };
+  return underMandatePolicy(c, agentId, { toolName: 'mandate.spend', toolInput, amountMinor: BigInt(body.amount_minor), currency: body.currency, approvedBy }, async (guard) => {
+    const r = await c.run(
+      mandateDecider,
+      mandateStream(mandateId),
+      {
+        type: 'spend',
+        tenant: c.tenant,
+        spend: { transactionId: newId('txn'), channel, amount: BigInt(body.amount_minor), currency: body.currency, merchant: body.merchant, description: body.description ?? null },
+      },
+      { serialize: true, orgId: c.tenant.orgId, projectId: c.tenant.projectId, ...(guard ? { guard } : {}) },
+    );
+    return spendOutcome(r);
+  });
 }
 
 /** An approved `mandate.spend` runs the held spend with its verbatim input. */
@@ -124,6 +134,7 @@ export type MandateRow = {
   status: 'active' | 'paused' | 'revoked' | 'expired';
   expires_at: string;
   created_at: string;
+  slots?: { currency: string; rail: string | null; cap_minor: string; per_tx_cap_minor: string; authorized_minor: string; spent_minor: string; available_minor: string; funding_source_id: string | null }[];
 };
 
 /** What a grant needs, validated (src/http/mandates/mandates.ts checks the body's shape). */
@@ -139,6 +150,11 @@ export type CreateInput = {
   perTx: bigint;
   currency: string;
   expiresAt: string;
+  /** A given id (a consent's mandate: its existence is the consent's single use); else a new one. */
+  mandateId?: string | undefined;
+  /** Several currency slots, the first mirroring cap/perTx/currency. */
+  slots?: SlotInput[] | undefined;
+  consentId?: string | undefined;
 };
 
 const DID_SAFE = /^[A-Za-z0-9._-]{1,64}$/;
@@ -154,7 +170,7 @@ export async function createMandate(c: SpendCtx, b: CreateInput): Promise<Mandat
   }
   const agent = DID_SAFE.test(b.agent_id) ? (await loadState(c.ports.store, agentStream(c.tenant.orgId, b.agent_id), agentDecider)).state : { status: 'none' as const };
   const agentActive = agent.status === 'active' && agent.keys.some((k) => k.status === 'active');
-  const id = newId('mdt');
+  const id = b.mandateId ?? newId('mdt');
   const r = await c.run(
     mandateDecider,
     mandateStream(id),
@@ -175,6 +191,8 @@ export async function createMandate(c: SpendCtx, b: CreateInput): Promise<Mandat
       perTx: b.perTx,
       currency: b.currency,
       expiresAt: b.expiresAt,
+      slots: b.slots,
+      consentId: b.consentId,
     },
     { expectedRevision: 'no_stream' },
   );
@@ -200,7 +218,11 @@ export async function moveMandate(c: SpendCtx, id: string, to: 'paused' | 'activ
 const EFFECTIVE = `CASE WHEN status IN ('active', 'paused') AND expires_at <= $NOW THEN 'expired' ELSE status END`;
 const columns = (nowParam: string) =>
   `id, consumer_id, agent_id, purpose, display_name, intent_note, merchant_allowlist, merchant_pin_kind, cap_minor::text, per_tx_cap_minor::text, currency,
-   ${EFFECTIVE.replace('$NOW', nowParam)} AS status, ${TS('expires_at')} AS expires_at, ${TS('created_at')} AS created_at`;
+   ${EFFECTIVE.replace('$NOW', nowParam)} AS status, ${TS('expires_at')} AS expires_at, ${TS('created_at')} AS created_at,
+   coalesce((SELECT json_agg(json_build_object('currency', s.currency, 'rail', s.rail, 'cap_minor', s.cap_minor::text, 'per_tx_cap_minor', s.per_tx_cap_minor::text,
+      'authorized_minor', (s.cap_minor + s.moved_in_minor - s.moved_out_minor)::text, 'spent_minor', s.spent_minor::text,
+      'available_minor', (s.cap_minor + s.moved_in_minor - s.moved_out_minor - s.spent_minor)::text, 'funding_source_id', s.funding_source_id) ORDER BY s.idx)
+    FROM mandate_slots s WHERE s.mandate_id = mandates.id), '[]'::json) AS slots`;
 
 /** The tenant's mandates, newest first (status is effective: past expires_at reads expired). */
 export async function listMandates(ports: Ports, tenant: Tenant, q: { consumer_id?: string | undefined; status?: MandateRow['status'] | undefined; limit: number }): Promise<MandateRow[]> {
@@ -252,4 +274,35 @@ export async function sandboxCardAuthorization(c: SpendCtx, environment: 'live' 
   const { rows } = await c.ports.db.query<{ mandate_id: string }>(`SELECT mandate_id FROM mandate_cards WHERE card_id = $1 AND org_id = $2 AND project_id = $3 AND status = 'active'`, [cardId, c.tenant.orgId, c.tenant.projectId]);
   if (!rows[0]) throw new Rejection('card_not_found', 'no active card with this id');
   return spend(c, rows[0].mandate_id, body, 'card');
+}
+
+// Spends by payee (issue 58, the product client's `spend`): the payee's kind
+// picks the currency slot (commands/payee.ts), then the spend above decides it.
+
+export type PayeeSpendInput = { amount_minor: string; payee: string; agent_id?: string | undefined; currency?: string | undefined; description?: string | null | undefined };
+export type PayeeSpendResult = SpendResult & { payee: string; rail: string | null; agent_id: string };
+
+/** The mandate's agent and its slots in order, from the read model; undefined when not the tenant's. */
+export async function mandateSlots(ports: Pick<Ports, 'db'>, tenant: Tenant, mandateId: string): Promise<{ agent_id: string; slots: { currency: string; rail: string | null }[] } | undefined> {
+  const { rows } = await ports.db.query<{ agent_id: string; slots: { currency: string; rail: string | null }[] }>(
+    `SELECT m.agent_id, coalesce((SELECT json_agg(json_build_object('currency', s.currency, 'rail', s.rail) ORDER BY s.idx) FROM mandate_slots s WHERE s.mandate_id = m.id), '[]') AS slots
+     FROM mandates m WHERE m.id = $1 AND m.org_id = $2 AND m.project_id = $3`,
+    [mandateId, tenant.orgId, tenant.projectId],
+  );
+  return rows[0];
+}
+
+export async function spendToPayee(c: SpendCtx, mandateId: string, body: PayeeSpendInput): Promise<PayeeSpendResult> {
+  const m = await mandateSlots(c.ports, c.tenant, mandateId);
+  if (!m) throw new Rejection('mandate_not_found', 'mandate not found');
+  if (body.agent_id !== undefined && body.agent_id !== m.agent_id) {
+    throw new Rejection('mandate_agent_mismatch', `agent_id ${body.agent_id} is not the agent this mandate authorizes; spend as its agent`, { field: 'agent_id' });
+  }
+  const currency = body.currency ?? payeeCurrency(m.slots, body.payee);
+  if (currency === null) {
+    const message = `the payee is neither a Pix key, an EVM address nor a URL, and the mandate has ${m.slots.length} currency slots: name the currency`;
+    throw new Rejection('invalid_body', message, { issues: [{ path: ['currency'], code: 'required', message }] });
+  }
+  const r = await spend(c, mandateId, { amount_minor: body.amount_minor, currency, merchant: body.payee, description: body.description ?? null }, 'api');
+  return { ...r, payee: body.payee, rail: m.slots.find((s) => s.currency === currency)?.rail ?? null, agent_id: m.agent_id };
 }

@@ -56,8 +56,30 @@ function viewOf(p: ProviderDef, tool: ToolDef, output: unknown): { view: 'paymen
   return { view: null, key: null, status: null, hostedUrl: null };
 }
 
-/** Splits `<server>/<tool>`; the server must be attached to the session and the tool in the catalog. */
-export function resolveSessionTool(ports: Pick<Ports, 'providers'>, session: SessionRow, name: string): { provider: ProviderDef; tool: ToolDef } {
+/**
+ * A bare tool name (the product's `execute codespar_pay --server asaas`) with
+ * the server given beside it, else the one attached server that has it, as
+ * `<server>/<tool>`; a name already qualified is kept. Several attached servers
+ * with the tool and none named: `invalid_body` naming them.
+ */
+export function qualifyToolName(ports: Pick<Ports, 'providers'>, session: Pick<SessionRow, 'servers'>, name: string, server?: string): string {
+  if (name.includes('/')) return name;
+  if (server) return `${server}/${name}`;
+  const holders = session.servers.filter((s) => ports.providers.resolveTool(s, name));
+  if (holders.length > 1) {
+    const message = `several attached servers have ${name} (${holders.join(', ')}): name one in "server", or call "<server>/${name}"`;
+    throw new ToolUnresolved('invalid_body', message, { issues: [{ path: ['server'], code: 'ambiguous_tool', message }] });
+  }
+  if (holders.length === 0) {
+    const message = `no server attached to this session has a tool ${name}: call "<server>/<tool>", name the server in "server", or attach it`;
+    throw new ToolUnresolved('invalid_body', message, { issues: [{ path: ['tool'], code: 'invalid_format', message }] });
+  }
+  return `${holders[0]}/${name}`;
+}
+
+/** Splits `<server>/<tool>` (a bare name is qualified first); the server must be attached to the session and the tool in the catalog. */
+export function resolveSessionTool(ports: Pick<Ports, 'providers'>, session: SessionRow, bare: string): { provider: ProviderDef; tool: ToolDef } {
+  const name = qualifyToolName(ports, session, bare);
   const i = name.indexOf('/');
   const serverId = i > 0 ? name.slice(0, i) : '';
   const toolName = i > 0 ? name.slice(i + 1) : '';

@@ -12,14 +12,15 @@ import type { Ports, RunCommand, Tenant } from './context.ts';
 /** A session as tool execution reads it. */
 export type SessionRow = { id: string; org_id: string; project_id: string; user_id: string; servers: string[]; environment: 'live' | 'test'; status: string; mocks?: Record<string, unknown> | null };
 /** A session as the API shows it. */
-export type SessionRecord = SessionRow & { created_at: string; closed_at: string | null };
+export type SessionRecord = SessionRow & { created_at: string; closed_at: string | null; tool_call_count: number };
+
+/** The columns of a session as the API shows it, `s` the sessions table (its recorded tool calls counted). */
+export const SESSION_COLUMNS = `s.id, s.org_id, s.project_id, s.user_id, s.servers, s.environment, s.status, s.mocks, ${TS('s.created_at')} AS created_at, ${TS('s.closed_at')} AS closed_at,
+  (SELECT count(*)::int FROM tool_calls c WHERE c.org_id = s.org_id AND c.project_id = s.project_id AND c.session_id = s.id) AS tool_call_count`;
 
 /** One session of the tenant, or undefined. */
 export async function readSession(ports: Pick<Ports, 'db'>, t: Tenant, id: string): Promise<SessionRecord | undefined> {
-  const { rows } = await ports.db.query<SessionRecord>(
-    `SELECT id, org_id, project_id, user_id, servers, environment, status, mocks, ${TS('created_at')} AS created_at, ${TS('closed_at')} AS closed_at FROM sessions WHERE id = $1 AND org_id = $2 AND project_id = $3`,
-    [id, t.orgId, t.projectId],
-  );
+  const { rows } = await ports.db.query<SessionRecord>(`SELECT ${SESSION_COLUMNS} FROM sessions s WHERE s.id = $1 AND s.org_id = $2 AND s.project_id = $3`, [id, t.orgId, t.projectId]);
   return rows[0];
 }
 

@@ -96,6 +96,7 @@ export const REJECTION_STATUS: Record<string, number> = {
   fauth_final: 409,
   approval_not_pending: 409,
   invalid_body: 400,
+  invalid_query: 400,
   approval_expired: 409,
   no_partner_account: 422,
   not_wired: 501,
@@ -193,6 +194,15 @@ export const REJECTION_STATUS: Record<string, number> = {
   merchant_not_allowed: 403,
   per_tx_cap_exceeded: 422,
   total_cap_exceeded: 422,
+  // issue 58: payee spends, wallet transfers (currency_not_authorized answers 422 there: src/http/consumer-transfers.ts), directed-pay consents, the catalog
+  mandate_agent_mismatch: 403,
+  same_slot_transfer: 422,
+  unsupported_transfer_route: 422,
+  transfer_amount_too_small: 422,
+  consent_not_found: 404,
+  consent_already_used: 409,
+  consent_expired: 410,
+  tool_ambiguous: 409,
   // sessions and tool calls
   session_closed: 409,
   server_unknown: 404,

@@ -7,7 +7,7 @@ import { defineRoute, type AppDeps } from '../kernel/route.ts';
 import { invalidMessage } from '../kernel/errors.ts';
 import { IdParam } from '../kernel/schemas.ts';
 import { Authorization, Card, MandateView, mandateView, SpendResult } from './mandate-schemas.ts';
-import { bindMandateCard, createMandate, listMandates, moveMandate, readMandate, readMandateCard, revokeMandateCard, sandboxCardAuthorization, spend } from '../../usecases/mandates.ts';
+import { bindMandateCard, createMandate, listMandates, moveMandate, readMandate, readMandateCard, revokeMandateCard, sandboxCardAuthorization, spend, spendToPayee } from '../../usecases/mandates.ts';
 
 // Mandates (spec 4.7): creation, reads, pause/resume/revoke, spends against
 // them, and the virtual card bound to one.
@@ -63,6 +63,25 @@ const SpendBody = z.object({
   merchant: z.string().trim().min(1).max(200),
   description: z.string().max(500).nullable().optional(),
 });
+/**
+ * A spend as the API took it (`currency` and `merchant`), or as the product's
+ * client sends it (`{amount_minor, payee, agent_id}`): the payee's kind picks
+ * the currency slot unless `currency` names it.
+ */
+const ApiSpendBody = z
+  .object({
+    amount_minor: SpendBody.shape.amount_minor,
+    currency: z.string().min(1).max(10).optional(),
+    merchant: z.string().trim().min(1).max(200).optional(),
+    payee: z.string().trim().min(1).max(200).optional().meta({ description: 'A Pix key (BRL slot), an EVM address or an x402 URL (USDC slot), or an allowlisted merchant id' }),
+    agent_id: z.string().min(1).max(64).optional().meta({ description: "Must be the mandate's agent" }),
+    description: z.string().max(500).nullable().optional(),
+  })
+  .superRefine((b, ctx) => {
+    if (b.merchant === undefined && b.payee === undefined) ctx.addIssue({ code: 'custom', path: ['payee'], message: 'name the payee (or merchant, with currency)' });
+    if (b.merchant !== undefined && b.payee !== undefined && b.merchant !== b.payee) ctx.addIssue({ code: 'custom', path: ['merchant'], message: 'merchant and payee name different parties: send one' });
+    if (b.merchant !== undefined && b.payee === undefined && b.currency === undefined) ctx.addIssue({ code: 'invalid_type', expected: 'string', path: ['currency'], message: 'currency is required with merchant' });
+  });
 const spendErrors = Object.entries(SPEND_CODES).map(([code, status]) => [status, code] as const);
 
 export async function mandateRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
@@ -168,12 +187,15 @@ function mandateTransitionRoutes(app: FastifyInstance, deps: AppDeps): void {
     auth: 'api_key',
     scope: 'mandates:write',
     params: z.object({ id: IdParam }),
-    body: SpendBody,
+    body: ApiSpendBody,
     responses: { 201: SpendResult },
-    errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden'], ...spendErrors],
+    errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden'], [403, 'mandate_agent_mismatch'], ...spendErrors],
     idempotent: true,
     async handler(ctx) {
-      return { status: 201, body: await spend({ run: ctx.run, ports: ctx.deps, tenant: ctx.auth }, ctx.params.id, ctx.body, 'api') };
+      const c = { run: ctx.run, ports: ctx.deps, tenant: ctx.auth };
+      const b = ctx.body;
+      if (b.payee === undefined) return { status: 201, body: await spend(c, ctx.params.id, { amount_minor: b.amount_minor, currency: b.currency!, merchant: b.merchant!, description: b.description ?? null }, 'api') };
+      return { status: 201, body: await spendToPayee(c, ctx.params.id, { amount_minor: b.amount_minor, payee: b.payee, agent_id: b.agent_id, currency: b.currency, description: b.description ?? null }) };
     },
   });
 }
