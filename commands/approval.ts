@@ -8,6 +8,9 @@ import { type Decider, Rejection } from '../src/eventstore/handler.ts';
 
 export const approvalStream = (id: string) => `approval-${id}`;
 
+/** Where a person opens an approval to decide it: the dashboard's page, under the service's public base URL. */
+export const approvalPageUrl = (baseUrl: string, id: string) => `${baseUrl.replace(/\/+$/, '')}/dashboard/approvals/${encodeURIComponent(id)}`;
+
 export type ApprovalStatus = 'pending' | 'approved' | 'denied' | 'expired' | 'execution_failed';
 
 export type Approval = {

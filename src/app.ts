@@ -21,7 +21,7 @@ import { bankConsentRoutes } from './http/bank-consents.ts';
 import { x402Routes } from './http/x402.ts';
 import { x402ExecuteExecutor } from './usecases/x402.ts';
 import { policyRoutes } from './http/policies.ts';
-import { approvalRoutes } from './http/approvals.ts';
+import { approvalFailureResult, approvalRoutes } from './http/approvals.ts';
 import { ApprovalExecutors } from './usecases/approval-executors.ts';
 import { oauthRoutes } from './http/oauth/oauth.ts';
 import { consentRoutes } from './http/oauth/oauth-consent.ts';
@@ -314,6 +314,7 @@ function composeDeps(opts: BuildOptions): AppDeps {
       ['*/', providerToolExecutor],
       ...proxyExecutors(providerRuntime.catalog),
     ]),
+    approvalFailure: approvalFailureResult,
     providers: new ProviderTools(opts.db, opts.vault, providerRuntime, { store: opts.store, now: opts.now ?? (() => new Date()), waitFor: (p, ms) => opts.readSide.waitFor(p, ms) }),
   };
 }
@@ -378,7 +379,7 @@ async function registerDashboard(app: FastifyInstance, deps: AppDeps, opts: Buil
   const mailer = opts.mailer ?? (sandbox ? new SandboxMailer(sandbox, from) : new UnconfiguredMailer());
   const limit = (burst: number) => new SharedRateLimiter(opts.db, { burst, perSecond: burst / SIGNIN_REFILL_WINDOW_S, message: 'too many sign-in codes asked' });
   const signInLimits = { perAddress: limit(opts.signInBursts?.perAddress ?? SIGNIN_PER_ADDRESS_BURST), perClient: limit(opts.signInBursts?.perClient ?? SIGNIN_PER_CLIENT_BURST) };
-  await app.register(async (scope) => dashboardRoutes(scope, { ...deps, mailer, signInLimits, sessions: new Sessions(opts.db, deps.now) }));
+  await app.register(async (scope) => dashboardRoutes(scope, { ...deps, readSide: opts.readSide, mailer, signInLimits, sessions: new Sessions(opts.db, deps.now) }));
 }
 
 /** The sessions, their tool calls and status streams, connect links, signup runs and hosted connect (registered after the core routes). */

@@ -141,7 +141,7 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
     const vault = await Vault.open(db, await loadVaultMasterKey({ base64: config.vaultMasterKey, dataDir: config.dataDir }));
     const readSide = opts.followers === false ? undefined : await startReadSide(db, store, { signingKey: auditKey, origin: AUDIT_ORIGIN });
     const webhookTargets = parseAllowedTargets(config.allowPrivateTargets);
-    const webhooks = readSide ? new WebhookDispatcher(db, store, vault, readSide.progress, defaultWebhookConfig(webhookTargets)) : undefined;
+    const webhooks = readSide ? new WebhookDispatcher(db, store, vault, readSide.progress, defaultWebhookConfig(webhookTargets, config.publicBaseUrl)) : undefined;
     await webhooks?.start();
     // Banks: the sandbox bank on loopback (the embedded default), and live banks from BANKS.
     const banks = new Map<string, Bank>();

@@ -34,8 +34,8 @@ export const Approval = z
   .meta({ id: 'Approval' });
 export type ApprovalView = z.infer<typeof Approval>;
 
-/** An executor's failure as the approval records it: the status and the error body it would have answered. */
-function failureResult(err: unknown): Record<string, unknown> {
+/** An executor's failure as the approval records it: the status and the error body it would have answered (the composition root gives it to every surface as ports.approvalFailure). */
+export function approvalFailureResult(err: unknown): Record<string, unknown> {
   const e = errorResponse(err, 'approval');
   const b = e.body as { error?: unknown; reason?: unknown };
   return { status: e.status, ...(typeof b.error === 'object' ? { error: b.error } : { error: b }) };
@@ -56,23 +56,6 @@ const orgPath = (auth: Auth, orgId: string) => {
   if (!('orgId' in auth) || auth.orgId !== orgId) throw forbidden('orgId is not the authenticated organization');
   return orgId;
 };
-
-/** The approval page's HTML: the held call, its input verbatim, and the form while it is pending. */
-function approvalPage(a: ApprovalView): string {
-  const esc = (s: string) => s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
-  const form =
-    a.status === 'pending'
-      ? `<form method="post" action="/v1/approvals/${encodeURIComponent(a.id)}/decide">
-<label>Reason <input name="reason" maxlength="1000"></label>
-<button type="submit" name="decision" value="approve" id="approve">Approve and run it</button>
-<button type="submit" name="decision" value="deny" id="deny">Deny</button></form>`
-      : `<p id="decided">Already ${esc(a.status)}${a.decided_by ? ` by ${esc(a.decided_by)}` : ''}.</p>`;
-  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Approval ${esc(a.id)}</title></head><body>
-<h1>An agent asks to run <code id="tool">${esc(a.tool_name)}</code></h1>
-<p>Agent <strong id="agent">${esc(a.agent_id)}</strong>, held by the policy <strong>${esc(a.matched_rule_name)}</strong>. Expires at <time>${esc(a.expires_at)}</time>.</p>
-<h2>Input, exactly as it will run</h2><pre id="input">${esc(JSON.stringify(a.tool_input, null, 2))}</pre>
-${form}</body></html>`;
-}
 
 export async function approvalRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   await migrateApprovalSweeps(deps.db);
@@ -116,7 +99,7 @@ function approvalReadRoutes(app: FastifyInstance, deps: AppDeps): void {
   });
 }
 
-/** A person decides (human session, admin in the call's project), and the page that decides. */
+/** A person decides (human session, admin in the call's project); people decide in the dashboard (src/dashboard/approvals.tsx). */
 function approvalDecisionRoutes(app: FastifyInstance, deps: AppDeps): void {
   const authorize = adminInItsProject(deps);
 
@@ -124,8 +107,6 @@ function approvalDecisionRoutes(app: FastifyInstance, deps: AppDeps): void {
     method: 'POST',
     url: '/v1/approvals/:id/decide',
     operationId: 'decideApproval',
-    // The approval page's form posts here.
-    acceptsForm: true,
     summary: 'A person approves or denies a held call (human session, admin); approving executes it once',
     tags: ['approvals'],
     auth: 'human_session',
@@ -135,29 +116,8 @@ function approvalDecisionRoutes(app: FastifyInstance, deps: AppDeps): void {
     errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'human_session_required'], [403, 'insufficient_role'], [404, 'not_found'], [409, 'approval_not_pending'], [409, 'approval_expired']],
     authorize,
     async handler({ auth, params, body, run }) {
-      const decided = await decideApproval(deps, run, { orgId: auth.orgId, id: params.id, decision: body.decision, reason: body.reason ?? null, by: auth.userId }, failureResult);
+      const decided = await decideApproval(deps, run, { orgId: auth.orgId, id: params.id, decision: body.decision, reason: body.reason ?? null, by: auth.userId }, approvalFailureResult);
       return { status: 200, body: decided };
-    },
-  });
-
-  defineRoute(app, deps, {
-    method: 'GET',
-    url: '/v1/approvals/:id/page',
-    operationId: 'approvalPage',
-    summary: 'The approval as an HTML page for a person (human session): the held call and its input, and a form that decides it',
-    tags: ['approvals'],
-    auth: 'human_session',
-    params: z.object({ id: IdParam }),
-    responses: { 200: null },
-    errors: [[401, 'unauthorized'], [403, 'human_session_required'], [403, 'insufficient_role'], [404, 'not_found']],
-    authorize,
-    async handler({ auth, params }) {
-      const html = approvalPage(await getApproval(deps, auth.orgId, params.id));
-      return {
-        status: 200,
-        headers: { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', 'x-frame-options': 'DENY', 'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'", 'referrer-policy': 'no-referrer' },
-        body: html,
-      };
     },
   });
 }

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { approvalDecider, approvalStream } from '../../commands/approval.ts';
+import { approvalDecider, approvalPageUrl, approvalStream } from '../../commands/approval.ts';
 import { counterDecider, counterStream, decisionDecider, decisionStream, ordered, type Policy, type PolicySet, policySetDecider, policiesStream } from '../../commands/policy.ts';
 import type { CommandResult, Decider, HandleOptions } from '../eventstore/handler.ts';
 import { cachedState, loadState, Rejection } from '../eventstore/handler.ts';
@@ -41,7 +41,7 @@ export type PolicyCall = {
   approvedBy?: string | null;
 };
 
-export type Denial = { reason: string; ruleType: string; ruleId: string; approval_id?: string; expires_at?: string };
+export type Denial = { reason: string; ruleType: string; ruleId: string; approval_id?: string; expires_at?: string; approval_url?: string };
 
 /** Evaluations of a guarded action (a spend, a tool call, an x402 execution) while the policies keep changing under it. */
 export const POLICY_ATTEMPTS = 5;
@@ -90,6 +90,8 @@ export class PolicyEngine {
   constructor(
     private readonly store: EventStore,
     private readonly now: () => Date,
+    /** The service's public base URL: a hold's body then links the approval's page (`approval_url`). */
+    private readonly baseUrl?: string,
   ) {}
 
   /** The organization's policies in evaluation order, folded from its stream. */
@@ -179,7 +181,10 @@ export class PolicyEngine {
             data: { approval_id: approvalId, org_id: call.orgId, project_id: call.projectId, session_id: call.sessionId ?? null, agent_id: call.agentId, matched_rule_id: rule.id, matched_rule_name: rule.name, tool_name: call.toolName, tool_input: call.toolInput, created_at: created.toISOString(), expires_at: expiresAt },
           },
         }, { orgId: call.orgId, projectId: call.projectId });
-        outcome = { decision: 'approval_required', body: { reason: 'approval_required', ruleType: rule.type, ruleId: rule.id, approval_id: approvalId, expires_at: expiresAt } };
+        outcome = {
+          decision: 'approval_required',
+          body: { reason: 'approval_required', ruleType: rule.type, ruleId: rule.id, approval_id: approvalId, expires_at: expiresAt, ...(this.baseUrl ? { approval_url: approvalPageUrl(this.baseUrl, approvalId) } : {}) },
+        };
       }
       decisive = rule;
       break;

@@ -2,6 +2,7 @@ import { createHmac, randomInt } from 'node:crypto';
 import { SEALER_OUTPUT_TYPES } from '../../events/audit.ts';
 import { isAuditStream } from '../audit/chain.ts';
 import { webhookDecider, webhookStream } from '../../commands/webhook.ts';
+import { approvalPageUrl } from '../../commands/approval.ts';
 import { guardedRequest, type AllowedTargets } from '../adapters/outbound-http.ts';
 import type { Vault } from '../adapters/vault.ts';
 import { handleCommand } from '../eventstore/handler.ts';
@@ -37,9 +38,12 @@ export type WebhookConfig = {
   allow: AllowedTargets;
   jitter: number;
   workerIntervalMs: number;
+  /** The service's public base URL: an approval's events are delivered with `approval_url`, the page where a person decides it. */
+  baseUrl?: string;
 };
 
-export const defaultWebhookConfig = (allow: AllowedTargets): WebhookConfig => ({
+export const defaultWebhookConfig = (allow: AllowedTargets, baseUrl?: string): WebhookConfig => ({
+  ...(baseUrl ? { baseUrl } : {}),
   scheduleMs: DEFAULT_SCHEDULE_MS,
   deadThreshold: 5,
   timeoutMs: 10_000,
@@ -178,13 +182,19 @@ export class WebhookDispatcher {
     }
   }
 
+  /** What a delivery carries: the event's data, and for an approval's events the link to its page (derived here, never stored in the event). */
+  private payloadOf(e: RecordedEvent): Record<string, unknown> {
+    const id = e.type.startsWith('approval.') ? (e.data as { approval_id?: unknown }).approval_id : undefined;
+    return typeof id === 'string' && this.cfg.baseUrl ? { ...(e.data as Record<string, unknown>), approval_url: approvalPageUrl(this.cfg.baseUrl, id) } : (e.data as Record<string, unknown>);
+  }
+
   private async dispatch(batch: readonly RecordedEvent[], last: Position): Promise<void> {
     // Only the sealer's own output (the chain and its checkpoints) is not a business event;
     // audit configuration and incidents (audit_config-, audit_incident- streams) are.
     const events = batch.filter((e) => !SEALER_OUTPUT_TYPES.has(e.type) && !isAuditStream(e.streamName));
     await this.db.transaction(async (tx) => {
       if (events.length > 0) {
-        const rows = events.map((e) => ({ id: e.id, org_id: e.metadata.org_id, project_id: (e.metadata.project_id as string | null | undefined) ?? null, event_type: e.type, payload: e.data, received_at: e.recordedAt, position: e.position }));
+        const rows = events.map((e) => ({ id: e.id, org_id: e.metadata.org_id, project_id: (e.metadata.project_id as string | null | undefined) ?? null, event_type: e.type, payload: this.payloadOf(e), received_at: e.recordedAt, position: e.position }));
         await tx.query(
           `INSERT INTO webhook_events (id, org_id, project_id, event_type, payload, received_at, position)
            SELECT id, org_id, project_id, event_type, payload, received_at, position

@@ -58,6 +58,12 @@ export async function approvalsHealth(ports: Pick<Ports, 'db' | 'now'>, orgId: s
   return { status: 'ok' as const, pending_count: Number(rows[0]?.n ?? 0), oldest_pending_age_seconds: age, last_sweep_at: await lastApprovalSweep(ports.db) };
 }
 
+/** A failure as recorded when the composition root gave no renderer: its code and message. */
+function genericFailure(err: unknown): Record<string, unknown> {
+  const code = err instanceof Rejection ? err.code : 'execution_failed';
+  return { error: { code, message: err instanceof Error ? err.message : String(err) } };
+}
+
 export type Decision = { orgId: string; id: string; decision: 'approve' | 'deny'; reason: string | null; by: string };
 
 /**
@@ -66,7 +72,7 @@ export type Decision = { orgId: string; id: string; decision: 'approve' | 'deny'
  * approve is refused), so the call runs once; its result, or its failure as
  * `failureResult` renders it, is recorded on the approval.
  */
-export async function decideApproval(ports: Ports, run: RunCommand, d: Decision, failureResult: (err: unknown) => Record<string, unknown>): Promise<ApprovalRow> {
+export async function decideApproval(ports: Ports, run: RunCommand, d: Decision, failureResult: (err: unknown) => Record<string, unknown> = ports.approvalFailure ?? genericFailure): Promise<ApprovalRow> {
   const current = await getApproval(ports, d.orgId, d.id);
   const r = await run(approvalDecider, approvalStream(d.id), { type: 'decide', orgId: d.orgId, decision: d.decision, by: d.by, reason: d.reason }, { projectId: current.project_id, conflictCode: 'approval_not_pending' });
   if (d.decision === 'approve' && r.changed) {
@@ -86,4 +92,25 @@ export async function decideApproval(ports: Ports, run: RunCommand, d: Decision,
     await run(approvalDecider, approvalStream(d.id), { type: 'record_execution', ok, result }, { projectId: current.project_id });
   }
   return getApproval(ports, d.orgId, d.id);
+}
+
+/** The people's queue of one project (with the organization's approvals of no project): the pending approvals (oldest first: the one expiring soonest leads), the last decided ones, and the e-mail of each person who decided. */
+export async function approvalQueue(ports: Pick<Ports, 'db'>, orgId: string, projectId: string, historyLimit = 50) {
+  const { rows: pending } = await ports.db.query<ApprovalRow>(
+    `SELECT ${COLUMNS} FROM approvals WHERE org_id = $1 AND (project_id = $2 OR project_id IS NULL) AND status = 'pending' ORDER BY expires_at, id LIMIT 200`,
+    [orgId, projectId],
+  );
+  const { rows: history } = await ports.db.query<ApprovalRow>(
+    `SELECT ${COLUMNS} FROM approvals WHERE org_id = $1 AND (project_id = $2 OR project_id IS NULL) AND status <> 'pending' ORDER BY coalesce(decided_at, expires_at) DESC, id DESC LIMIT $3`,
+    [orgId, projectId, historyLimit],
+  );
+  return { pending, history, people: await deciders(ports, orgId, history) };
+}
+
+/** The e-mail address of each person who decided one of `rows` (by user id). */
+export async function deciders(ports: Pick<Ports, 'db'>, orgId: string, rows: readonly Pick<ApprovalRow, 'decided_by'>[]): Promise<Map<string, string>> {
+  const ids = [...new Set(rows.map((r) => r.decided_by).filter((x): x is string => x !== null))];
+  if (ids.length === 0) return new Map();
+  const { rows: users } = await ports.db.query<{ user_id: string; email: string }>('SELECT user_id, email FROM users WHERE org_id = $1 AND user_id = ANY($2)', [orgId, ids]);
+  return new Map(users.map((u) => [u.user_id, u.email]));
 }

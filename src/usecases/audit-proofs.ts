@@ -89,6 +89,12 @@ export async function latestCheckpoint(ports: Pick<Ports, 'db'>, orgId: string) 
   return { origin: originOf(orgId), size: cp.size, root_hash: cp.root_hash, note: cp.note, tile_height: 8, tiles: '/v1/audit-events/tile/{level}/{index}', cosigned: await cosignedCheckpoint(ports, orgId) };
 }
 
+/** The chain's origin and the verifier key of its newest signed checkpoint (null before the first): what a person checks a proof against unless they pinned their own. */
+export async function publishedVerifierKey(ports: Pick<Ports, 'db'>, orgId: string): Promise<{ origin: string; verifier_key: string | null }> {
+  const { rows } = await ports.db.query<{ verifier_key: string }>('SELECT verifier_key FROM audit_checkpoints WHERE org_id = $1 ORDER BY size DESC LIMIT 1', [orgId]);
+  return { origin: originOf(orgId), verifier_key: rows[0]?.verifier_key ?? null };
+}
+
 /** A hash tile's bytes at a width (not_found while the tree has fewer hashes there). */
 export async function auditTile(ports: Pick<Ports, 'db'>, orgId: string, level: number, index: number, width: number): Promise<Buffer> {
   const hashes = await readTile(ports.db, orgId, level, index, width);

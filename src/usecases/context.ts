@@ -64,6 +64,8 @@ export type Ports = {
   auditWitnesses?: readonly WitnessEndpoint[];
   /** What runs a held call once a person approves it, by tool name (listed by the composition root). */
   approvalExecutors: ApprovalExecutors;
+  /** How a held call's failed execution is recorded on its approval (the error body the call would have answered); every surface that decides uses it. */
+  approvalFailure?: (err: unknown) => Record<string, unknown>;
 };
 
 /** How a command runs: a request's run (waits for the read side) or a reactor's own handleCommand. */

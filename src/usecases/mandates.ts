@@ -70,7 +70,7 @@ export async function underMandatePolicy<T>(c: SpendCtx, agentId: string | null,
     let release = async () => {};
     let guard: AppendGuard | undefined;
     if (agentId) {
-      const outcome = await new PolicyEngine(c.ports.store, c.ports.now).evaluate({ orgId: c.tenant.orgId, projectId: c.tenant.projectId, agentId, ...call }, c.run, { fromCache: attempt === 1 });
+      const outcome = await new PolicyEngine(c.ports.store, c.ports.now, c.ports.baseUrl).evaluate({ orgId: c.tenant.orgId, projectId: c.tenant.projectId, agentId, ...call }, c.run, { fromCache: attempt === 1 });
       if (outcome.decision !== 'allowed') throw policyRefusal(outcome);
       release = outcome.release;
       guard = outcome.guard;

@@ -110,14 +110,14 @@ export type GatedCall = Pick<PolicyCall, 'toolName' | 'toolInput' | 'amountMinor
  * proxy calls alike.
  */
 export async function underPolicy(
-  ports: Pick<Ports, 'store' | 'now'>,
+  ports: Pick<Ports, 'store' | 'now' | 'baseUrl'>,
   run: RunCommand,
   session: SessionRow,
   call: GatedCall,
   start: (guard: AppendGuard) => Promise<unknown>,
 ): Promise<{ ok: true; release(): Promise<void> } | { ok: false; code: 'policy_denied' | 'approval_required'; message: string; denial: Denial }> {
   for (let attempt = 1; ; attempt++) {
-    const policy = await new PolicyEngine(ports.store, ports.now).evaluate(
+    const policy = await new PolicyEngine(ports.store, ports.now, ports.baseUrl).evaluate(
       { orgId: session.org_id, projectId: session.project_id, sessionId: session.id, agentId: session.user_id, ...call },
       run,
       { fromCache: attempt === 1 },

@@ -137,7 +137,7 @@ async function record(c: ExecCtx, v: Verified, input: unknown, approvedBy: strin
   const key = createHash('sha256').update(`${tenant.orgId}\n${v.signer}\n${a.to}\n${intent.resource}`).digest('hex').slice(0, 32);
   const mandateId = `x402mdt_${key.slice(0, 16)}`;
   for (let attempt = 1; ; attempt++) {
-    const outcome = await new PolicyEngine(ports.store, ports.now).evaluate(
+    const outcome = await new PolicyEngine(ports.store, ports.now, ports.baseUrl).evaluate(
       { orgId: tenant.orgId, projectId: tenant.projectId, agentId: v.signer, toolName: 'x402.execute', toolInput: input as Record<string, unknown>, amountMinor, currency: 'USDC', approvedBy },
       run,
       { fromCache: attempt === 1 },

@@ -39,7 +39,7 @@ export async function testApp(t: Test, opts: { readWaitMs?: number; sessionQuota
   // Tests reach their receivers on loopback; deliveries retry on a compressed schedule.
   const webhookTargets = { loopback: true, private: false };
   const webhooks = new WebhookDispatcher(ledger.db, ledger.store, vault, ledger.readSide.progress, {
-    ...defaultWebhookConfig(webhookTargets),
+    ...defaultWebhookConfig(webhookTargets, 'http://127.0.0.1:8080'),
     scheduleMs: [50, 100, 150],
     workerIntervalMs: 50,
     timeoutMs: 5_000,

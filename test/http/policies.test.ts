@@ -1,6 +1,7 @@
 import t from 'tap';
 import { bootstrapOrg, platform, testApp, testClock } from '../helpers/app.ts';
 import { ApprovalExpiryReactor } from '../../src/reactors/approval-expiry.ts';
+import { roleInProject } from '../../src/usecases/team.ts';
 
 // Policies (spec 4.11) enforced on mandate spends, and approvals (Part 2,
 // 4.10): CRUD, every type, order, counters under concurrency, time windows
@@ -120,7 +121,8 @@ t.test('every type × match / no match × enabled / disabled, exact 403 bodies',
         const body = r.json();
         if (c.type === 'approval-required') {
           t.match(body, { reason: 'approval_required', ruleType: c.type, ruleId: p.id, approval_id: /^apr_/, expires_at: String }, label);
-          t.same(Object.keys(body).sort(), ['approval_id', 'expires_at', 'reason', 'ruleId', 'ruleType'], `${label}: nothing else`);
+          t.same(Object.keys(body).sort(), ['approval_id', 'approval_url', 'expires_at', 'reason', 'ruleId', 'ruleType'], `${label}: nothing else`);
+          t.equal(body.approval_url, `http://127.0.0.1:8080/dashboard/approvals/${body.approval_id}`, `${label}: the page that decides it`);
         } else {
           t.same(body, { ...c.deny, ruleType: c.type, ruleId: p.id }, `${label}: exact body`);
         }
@@ -313,7 +315,8 @@ t.test("deciding a held call takes the person's role in the call's project (an o
   const id = (await spendOn(m.id, '20')).json().approval_id as string;
   const refused = await app.inject({ method: 'POST', url: `/v1/approvals/${id}/decide`, headers: as(narrowed), payload: { decision: 'deny' } });
   t.same([refused.statusCode, refused.json()], [403, { error: 'insufficient_role', required: 'admin' }], 'an organization admin narrowed to member in the project');
-  t.equal((await app.inject({ method: 'GET', url: `/v1/approvals/${id}/page`, headers: as(narrowed) })).statusCode, 403, 'nor sees its page');
+  // The dashboard decides through the same rule (src/usecases/team.ts roleInProject).
+  t.same([await roleInProject(ledger.db, narrowed, 'admin', org.projectId), await roleInProject(ledger.db, raised, 'member', org.projectId)], ['member', 'admin'], 'the dashboard takes the same role: narrowed to member, raised to admin');
   const decided = await app.inject({ method: 'POST', url: `/v1/approvals/${id}/decide`, headers: as(raised), payload: { decision: 'deny' } });
   t.equal(decided.statusCode, 200, 'a member raised to admin in the project decides');
   t.equal(decided.json().status, 'denied');
