@@ -4,6 +4,7 @@ import { handleCommand, type Rejection } from '../eventstore/handler.ts';
 import type { Role } from '../../commands/org.ts';
 import type { Mailer } from '../adapters/mail/port.ts';
 import type { Ports, RunCommand } from '../usecases/context.ts';
+import type { ReadSide } from '../readside.ts';
 import { FLASH_COOKIE, type Person, sameToken, type Sessions } from './session.ts';
 
 // What every dashboard page reaches: the use cases' ports, the sessions, the
@@ -14,6 +15,8 @@ import { FLASH_COOKIE, type Person, sameToken, type Sessions } from './session.t
 export type Limiter = { take(key: string): Promise<unknown> };
 
 export type DashboardDeps = Ports & {
+  /** The read side's positions too (the approvals feed follows them). */
+  readSide: Pick<ReadSide, 'waitFor' | 'progress'>;
   mailer: Mailer;
   signInLimits: { perAddress: Limiter; perClient: Limiter };
   sessions: Sessions;

@@ -11,6 +11,8 @@ import { teamRoutes } from './team.tsx';
 import { keyRoutes } from './keys.tsx';
 import { passkeyRoutes } from './passkeys.tsx';
 import { requirePerson } from './session.ts';
+import { approvalsRoutes } from './approvals.tsx';
+import { auditPageRoutes } from './audit.tsx';
 
 // The dashboard: the people's surface, server-rendered HTML under
 // /dashboard over the same use cases as the HTTP API (never over the API).
@@ -39,4 +41,6 @@ export async function dashboardRoutes(app: FastifyInstance, deps: DashboardDeps)
   await teamRoutes(app, deps, signedIn);
   await keyRoutes(app, deps, signedIn);
   await passkeyRoutes(app, deps, signedIn);
+  await approvalsRoutes(app, deps, signedIn);
+  await auditPageRoutes(app, deps, signedIn);
 }
