@@ -11,6 +11,7 @@ import { teamRoutes } from './team.tsx';
 import { keyRoutes } from './keys.tsx';
 import { passkeyRoutes } from './passkeys.tsx';
 import { requirePerson } from './session.ts';
+import { notFoundPage } from './refused.tsx';
 import { approvalsRoutes } from './approvals.tsx';
 import { auditPageRoutes } from './audit.tsx';
 
@@ -43,4 +44,6 @@ export async function dashboardRoutes(app: FastifyInstance, deps: DashboardDeps)
   await passkeyRoutes(app, deps, signedIn);
   await approvalsRoutes(app, deps, signedIn);
   await auditPageRoutes(app, deps, signedIn);
+  // Any other path under /dashboard is a person's mistyped or stale link: a page, not the API's JSON 404.
+  app.get('/dashboard/*', async (req, reply) => notFoundPage(reply, req.url.split('?')[0]!.slice(0, 200)));
 }

@@ -3,7 +3,8 @@ import { type Active, PublicShell, Shell, sendPage } from './layout.tsx';
 import type { Person } from './session.ts';
 
 // The pages of a refusal: a form that failed the CSRF or origin check
-// (nothing changed), and an action above the person's role.
+// (nothing changed), an action above the person's role, and a page that
+// does not exist.
 
 export function refusedPage(reply: FastifyReply) {
   return sendPage(
@@ -27,5 +28,20 @@ export function roleRefusedPage(reply: FastifyReply, person: Person, needed: 'ad
       </p>
     </Shell>,
     403,
+  );
+}
+
+export function notFoundPage(reply: FastifyReply, path: string) {
+  return sendPage(
+    reply,
+    <PublicShell title="There is no such page">
+      <p id="not-found">
+        Nothing in the dashboard lives at <code>{path}</code>. The link may be mistyped or out of date.
+      </p>
+      <p>
+        Go to the <a href="/dashboard">dashboard's home</a>.
+      </p>
+    </PublicShell>,
+    404,
   );
 }

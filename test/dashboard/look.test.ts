@@ -58,3 +58,18 @@ t.test('an unknown link in Chromium: the look, axe-core clean, no horizontal scr
   t.equal(await page.title(), 'This connection link is not valid · Agent Ledger');
   await checkLook(t, page, 'the connect-link refusal');
 });
+
+t.test('a mistyped dashboard address is a page in the look, not the API\'s JSON 404', (await findChromium()) ? {} : { skip: 'no Chromium found: the look check did not run' }, async (t) => {
+  const browser = await chromium(t);
+  const page = await (await browser.newContext()).newPage();
+  const res = await page.goto(`${base}/dashboard/aprovals?x=1`);
+  t.equal(res?.status(), 404);
+  t.match(res?.headers()['content-type'], /^text\/html/);
+  t.equal(await page.locator('h1').textContent(), 'There is no such page');
+  t.match(await page.locator('#not-found').textContent(), '/dashboard/aprovals');
+  t.equal(await page.locator('a[href="/dashboard"]').count() > 0, true, 'a way back to the dashboard');
+  await checkLook(t, page, 'the dashboard\'s not-found page');
+  // The API keeps its envelope.
+  const api = await app.inject({ method: 'GET', url: '/v1/no-such-thing', headers: org.key });
+  t.equal(api.json().error.code, 'not_found');
+});
