@@ -81,7 +81,7 @@ export async function homeRoutes(app: FastifyInstance, deps: DashboardDeps, sign
     const s = await homeSummary(deps, person.orgId, person.projectId);
     return sendPage(
       reply,
-      <Shell person={person} title={org?.name ?? 'Home'} active="home" path="/dashboard" notice={takeFlash(req, reply)} scripts={['uplot.js', 'chart.js']} styles={['uplot.css']}>
+      <Shell person={person} title={org?.name ?? 'Home'} active="home" path="/dashboard" notice={takeFlash(req, reply)} scripts={['locale-guard.js', 'uplot.js', 'chart.js']} styles={['uplot.css']}>
         <p id="welcome">
           Signed in as {person.email}. Project <strong>{project?.name ?? person.projectId}</strong> ({project?.environment ?? 'test'} project).
         </p>

@@ -52,6 +52,16 @@ t.test('the summary and the chart', async (t) => {
   t.match(await page.textContent('#spends-table'), '12.50 BRL');
 });
 
+t.test('the chart draws in a browser whose language is no BCP 47 tag (Chromium under LANG=C: en-US@posix)', async (t) => {
+  const posix = await browser.newContext({ locale: 'en-US@posix' });
+  const p = await posix.newPage();
+  await p.context().addCookies(await page.context().cookies());
+  await p.goto(`${base}/dashboard`);
+  t.equal(await p.evaluate(() => navigator.language), 'en-US', 'the guard replaced the tag before uPlot loaded');
+  await p.waitForSelector('#spends-chart canvas');
+  t.pass('the chart is drawn');
+});
+
 t.test('without JavaScript the figures are a table', async (t) => {
   const noJs = await browser.newContext({ javaScriptEnabled: false, locale: 'en-US' });
   const p = await noJs.newPage();
