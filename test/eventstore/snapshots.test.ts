@@ -4,10 +4,11 @@ import { parseEvent } from '../../events/index.ts';
 import { forgetStates, handleCommand, loadState, type CommandContext } from '../../src/eventstore/handler.ts';
 import type { EventStore, NewEvent } from '../../src/eventstore/port.ts';
 import { PostgresEventStore } from '../../src/eventstore/postgres.ts';
-import { attachSnapshots, Snapshots } from '../../src/eventstore/snapshots.ts';
+import { attachSnapshots, serializeState, Snapshots } from '../../src/eventstore/snapshots.ts';
 import { migrateCheckpoints } from '../../src/projector/checkpoints.ts';
 import { Snapshotter, snapshotTarget } from '../../src/reactors/snapshotter.ts';
 import { testDatabase } from '../helpers/db.ts';
+import { until } from '../helpers/wait.ts';
 
 // Snapshots beside the log: a stream grown by appends straight to the store
 // (no command handler) gets a snapshot from the snapshotter; a process without
@@ -87,12 +88,14 @@ t.test('a snapshot whose event id does not match the stream is ignored, and drop
   const snap = await snapshots.load(stream, mandateDecider.snapshot!);
   t.ok(snap, 'a snapshot was taken');
   // Tampered: a state that spent nothing, and another event's id at its revision.
-  const forged = snap!.state as { status: 'exists'; m: Record<string, unknown> };
-  await db.query(`UPDATE stream_snapshots SET event_id = $2, state = $3 WHERE stream = $1`, [stream, '00000000-0000-4000-8000-000000000000', JSON.stringify({ status: 'exists', m: { ...forged.m, spent: { $bigint: '0' }, cap: { $bigint: forged.m.cap!.toString() }, perTx: { $bigint: '1000' } } })]);
+  const forged = snap!.state as { status: 'exists'; m: Record<string, unknown> & { slots: Record<string, unknown>[] } };
+  const unspent = { status: 'exists', m: { ...forged.m, spent: 0n, perTx: 1000n, slots: forged.m.slots.map((slot) => ({ ...slot, spent: 0n, perTx: 1000n })) } };
+  await db.query(`UPDATE stream_snapshots SET event_id = $2, state = $3 WHERE stream = $1`, [stream, '00000000-0000-4000-8000-000000000000', serializeState(unspent)]);
   forgetStates(store);
   const loaded = await loadState(store, stream, mandateDecider);
   t.strictSame(loaded.state, await fromStart(stream), 'folded from the start instead');
-  await new Promise((r) => setTimeout(r, 200)); // the drop and the new snapshot are off the command path
+  // The drop is off the command path: wait for it, bounded.
+  await until(async () => (await snapshots.load(stream, mandateDecider.snapshot!))?.eventId !== '00000000-0000-4000-8000-000000000000', 'the forged snapshot dropped');
   const now = await snapshots.load(stream, mandateDecider.snapshot!);
   t.not(now?.eventId, '00000000-0000-4000-8000-000000000000', 'the forged snapshot is gone');
 });
