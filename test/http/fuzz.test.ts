@@ -43,13 +43,30 @@ for (const route of routes) {
         const qs = new URLSearchParams(q).toString();
         const headers: Record<string, string> = { ...cred };
         if (ct) headers['content-type'] = ct;
-        const res = await app.inject({ method: route.method, url: qs ? `${path}?${qs}` : path, headers, ...(b.kind !== 'none' && route.method !== 'GET' ? { payload: b.text } : {}) });
+        // As a stream: a request a server-sent-events route accepts stays open for as long as the client listens.
+        const answer = await app.inject({ method: route.method, url: qs ? `${path}?${qs}` : path, headers, payloadAsStream: true, ...(b.kind !== 'none' && route.method !== 'GET' ? { payload: b.text } : {}) });
+        if (String(answer.headers['content-type']).startsWith('text/event-stream')) {
+          // An accepted stream: its status and request id are what is checked; the client hangs up.
+          answer.stream().destroy();
+          // The hang-up as the server sees it on a socket (inject has none): the response closes, the route stops streaming.
+          answer.raw.res.emit('close');
+          if (answer.statusCode !== 200) throw new Error(`an event stream with status ${answer.statusCode}`);
+          if (!answer.headers['x-request-id']) throw new Error('no X-Request-Id');
+          return;
+        }
+        const chunks: Buffer[] = [];
+        for await (const c of answer.stream()) chunks.push(Buffer.from(c as Uint8Array));
+        const text = Buffer.concat(chunks).toString('utf8');
+        const res = { statusCode: answer.statusCode, headers: answer.headers, body: text, json: () => JSON.parse(text) as unknown };
         // A 5xx only where the route documents it (501 not wired, 502 upstream, 503 unavailable), never a 500.
         const documented5xx = (route.errors ?? []).some(([status]) => status === res.statusCode) && res.statusCode !== 500;
         if (res.statusCode >= 500 && !documented5xx) throw new Error(`${res.statusCode} for ${route.method} ${path}: ${res.body}`);
         if (!res.headers['x-request-id']) throw new Error('no X-Request-Id');
         if (String(res.headers['content-type']).startsWith('application/x-ndjson')) {
           for (const line of res.body.trim().split('\n')) JSON.parse(line);
+        } else if (res.statusCode >= 300 && res.statusCode < 400) {
+          // A path that normalizes to `/` ('/mcp/..') reaches the dashboard's redirect: a Location, no body.
+          if (!res.headers.location) throw new Error(`a ${res.statusCode} without Location for ${route.method} ${path}`);
         } else if (res.statusCode !== 204) {
           let json: unknown;
           try {

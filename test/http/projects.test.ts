@@ -11,7 +11,19 @@ t.test('bootstrap shapes and whoami', async (t) => {
   t.match(b, { org: { id: /^org_[A-Za-z0-9]{16}$/, name: 'Shape', created_at: /Z$/ }, owner: { user_id: /^usr_/, email: 'ana@example.com', role: 'owner' } });
   t.match(b.default_project, { id: /^prj_[A-Za-z0-9]{16}$/, org_id: b.org.id, slug: 'default', is_default: true, environment: 'test' });
   const who = await app.inject({ method: 'GET', url: '/v1/whoami', headers: acme.key });
-  t.same(who.json(), { org_id: acme.orgId, project_id: acme.projectId, api_key_id: who.json().api_key_id, environment: 'test', scopes: ['*'] });
+  const w = who.json();
+  // Our ids, and beside them the objects the product's CLI reads (issue 58).
+  t.same(w, {
+    org_id: acme.orgId,
+    project_id: acme.projectId,
+    api_key_id: w.api_key_id,
+    environment: 'test',
+    scopes: ['*'],
+    user: { id: acme.ownerId, email: w.user.email, name: null, role: 'owner' },
+    organization: { id: acme.orgId, name: 'Acme' },
+    project: { id: acme.projectId, name: 'Default', slug: 'default' },
+    key: { id: w.api_key_id, name: w.key.name, environment: 'test', scopes: ['*'] },
+  });
   const member = await app.inject({ method: 'POST', url: '/v1/team/members', headers: acme.owner, payload: { email: 'm@example.com', role: 'member' } });
   t.equal(member.statusCode, 201);
   t.match(member.json(), { user_id: /^usr_/, email: 'm@example.com', role: 'member' });

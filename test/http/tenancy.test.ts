@@ -175,6 +175,7 @@ const sampleBody: Record<string, unknown> = {
   sendSessionMessage: { message: 'hello' },
   proxyExecuteSession: { server: 'clima', endpoint: '/forecast', method: 'GET' },
   sessionMcpPost: { jsonrpc: '2.0', id: 1, method: 'tools/list' },
+  transferBetweenWalletSlots: { from_currency: 'BRL', to_currency: 'USDC', amount_minor: '100' },
 };
 
 const fill = (url: string, ids: Record<string, string>) => url.replace(/:([A-Za-z_]+)/g, (_, k: string) => encodeURIComponent(ids[k]!));
@@ -189,8 +190,9 @@ const strip = (body: unknown) => {
 // Open routes (DID documents) are public by design; audit sequence numbers and
 // tile coordinates are numbered per organization, so a number names the
 // caller's own entry or tile.
-// The provider catalog is global (its slugs name no tenant's resource).
-const withIds = app.routeSpecs.filter((r) => r.url.includes(':') && r.auth !== 'open' && !r.url.includes(':sequence_number') && !r.url.includes('/tile/:level') && !r.url.startsWith('/v1/providers/'));
+// The provider catalog is global (its slugs name no tenant's resource), also as servers and tools.
+const catalog = ['/v1/providers/', '/v1/servers/', '/v1/tools/'];
+const withIds = app.routeSpecs.filter((r) => r.url.includes(':') && r.auth !== 'open' && !r.url.includes(':sequence_number') && !r.url.includes('/tile/:level') && !catalog.some((c) => r.url.startsWith(c)));
 t.ok(withIds.length >= 8, 'the routes with ids are all covered');
 
 for (const route of withIds) {
