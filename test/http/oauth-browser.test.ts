@@ -58,7 +58,8 @@ if (!found) {
     t.match(url.searchParams.get('code'), /^oac_/);
     t.equal(url.searchParams.get('state'), 'st-42');
     t.equal(url.searchParams.get('iss'), 'http://127.0.0.1:8080');
-    t.equal(landed.length, 1, 'the client received the redirect');
+    // Only the redirect counts: a full Chromium also asks the client's origin for /favicon.ico, when it gets to it.
+    t.equal(landed.filter((u) => u.startsWith('/callback')).length, 1, 'the client received the redirect once');
 
     // The code the browser carried is a working one.
     const tok = await app.inject({
