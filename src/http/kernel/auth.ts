@@ -30,7 +30,7 @@ export type ApiKeyAuth = {
 };
 
 /** A person acting through the platform credential; `projectId` on calls that act in one project (mode key_or_service). */
-export type ServiceAuth = { kind: 'service'; orgId: string; userId: string; role: Role; projectId?: string };
+export type ServiceAuth = { kind: 'service'; orgId: string; userId: string; role: Role; projectId?: string; /** The project's environment, with projectId. */ environment?: 'live' | 'test' };
 export type PlatformAuth = { kind: 'platform' };
 export type OpenAuth = { kind: 'open' };
 export type Auth = ApiKeyAuth | ServiceAuth | PlatformAuth | OpenAuth;
@@ -239,11 +239,6 @@ export class Authenticator {
     })) as KeyRow | null;
   }
 
-  /** The project an unbound key acts in: the named one if it is the organization's, else the default. */
-  private async resolveProject(orgId: string, wanted: string | undefined): Promise<string | null> {
-    return (await this.project(orgId, wanted, undefined))?.id ?? null;
-  }
-
   /**
    * A project of the organization with its environment: the named one; else,
    * for `environment`, the default project when it is of that environment and
@@ -311,10 +306,11 @@ export class Authenticator {
     if (mode === 'key_or_service') {
       const header = req.headers['x-svc-project'];
       const wanted = typeof header === 'string' && header.trim() !== '' ? header.trim() : undefined;
-      const projectId = wanted === undefined || /^[\x21-\x7e]{1,200}$/.test(wanted) ? await this.resolveProject(auth.orgId, wanted) : null;
-      if (!projectId) throw wanted ? forbidden('x-svc-project names no project of this organization') : projectResolutionFailed();
-      auth.projectId = projectId;
-      auth.role = await this.projectRole(auth, projectId);
+      const project = wanted === undefined || /^[\x21-\x7e]{1,200}$/.test(wanted) ? await this.project(auth.orgId, wanted, undefined) : null;
+      if (!project) throw wanted ? forbidden('x-svc-project names no project of this organization') : projectResolutionFailed();
+      auth.projectId = project.id;
+      auth.environment = project.environment;
+      auth.role = await this.projectRole(auth, project.id);
     }
     if (minRole && ROLE_RANK[auth.role] < ROLE_RANK[minRole]) throw insufficientRole(minRole);
     return auth;
