@@ -137,6 +137,27 @@ t.test('consent: cookie, handle, key, scope', async (t) => {
   t.notOk(JSON.stringify(all.map((x) => [x.data, x.metadata])).includes(org.testKey.slice(8)), 'the pasted key is never recorded');
 });
 
+t.test('a wrong key: the form again with the error beside the field; a valid one: the confirmation naming the organization and environment', async (t) => {
+  const a = await openForm({ scope: 'projects:read mandates:write' });
+  const wrong = await post({ ...a.fields, api_key: `sk_test_${'B'.repeat(32)}`, decision: 'allow' }, a.cookie);
+  t.equal(wrong.statusCode, 400);
+  t.equal(wrong.headers.location, undefined, 'never redirected');
+  t.match(wrong.body, /<span class="field-error" id="api_key-error">.*This API key is not valid/);
+  t.notOk(wrong.body.includes('start again'), 'not "start again"');
+  t.match(wrong.body, /Read projects and their settings.*projects:read.*Read and change mandates and their cards.*mandates:write/s, 'the scopes in words beside their codes, as on the first page');
+  const again = readConsentPage(wrong);
+  t.not(again.fields.handle, a.fields.handle, 'a fresh form');
+  const confirm = await post({ ...again.fields, api_key: org.liveKey, decision: 'allow' }, a.cookie);
+  t.equal(confirm.statusCode, 200, confirm.body);
+  t.match(confirm.body, /<td id="grant-org">Refuse<\/td>/, 'the organization');
+  t.match(confirm.body, /<td id="grant-environment"><span class="badge badge-danger">Live<\/span> live data: real money moves<\/td>/, 'the environment');
+  t.match(confirm.body, /<button type="submit" name="decision" value="allow" class="btn btn-primary">Allow<\/button>/, 'Allow is the primary button');
+  t.notOk(confirm.body.includes(org.liveKey), 'the key is not on the page');
+  const done = await confirmConsent(app, confirm, a.cookie);
+  t.equal(done.statusCode, 302);
+  t.match(new URL(String(done.headers.location)).searchParams.get('code'), /^oac_/);
+});
+
 async function code(clientId = client.client_id, redirect = 'https://app.example/cb') {
   const page = await openForm({ client_id: clientId, redirect_uri: redirect });
   const res = await allow({ ...page.fields, api_key: org.testKey, decision: 'allow' }, page.cookie);
