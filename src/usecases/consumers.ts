@@ -97,7 +97,7 @@ export async function listConsumers(ports: Pick<Ports, 'db'>, tenant: Tenant, q:
     params.push(q.verified ? 'verified' : 'unverified');
     filter = ' AND status = $4';
   }
-  const { rows } = await ports.db.query<ConsumerView>(`SELECT ${COLUMNS} FROM consumers WHERE org_id = $1 AND ${sameWorld(3)}${filter} ORDER BY created_at DESC, id LIMIT $2`, params);
+  const { rows } = await ports.db.query<ConsumerView>(`SELECT ${COLUMNS} FROM consumers WHERE org_id = $1 AND ${sameWorld(3)}${filter} ORDER BY consumers.created_at DESC, id LIMIT $2`, params);
   return rows;
 }
 
@@ -105,8 +105,8 @@ export async function listConsumers(ports: Pick<Ports, 'db'>, tenant: Tenant, q:
 export async function consumerDetail(ports: Pick<Ports, 'db'>, tenant: Tenant, id: string): Promise<ConsumerView & { mandate_ids: string[]; card_ids: string[] }> {
   const c = await readConsumer(ports, tenant, id);
   if (!c) throw consumerNotFound();
-  const m = await ports.db.query<{ id: string }>('SELECT id FROM mandates WHERE consumer_id = $1 AND org_id = $2 AND project_id = $3 ORDER BY created_at, id', [c.id, tenant.orgId, tenant.projectId]);
-  const cards = await ports.db.query<{ card_id: string }>(`SELECT card_id FROM mandate_cards WHERE consumer_id = $1 AND org_id = $2 AND project_id = $3 AND status = 'active' ORDER BY bound_at`, [
+  const m = await ports.db.query<{ id: string }>('SELECT id FROM mandates WHERE consumer_id = $1 AND org_id = $2 AND project_id = $3 ORDER BY mandates.created_at, id', [c.id, tenant.orgId, tenant.projectId]);
+  const cards = await ports.db.query<{ card_id: string }>(`SELECT card_id FROM mandate_cards WHERE consumer_id = $1 AND org_id = $2 AND project_id = $3 AND status = 'active' ORDER BY mandate_cards.bound_at`, [
     c.id,
     tenant.orgId,
     tenant.projectId,
