@@ -151,9 +151,14 @@ export const CONSENT_PAGES: PageSpec[] = [
     method: 'POST',
     url: '/oauth/authorize',
     operationId: 'oauthAuthorizeDecide',
-    summary: "The consent form's answer: allow (with the pasted API key) redirects to the client with a single-use code; deny with error=access_denied",
+    summary: "The consent form's answer: a valid pasted API key leads to the confirmation naming the organization, environment and project; its Allow redirects to the client with a single-use code; deny with error=access_denied",
     tags: ['oauth'],
     form: z.object({ handle: z.string(), decision: z.enum(['allow', 'deny']).optional(), api_key: z.string().optional() }),
-    responses: { 302: { description: 'Back to the redirect_uri with code (or error=access_denied), state and iss', headers: { location: 'The client redirect_uri with its parameters' } }, 400: REFUSED, 429: TOO_MANY },
+    responses: {
+      200: { description: 'The confirmation (HTML): the organization, environment, project and scopes the pasted key grants, with Allow and Deny', html: true },
+      302: { description: 'Back to the redirect_uri with code (or error=access_denied), state and iss', headers: { location: 'The client redirect_uri with its parameters' } },
+      400: { description: 'The form again with the error beside the field after a wrong key, or a refusal page (never a redirect)', html: true },
+      429: TOO_MANY,
+    },
   },
 ];
