@@ -37,7 +37,9 @@ function ed25519Verify(pub: Buffer, message: string, sig: Buffer): boolean {
 
 /** A checkpoint note's size and root, when signed by the verifier key `<name>+<hex id>+<base64(0x01 || key)>` for `origin`. */
 export function openNote(note: string, verifierKey: string, origin: string): { size: number; root: Buffer } | undefined {
-  const [name, idHex, keyB64] = verifierKey.split('+') as [string, string, string];
+  // The key's base64 may itself hold '+': the name and the id end at the first two.
+  const [name, idHex] = verifierKey.split('+') as [string, string];
+  const keyB64 = verifierKey.slice(name.length + idHex.length + 2);
   const raw = Buffer.from(keyB64, 'base64');
   const pub = raw.subarray(1);
   const at = note.indexOf('\n\n');
