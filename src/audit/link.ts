@@ -37,8 +37,8 @@ export type EnvelopeV2 = {
   event_id: string;
   event_type: string;
   stream: string;
-  occurred_at: string;
-  recorded_at: string;
+  /** `metadata.occurred_at` (the writer's clock), null when absent: a store's own recording time is never hashed in v2. */
+  occurred_at: string | null;
   actor: { kind: string; id: string };
   payload_hash: string;
 };
@@ -91,8 +91,7 @@ export function envelopeV2(e: RecordedEvent, link: AuditLink): EnvelopeV2 {
     event_id: e.id,
     event_type: e.type,
     stream: e.streamName,
-    occurred_at: occurredAt(e),
-    recorded_at: e.recordedAt,
+    occurred_at: typeof e.metadata.occurred_at === 'string' ? e.metadata.occurred_at : null,
     actor: actorOf(e.metadata),
     payload_hash: link.payload_hash,
   };
@@ -105,9 +104,9 @@ export function linkedEntryHash(e: RecordedEvent, link: AuditLink): string {
 
 /**
  * The link a writer puts in an event's metadata before the append: the event
- * as it will be recorded (id, type, stream, metadata, data, recorded_at: the
- * writer's clock, passed to the append), its sequence number and the previous
- * entry's hash. Answers the link and the new entry's hash (the next prev_hash).
+ * as it will be appended (id, type, stream, metadata, data: all known before
+ * the append on either store), its sequence number and the previous entry's
+ * hash. Answers the link and the new entry's hash (the next prev_hash).
  */
 export function linkEvent(e: RecordedEvent, sequence: number, prevHash: string, saltHex: string): { link: string; entryHash: string } {
   const link: AuditLink = { sequence_number: sequence, prev_hash: prevHash, payload_salt: saltHex, payload_hash: payloadHashV2(saltHex, e.data) };

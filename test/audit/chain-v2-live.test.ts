@@ -15,8 +15,8 @@ import { verifyBundleDir } from './independent-verifier.ts';
 
 // A switched chain in the real PostgreSQL log: v1 entries sealed by the
 // sealer, then the switch and linked events appended as the v2 writer will
-// (the link in the event's metadata, the writer's recorded_at passed to
-// es_append), a checkpoint signed over both. The live verifier, the export
+// (the link in the event's metadata, in the event's own append), a
+// checkpoint signed over both. The live verifier, the export
 // bundle, verify-export and the independent verifier all read it; a linked
 // event edited in the log is caught.
 
@@ -24,16 +24,11 @@ const ledger = await testLedger(t, { checkpointEveryEntries: 2 });
 const ORG = 'org_switch';
 const vkey = verifierKey(ledger.key.name, ledger.key.publicKey);
 
-/** Appends one event with its link, as one es_append, recorded at the time it was hashed with. */
+/** Appends one event with its link in its metadata, through the store (everything hashed is known before the append). */
 async function appendLinked(e: Omit<RecordedEvent, 'revision' | 'position' | 'recordedAt'>, seq: number, prev: string): Promise<string> {
-  const recordedAt = new Date().toISOString();
   const salt = Buffer.alloc(16, seq).toString('hex');
-  const { link, entryHash } = linkEvent({ ...e, revision: 0n, position: '', recordedAt }, seq, prev, salt);
-  const metadata = { ...e.metadata, audit_link: link };
-  const { rows } = await ledger.db.query<{ ok: boolean }>('SELECT ok FROM es_append($1::text[], $2::bigint[], $3::int[], $4::int[], $5::int[], $6::uuid[], $7::text[], $8::json, $9::json, $10::text[], $11::bigint[], $12::timestamptz)', [
-    [e.streamName], [-3], [1], [1], [1], [e.id], [e.type], JSON.stringify([e.data]), JSON.stringify([metadata]), [null], [null], recordedAt,
-  ]);
-  if (!rows[0]!.ok) throw new Error('append refused');
+  const { link, entryHash } = linkEvent({ ...e, revision: 0n, position: '', recordedAt: '' }, seq, prev, salt);
+  await ledger.store.appendToStream(e.streamName, [{ id: e.id, type: e.type, data: e.data, metadata: { ...e.metadata, audit_link: link } }], { expectedRevision: 'any' });
   return entryHash;
 }
 

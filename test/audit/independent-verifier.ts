@@ -112,8 +112,7 @@ export function verifyLines(manifest: { org_id: string; origin: string; entries:
         event_id: ev.event_id,
         event_type: ev.event_type,
         stream: ev.stream,
-        occurred_at: typeof ev.metadata.occurred_at === 'string' ? ev.metadata.occurred_at : ev.recorded_at,
-        recorded_at: ev.recorded_at,
+        occurred_at: typeof ev.metadata.occurred_at === 'string' ? ev.metadata.occurred_at : null,
         actor: typeof a?.kind === 'string' && typeof a?.id === 'string' ? { kind: a.kind, id: a.id } : { kind: 'system', id: 'unknown' },
         payload_hash: payloadHash,
       };
