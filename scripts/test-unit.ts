@@ -1,6 +1,6 @@
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { runTap } from './tap.ts';
 
 // `npm run test:unit`: the test files that need no database, browser, chain or
 // child process, for a contributor's quick loop (deciders, hashing and formats,
@@ -20,5 +20,4 @@ function testFiles(dir: string): string[] {
 
 const files = testFiles('test').filter((f) => !HEAVY.test(fs.readFileSync(path.join(root, f), 'utf8'))).sort();
 console.log(`# ${files.length} test files that need no database, browser or chain`);
-const child = spawn(process.execPath, [path.join(root, 'node_modules/tap/dist/esm/run.mjs'), ...process.argv.slice(2), ...files], { stdio: 'inherit', cwd: root });
-child.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
+process.exit(await runTap([...process.argv.slice(2), ...files]));
