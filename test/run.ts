@@ -19,7 +19,8 @@ const TEMPLATE = 'ledger_schema_template';
 
 const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'ledger-test-'));
 await fs.chmod(dir, 0o755);
-const pg = await startEmbeddedPostgres({ dataDir: dir, durable: false });
+// Several files at once, each with its pools (and some with several service instances), on one server.
+const pg = await startEmbeddedPostgres({ dataDir: dir, durable: false, maxConnections: 500 });
 let code = 1;
 try {
   process.env.TEST_PG_ADMIN_URL = pg.adminUrl;
