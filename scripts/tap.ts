@@ -9,6 +9,7 @@ import path from 'node:path';
 // .tap/test-results.
 
 const root = path.resolve(import.meta.dirname, '..');
+const RESULTS = path.join(root, '.tap', 'test-results');
 
 /** Runs tap with `args` and `env`; resolves with its exit code after printing the slowest files. */
 export async function runTap(args: string[], env: NodeJS.ProcessEnv = process.env, slowest = 10): Promise<number> {
@@ -24,8 +25,7 @@ export async function runTap(args: string[], env: NodeJS.ProcessEnv = process.en
 export type FileTime = { file: string; ms: number; ok: boolean };
 
 /** The per-file results tap wrote since `since` (ms epoch): each file's duration (its closing `# time=`) and outcome. */
-export async function fileTimes(since: number): Promise<FileTime[]> {
-  const dir = path.join(root, '.tap', 'test-results');
+export async function fileTimes(since: number, dir = RESULTS): Promise<FileTime[]> {
   const entries = await fs.readdir(dir, { recursive: true }).catch(() => [] as string[]);
   const out: FileTime[] = [];
   for (const rel of entries) {
@@ -43,8 +43,8 @@ export async function fileTimes(since: number): Promise<FileTime[]> {
 }
 
 /** The closing note: the `n` slowest files of the run and the sum of all files' times against the run's wall time. */
-export async function slowestFiles(since: number, until: number, n: number): Promise<string> {
-  const times = await fileTimes(since);
+export async function slowestFiles(since: number, until: number, n: number, dir = RESULTS): Promise<string> {
+  const times = await fileTimes(since, dir);
   if (times.length < 2) return '';
   const sec = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
   const sum = times.reduce((s, f) => s + f.ms, 0);
