@@ -36,8 +36,8 @@ export async function fileTimes(since: number, dir = RESULTS): Promise<FileTime[
     const text = await fs.readFile(file, 'utf8');
     const times = [...text.matchAll(/^# time=([\d.]+)ms$/gm)];
     const last = times.at(-1);
-    if (!last) continue;
-    out.push({ file: rel.slice(0, -'.tap'.length), ms: Number(last[1]), ok: !/^not ok /m.test(text) });
+    // No closing time: the file was killed (its timeout) or crashed; it ran at least until its results were last written.
+    out.push({ file: rel.slice(0, -'.tap'.length), ms: last ? Number(last[1]) : stat.mtimeMs - since, ok: !!last && !/^not ok /m.test(text) });
   }
   return out.sort((a, b) => b.ms - a.ms);
 }

@@ -9,7 +9,7 @@ import { runTap } from './tap.ts';
 // process runs only in `npm test`. New files are classified the same way.
 
 const root = path.resolve(import.meta.dirname, '..');
-const HEAVY = /testDatabase|testApp|testLedger|testStores|launchChromium|startLocalChain|startCluster|helpers\/(db|app|ledger|cluster|pix|x402|oauth|balancer)|startEmbedded|spawn\(|esdb-double|EventStoreDBStore|from 'pg'/;
+const HEAVY = /testDatabase|testApp|testLedger|testStores|launchChromium|findChromium|embeddedWorker|startService|startLocalChain|startCluster|helpers\/(db|app|ledger|cluster|pix|x402|oauth|balancer|service)|startEmbedded|spawn\(|esdb-double|EventStoreDBStore|from 'pg'/;
 
 function testFiles(dir: string): string[] {
   return fs.readdirSync(path.join(root, dir), { withFileTypes: true }).flatMap((e) => {

@@ -23,15 +23,18 @@ t.test('the slowest files of the run, slowest first, failures marked, older resu
   await write('test/audit/c.test.ts.tap', 'ok 1 - x\n1..1\n# time=400ms\n', during);
   await write('test/old.test.ts.tap', 'ok 1 - x\n1..1\n# time=999999ms\n', new Date(since - 60_000));
   await write('test/notes.txt', '# time=5ms\n', during);
+  // Killed at its timeout: no closing time; it ran until its results were last written.
+  await write('test/killed.test.ts.tap', 'ok 1 - x # time=5ms\n', during);
 
   t.same(await fileTimes(since, dir), [
     { file: 'test/cluster/b.test.ts', ms: 91000.5, ok: false },
+    { file: 'test/killed.test.ts', ms: 60_000, ok: false },
     { file: 'test/http/a.test.ts', ms: 2500.25, ok: true },
     { file: 'test/audit/c.test.ts', ms: 400, ok: true },
   ]);
-  const note = await slowestFiles(since, since + 100_000, 2, dir);
-  t.match(note, /The 2 slowest of 3 files/);
-  t.match(note, /91\.0 s {2}test\/cluster\/b\.test\.ts {2}\(failed\)\n#\s+2\.5 s {2}test\/http\/a\.test\.ts\n/);
+  const note = await slowestFiles(since, since + 100_000, 3, dir);
+  t.match(note, /The 3 slowest of 4 files/);
+  t.match(note, /91\.0 s {2}test\/cluster\/b\.test\.ts {2}\(failed\)\n#\s+60\.0 s {2}test\/killed\.test\.ts {5}\(failed\)\n#\s+2\.5 s {2}test\/http\/a\.test\.ts\n/);
   t.notMatch(note, /c\.test\.ts|old\.test\.ts/);
-  t.match(note, /All files: 93\.9 s in 100\.0 s of wall time/);
+  t.match(note, /All files: 153\.9 s in 100\.0 s of wall time/);
 });
