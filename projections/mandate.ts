@@ -6,7 +6,7 @@ import type { Projection } from '../src/projector/projection.ts';
 
 export const mandateProjection: Projection = {
   name: 'mandate',
-  version: 1,
+  version: 2,
   tables: {
     mandates: (t) => `CREATE TABLE ${t} (
       id text PRIMARY KEY,
@@ -30,6 +30,8 @@ export const mandateProjection: Projection = {
     );
     CREATE INDEX ON ${t} (org_id, project_id, created_at);
     CREATE INDEX ON ${t} (consumer_id);
+    CREATE INDEX ON ${t} (org_id, project_id, consumer_id, created_at, id);
+    CREATE INDEX ON ${t} (org_id, project_id, agent_id, created_at, id);
     CREATE INDEX ON ${t} (expires_at) WHERE status IN ('active', 'paused')`,
     mandate_authorizations: (t) => `CREATE TABLE ${t} (
       transaction_id text PRIMARY KEY,
