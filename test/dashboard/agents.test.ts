@@ -26,6 +26,10 @@ if (!(await findChromium())) {
     (await api('POST', `/v1/consumers/mandates/${mandate.id}/spend`, { amount_minor: '7000', currency: 'BRL', merchant: 'mercado' })).statusCode,
   ];
 
+  // A session of the agent (its user is the agent's handle) with a mocked tool: one recorded tool call.
+  const session = (await api('POST', '/v1/sessions', { servers: ['clima'], user_id: 'buyer', mocks: { 'clima/get_forecast': { city: 'Recife', min_c: 24, max_c: 31 } } })).json();
+  const call = (await api('POST', `/v1/sessions/${session.id}/execute`, { tool: 'clima/get_forecast', input: { city: 'Recife' } })).json();
+
   const base = await listen(app);
   const browser = await chromium(t);
   const page = await signIn(await browser.newContext({ locale: 'en-US' }), base, sandboxProviders!.url, 'owner+agentco@example.com');
@@ -41,6 +45,10 @@ if (!(await findChromium())) {
     const spends = await page.textContent('#agent-spends');
     t.match(spends, '12.50 BRL');
     t.match(spends, /70\.00 BRL[\s\S]*Declined[\s\S]*Over the per-spend cap/, 'a refused spend says which rule');
+    t.match(call, { success: true, tool_call_id: /^tc_\d+$/ }, 'the agent made a tool call');
+    const calls = await page.textContent('#agent-calls');
+    t.match(calls, call.tool_call_id, 'its tool call is listed');
+    t.match(calls, 'get_forecast');
     const download = await page.request.get(`${base}/dashboard/agents/buyer/did.json`);
     t.equal(download.headers()['content-disposition'], 'attachment; filename="buyer.did.json"');
     t.same((await download.json()).authentication, [registered.kid], 'the downloadable document is the resolver’s');
@@ -71,5 +79,17 @@ if (!(await findChromium())) {
     const events = (await ledger.store.readStream(`agent-${org.orgId}.buyer`)).filter((e) => e.type === 'agent.key_rotated' || e.type === 'agent.key_revoked');
     t.equal(events.length, 2);
     for (const e of events) t.same((e.metadata as unknown as { actor: unknown }).actor, { kind: 'user', id: org.ownerId }, `${e.type}: the person is the actor`);
+  });
+
+  t.test('the list grows by cursor: 50 a page, then the older ones', async (t) => {
+    for (let i = 0; i < 50; i++) await api('POST', '/v1/agents', { agent_id: `extra-${String(i).padStart(2, '0')}`, principal_ref: 'p' });
+    await page.goto(`${base}/dashboard/agents`);
+    t.equal(await page.locator('#agents tbody tr').count(), 50, 'the newest 50');
+    t.equal(await page.locator('#agents a:has-text("Buyer bot")').count(), 0, 'the oldest is on the next page');
+    await page.click('text=Older →');
+    await page.waitForURL(/before=/);
+    t.equal(await page.locator('#agents tbody tr').count(), 1, 'the one older agent');
+    t.equal(await page.locator('#agents a:has-text("Buyer bot")').count(), 1);
+    t.equal(await page.locator('text=Older →').count(), 0, 'no older page after the last');
   });
 }

@@ -60,6 +60,10 @@ if (!(await findChromium())) {
     await page.click('#consumers a:has-text("Ana Souza")');
     await page.waitForURL(/\/dashboard\/consumers\/cns_/);
     t.match(await page.textContent('#wallet-BRL'), /Used\s*50\.00 BRL[\s\S]*Left\s*50\.00 BRL/);
+    await page.goto(`${base}/dashboard/mandates?agent=buyer`);
+    t.equal(await page.locator('#mandates tbody tr').count(), 1, "the agent's mandates");
+    await checkLook(t, page, 'the mandates list');
+    await page.goBack();
     await page.click('#consumer-mandates a:has-text("groceries")');
     await page.waitForURL(/\/dashboard\/mandates\/mdt_/);
     t.equal(await page.getAttribute('#cap-0', 'value'), '5000', 'the bar: spent');
