@@ -83,6 +83,15 @@ if (!(await findChromium())) {
     await page.click('#resume-mandate');
     await page.waitForSelector('#notice:has-text("The mandate is resumed")');
     t.equal((await spend('100')).statusCode, 201, '/v1 allows spends again');
+    // A sandbox card bound in the page: its authorization through /v1 is a spend, listed as a card's.
+    await page.click('#bind-card');
+    await page.waitForSelector('#notice:has-text("The sandbox card")');
+    const card = (await api('GET', `/v1/consumers/mandates/${mandate.id}/card`)).json().card;
+    t.match(card, { card_id: /^card_/, status: 'active' }, 'the card is bound, as /v1 reads it');
+    t.equal((await api('POST', `/v1/test/cards/${card.card_id}/authorizations`, { amount_minor: '250', currency: 'BRL', merchant: 'mercado' })).statusCode, 201);
+    await page.reload();
+    t.match(await page.textContent('#card'), card.card_id);
+    t.match(await page.locator('#decisions tbody tr').first().innerText(), /2\.50 BRL[\s\S]*Card[\s\S]*Approved/, "the card's authorization");
     const moves = (await ledger.store.readStream(`mandate-${mandate.id}`)).filter((e) => e.type === 'mandate.paused' || e.type === 'mandate.resumed');
     t.equal(moves.length, 2);
     for (const e of moves) t.same((e.metadata as unknown as { actor: unknown }).actor, { kind: 'user', id: org.ownerId }, `${e.type}: the person is the actor`);
