@@ -3,7 +3,7 @@ import type { AgentKeyView, AgentView as Agent } from '../usecases/agents.ts';
 import { didDocument } from '../usecases/agents.ts';
 import type { AgentSpend, AgentToolCall, Page } from '../usecases/agent-activity.ts';
 import { Badge, Button, type Column, Copyable, EmptyState, PostForm, Table, Time } from './components.tsx';
-import { Facts, ListPages } from './browse.tsx';
+import { ConfirmBox, Facts, ListPages } from './browse.tsx';
 import { Shell } from './layout.tsx';
 import { formatMinor } from './money.ts';
 import { declineWords } from './mandates-view.tsx';
@@ -88,6 +88,7 @@ function Keys({ agent, self, csrf, now, mayAct }: { agent: Agent; self: string; 
             <Button id="rotate-key">Rotate the signing key</Button>
           </PostForm>
           <PostForm action={`${self}/revoke`} csrf={csrf} inline>
+            <ConfirmBox id="confirm-revoke-agent" label="Revoking the agent cannot be undone" />
             <Button kind="danger" id="revoke-agent">
               Revoke the agent
             </Button>

@@ -4,7 +4,7 @@ import { agentSpends, agentToolCalls, browseAgents } from '../usecases/agent-act
 import { didDocument, getAgent, revokeAgent, revokeAgentKey, rotateAgentKey } from '../usecases/agents.ts';
 import { AgentView } from './agents-view.tsx';
 import { Badge, type Column, EmptyState, Table, Time } from './components.tsx';
-import { action, adminHere, ListPages, notFoundIn, queryOf } from './browse.tsx';
+import { action, adminHere, confirmed, ListPages, notFoundIn, queryOf } from './browse.tsx';
 import { type DashboardDeps, formField, personRun, takeFlash } from './context.ts';
 import { DASHBOARD_HEADERS, Shell, sendPage } from './layout.tsx';
 import type { AgentView as Agent } from '../usecases/agents.ts';
@@ -108,6 +108,7 @@ export async function agentRoutes(app: FastifyInstance, deps: DashboardDeps, sig
     back,
     refusal,
     act: async (req, person) => {
+      confirmed(req.body, 'Revoking the agent cannot be undone');
       const r = await revokeAgent(deps, personRun(deps, req, person), { orgId: person.orgId }, handleOf(req));
       return `The agent is revoked: ${r.revoked_kids.length} ${r.revoked_kids.length === 1 ? 'key' : 'keys'} revoked. Its mandates are not changed: pause or revoke them on their pages.`;
     },

@@ -2,7 +2,7 @@ import type { ComponentChildren } from 'preact';
 import type { FastifyInstance, FastifyReply, FastifyRequest, preHandlerHookHandler } from 'fastify';
 import { Rejection } from '../eventstore/handler.ts';
 import { roleInProject } from '../usecases/team.ts';
-import { atLeast, csrfOk, type DashboardDeps, flash, rejectionText } from './context.ts';
+import { atLeast, csrfOk, type DashboardDeps, flash, formField, rejectionText } from './context.ts';
 import { type Active, Shell, sendPage } from './layout.tsx';
 import { formatMinor } from './money.ts';
 import { refusedPage, roleRefusedPage } from './refused.tsx';
@@ -126,8 +126,25 @@ export function action(app: FastifyInstance, deps: DashboardDeps, signedIn: preH
       flash(reply, await o.act(req, person));
     } catch (err) {
       if (!(err instanceof Rejection)) throw err;
-      flash(reply, o.refusal?.(err) ?? rejectionText(err), 'error');
+      flash(reply, err.code === 'not_confirmed' ? err.message : (o.refusal?.(err) ?? rejectionText(err)), 'error');
     }
     return reply.redirect(o.back(req), 303);
   });
 }
+
+/** The box a person ticks to confirm an action that cannot be undone (checked by the route: unticked, nothing changes). */
+export function ConfirmBox({ id, label }: { id: string; label: string }) {
+  return (
+    <div class="field checks">
+      <label for={id}>
+        <input type="checkbox" id={id} name="confirm" value="yes" /> {label}
+      </label>
+    </div>
+  );
+}
+
+/** Whether the confirm box was ticked; else a refusal the notice says (nothing changes). */
+export function confirmed(body: unknown, what: string): void {
+  if (formField(body, 'confirm') !== 'yes') throw new Rejection('not_confirmed', `Tick “${what}” to confirm: nothing was changed.`);
+}
+

@@ -3,7 +3,7 @@ import type { FastifyRequest } from 'fastify';
 import type { CardRow, MandateRow } from '../usecases/mandates.ts';
 import type { MandateDecision, MandateLine, Page } from '../usecases/consumer-money.ts';
 import { Badge, Button, type Column, Copyable, EmptyState, Field, PostForm, Table, Time } from './components.tsx';
-import { CapBar, Facts, ListPages } from './browse.tsx';
+import { CapBar, ConfirmBox, Facts, ListPages } from './browse.tsx';
 import { Shell } from './layout.tsx';
 import { formatMinor } from './money.ts';
 
@@ -115,6 +115,7 @@ function Moves({ m, self, csrf }: { m: MandateRow; self: string; csrf: string })
       <p>{m.status === 'paused' ? 'Paused: every spend is refused until it is resumed.' : 'Active: spends within the caps are allowed.'}</p>
       <PostForm action={`${self}/move`} csrf={csrf} id="move-form">
         <Field id="move-reason" name="reason" label="Reason (optional)" hint="Recorded with the change, in the audit chain." maxLength={500} />
+        <ConfirmBox id="confirm-revoke" label="To revoke: revoking cannot be undone" />
         <div class="actions">
           <Button name="to" value={verb} id={`${verb}-mandate`}>
             {verb === 'pause' ? 'Pause the mandate' : 'Resume the mandate'}

@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyRequest, preHandlerHookHandler } from 'fas
 import { Rejection } from '../eventstore/handler.ts';
 import { browseMandates, mandateDecisions } from '../usecases/consumer-money.ts';
 import { bindMandateCard, moveMandate, type MandateRow, readMandateCard, readMandate, revokeMandateCard } from '../usecases/mandates.ts';
-import { action, adminHere, ListPages, notFoundIn, queryOf } from './browse.tsx';
+import { action, adminHere, confirmed, ListPages, notFoundIn, queryOf } from './browse.tsx';
 import { EmptyState } from './components.tsx';
 import { type DashboardDeps, formField, personRun, takeFlash } from './context.ts';
 import { Shell, sendPage } from './layout.tsx';
@@ -83,6 +83,7 @@ export async function mandateRoutes(app: FastifyInstance, deps: DashboardDeps, s
       const verb = formField(req.body, 'to');
       if (!Object.hasOwn(MOVES, verb)) throw new Rejection('invalid_transition', 'choose pause, resume or revoke');
       const to = MOVES[verb as keyof typeof MOVES];
+      if (to === 'revoked') confirmed(req.body, 'To revoke: revoking cannot be undone');
       const reason = formField(req.body, 'reason').trim().slice(0, 500) || null;
       const r = await moveMandate(ctx(req, person), idOf(req), to, reason);
       return r.changed ? MOVED[to] : `Nothing changed: the mandate was already ${to === 'active' ? 'active' : to}.`;

@@ -80,6 +80,10 @@ if (!(await findChromium())) {
     t.equal((await api('GET', `/v1/mandates/${mandate.id}`)).json().status, 'paused');
     await page.reload();
     t.match(await page.textContent('#decisions'), 'The mandate was paused when the spend came');
+    // Revoking cannot be undone: without the box ticked, nothing changes.
+    await page.click('#revoke-mandate');
+    await page.waitForSelector('#notice:has-text("to confirm: nothing was changed")');
+    t.equal((await api('GET', `/v1/mandates/${mandate.id}`)).json().status, 'paused', 'an unconfirmed revoke changes nothing');
     await page.click('#resume-mandate');
     await page.waitForSelector('#notice:has-text("The mandate is resumed")');
     t.equal((await spend('100')).statusCode, 201, '/v1 allows spends again');
