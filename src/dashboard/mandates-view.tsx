@@ -37,8 +37,9 @@ export function declineReason(m: MandateRow, d: MandateDecision): string {
       return `Asked ${amount}; this mandate allows at most ${formatMinor(slot?.per_tx_cap_minor ?? m.per_tx_cap_minor, d.currency)} in one spend.`;
     case 'total_cap_exceeded': {
       const cap = slot?.authorized_minor ?? m.cap_minor;
-      const left = BigInt(cap) - BigInt(d.spent_before_minor);
-      return `Asked ${amount}; ${formatMinor(d.spent_before_minor, d.currency)} of the ${formatMinor(cap, d.currency)} cap was already spent, so ${formatMinor((left < 0n ? 0n : left).toString(), d.currency)} was left.`;
+      const spent = d.spent_before_minor ?? '0';
+      const left = BigInt(cap) - BigInt(spent);
+      return `Asked ${amount}; ${formatMinor(spent, d.currency)} of the ${formatMinor(cap, d.currency)} cap was already spent, so ${formatMinor((left < 0n ? 0n : left).toString(), d.currency)} was left.`;
     }
     case 'merchant_not_allowed':
       return `${d.merchant} is not on the mandate's merchant list (${m.merchant_allowlist.join(', ') || 'empty'}).`;

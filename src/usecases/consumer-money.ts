@@ -47,8 +47,8 @@ export async function browseMandates(ports: Pick<Ports, 'db' | 'now'>, tenant: T
   return pageOf(rows, q.limit, (last) => timeCursor(last.created_at, last.id));
 }
 
-/** A spend decision on a mandate, with what its currency had spent before it (the numbers a decline is explained by). */
-export type MandateDecision = { transaction_id: string; channel: string; amount_minor: string; currency: string; merchant: string; decision: 'approved' | 'declined'; code: string | null; at: string; spent_before_minor: string; position: string };
+/** A spend decision on a mandate; a declined one with what its currency had spent before it (the approved spend before it recorded the total: the numbers a decline is explained by). */
+export type MandateDecision = { transaction_id: string; channel: string; amount_minor: string; currency: string; merchant: string; decision: 'approved' | 'declined'; code: string | null; at: string; spent_before_minor: string | null; position: string };
 
 /** The mandate's spend decisions, newest first; the cursor is a log position. The caller has read the mandate as the tenant's. */
 export async function mandateDecisions(ports: Pick<Ports, 'db'>, mandateId: string, q: { before?: string | undefined; limit: number }): Promise<Page<MandateDecision>> {
@@ -57,7 +57,8 @@ export async function mandateDecisions(ports: Pick<Ports, 'db'>, mandateId: stri
   if (q.before && /^[0-9A-Za-z:._-]{1,80}$/.test(q.before)) cursor = ` AND a.position < $${params.push(q.before)}`;
   const { rows } = await ports.db.query<MandateDecision>(
     `SELECT a.transaction_id, a.channel, a.amount_minor::text, a.currency, a.merchant, a.decision, a.code, ${TS('a.at')} AS at, a.position,
-       coalesce((SELECT sum(b.amount_minor) FROM mandate_authorizations b WHERE b.mandate_id = a.mandate_id AND b.currency = a.currency AND b.decision = 'approved' AND b.position < a.position), 0)::text AS spent_before_minor
+       CASE WHEN a.decision = 'declined' THEN coalesce((SELECT b.spent_minor FROM mandate_authorizations b
+         WHERE b.mandate_id = a.mandate_id AND b.position < a.position AND b.currency = a.currency AND b.decision = 'approved' ORDER BY b.position DESC LIMIT 1), 0)::text END AS spent_before_minor
      FROM mandate_authorizations a WHERE a.mandate_id = $1${cursor} ORDER BY a.position DESC LIMIT $2`,
     params,
   );
