@@ -35,7 +35,7 @@ export async function browseAgents(ports: Pick<Ports, 'db'>, orgId: string, q: {
     where += ' AND (created_at, handle) < ($3::timestamptz, $4)';
   }
   const { rows } = await ports.db.query<Omit<AgentView, 'keys'>>(
-    `SELECT ${AGENT_COLUMNS} FROM agents WHERE ${where} ORDER BY created_at DESC, handle DESC LIMIT $2`,
+    `SELECT ${AGENT_COLUMNS} FROM agents WHERE ${where} ORDER BY agents.created_at DESC, handle DESC LIMIT $2`,
     params,
   );
   const page = pageOf(rows, q.limit, (last) => timeCursor(last.created_at, last.agent_id));

@@ -24,7 +24,7 @@ function before(params: unknown[], raw: string | undefined, alias = ''): string 
 export async function browseConsumers(ports: Pick<Ports, 'db'>, orgId: string, q: { before?: string | undefined; limit: number }): Promise<Page<ConsumerView>> {
   const params: unknown[] = [orgId, q.limit + 1];
   const cursor = before(params, q.before);
-  const { rows } = await ports.db.query<ConsumerView>(`SELECT ${CONSUMER_COLUMNS} FROM consumers WHERE org_id = $1${cursor} ORDER BY created_at DESC, id DESC LIMIT $2`, params);
+  const { rows } = await ports.db.query<ConsumerView>(`SELECT ${CONSUMER_COLUMNS} FROM consumers WHERE org_id = $1${cursor} ORDER BY consumers.created_at DESC, id DESC LIMIT $2`, params);
   return pageOf(rows, q.limit, (last) => timeCursor(last.created_at, last.id));
 }
 
@@ -78,7 +78,7 @@ export async function consentStatement(ports: Pick<Ports, 'db'>, consentId: stri
   }
   const { rows } = await ports.db.query<StatementLine>(
     `SELECT bank_transaction_id, amount_minor::text, currency, credit_debit, description, ${TS('booked_at')} AS booked_at
-     FROM bank_statement_lines WHERE consent_id = $1${cursor} ORDER BY booked_at DESC, bank_transaction_id DESC LIMIT $2`,
+     FROM bank_statement_lines WHERE consent_id = $1${cursor} ORDER BY bank_statement_lines.booked_at DESC, bank_transaction_id DESC LIMIT $2`,
     params,
   );
   return pageOf(rows, q.limit, (last) => timeCursor(last.booked_at, last.bank_transaction_id));
@@ -92,7 +92,7 @@ export async function consumerCharges(ports: Pick<Ports, 'db'>, tenant: Tenant, 
   const cursor = before(params, q.before);
   const { rows } = await ports.db.query<ChargeLine>(
     `SELECT id, status, kind, amount_minor::text, currency, txid, ${TS('expires_at')} AS expires_at, ${TS('created_at')} AS created_at, ${TS('settled_at')} AS settled_at, end_to_end_id
-     FROM pix_charges WHERE consumer_id = $1 AND org_id = $2 AND project_id = $3${cursor} ORDER BY created_at DESC, id DESC LIMIT $4`,
+     FROM pix_charges WHERE consumer_id = $1 AND org_id = $2 AND project_id = $3${cursor} ORDER BY pix_charges.created_at DESC, id DESC LIMIT $4`,
     params,
   );
   return pageOf(rows, q.limit, (last) => timeCursor(last.created_at, last.id));
@@ -111,7 +111,7 @@ export async function consumerReceivements(ports: Pick<Ports, 'db'>, tenant: Ten
   }
   const { rows } = await ports.db.query<ReceivementLine>(
     `SELECT end_to_end_id, received_minor::text, credited_minor::text, correlation, charge_id, paid_at, ${TS('received_at')} AS received_at
-     FROM pix_receivements WHERE consumer_id = $1 AND org_id = $2 AND project_id = $3${cursor} ORDER BY received_at DESC, end_to_end_id DESC LIMIT $4`,
+     FROM pix_receivements WHERE consumer_id = $1 AND org_id = $2 AND project_id = $3${cursor} ORDER BY pix_receivements.received_at DESC, end_to_end_id DESC LIMIT $4`,
     params,
   );
   return pageOf(rows, q.limit, (last) => timeCursor(last.received_at, last.end_to_end_id));
@@ -119,6 +119,6 @@ export async function consumerReceivements(ports: Pick<Ports, 'db'>, tenant: Ten
 
 /** The consumer's Pix keys as last reconciled with the PSP's directory (the API's list asks the PSP first). */
 export async function cachedPixKeys(ports: Pick<Ports, 'db'>, consumerId: string): Promise<{ key: string; key_type: string; registered_at: string }[]> {
-  const { rows } = await ports.db.query<{ key: string; key_type: string; registered_at: string }>(`SELECT key, key_type, ${TS('registered_at')} AS registered_at FROM pix_keys WHERE consumer_id = $1 ORDER BY registered_at, key LIMIT 100`, [consumerId]);
+  const { rows } = await ports.db.query<{ key: string; key_type: string; registered_at: string }>(`SELECT key, key_type, ${TS('registered_at')} AS registered_at FROM pix_keys WHERE consumer_id = $1 ORDER BY pix_keys.registered_at, key LIMIT 100`, [consumerId]);
   return rows;
 }
