@@ -9,8 +9,9 @@ import { connectionPage } from '../usecases/session-activity.ts';
 import { workerOf } from '../usecases/signup-runner.ts';
 import { roleInProject } from '../usecases/team.ts';
 import { Badge, Button, type Column, EmptyState, Pagination, PostForm, Table, Time } from './components.tsx';
-import { atLeast, csrfOk, type DashboardDeps, flash, personRun, rejectionText, takeFlash } from './context.ts';
+import { atLeast, csrfOk, type DashboardDeps, flash, rejectionText, takeFlash } from './context.ts';
 import { Shell, sendPage } from './layout.tsx';
+import { projectRun } from './project-run.ts';
 import { refusedPage, roleRefusedPage } from './refused.tsx';
 import type { Person } from './session.ts';
 
@@ -36,7 +37,7 @@ const ConnectionStatus = ({ status }: { status: ConnectionRow['status'] }) => <B
 export async function connectionRoutes(app: FastifyInstance, deps: Deps, signedIn: preHandlerHookHandler): Promise<void> {
   // The app's browser worker (the same one /v1/cart/:merchant/connect uses: hosted browsers are kept per app).
   const worker = workerOf(deps.appPorts, (hook) => app.addHook('onClose', hook));
-  const hostedCtx = (req: FastifyRequest, p: Person) => ({ ports: deps.appPorts, tenant: tenantOf(p), run: personRun(deps, req, p) });
+  const hostedCtx = (req: FastifyRequest, p: Person) => ({ ports: deps.appPorts, tenant: tenantOf(p), run: projectRun(deps, req, p) });
 
   const listPage = async (req: FastifyRequest, reply: FastifyReply, started?: HostedStart) => {
     const person = req.person!;
@@ -102,11 +103,19 @@ export async function connectionRoutes(app: FastifyInstance, deps: Deps, signedI
     );
   };
 
-  const gate = async (req: FastifyRequest, reply: FastifyReply) => {
+  /**
+   * A write's gate: same origin with the CSRF token, and admin in the project. True when it refused (the refusal is sent):
+   * a boolean, since an async function returning the (thenable) reply would resolve to undefined.
+   */
+  const gate = async (req: FastifyRequest, reply: FastifyReply): Promise<boolean> => {
     const person = req.person!;
-    if (!csrfOk(req, deps.baseUrl, person)) return refusedPage(reply);
-    if (!(await mayWrite(deps, person))) return roleRefusedPage(reply, person, 'admin', 'connections');
-    return null;
+    if (!csrfOk(req, deps.baseUrl, person)) {
+      refusedPage(reply);
+      return true;
+    }
+    if (await mayWrite(deps, person)) return false;
+    roleRefusedPage(reply, person, 'admin', 'connections');
+    return true;
   };
   const connectionOf = async (req: FastifyRequest, reply: FastifyReply): Promise<ConnectionRow | null> => {
     const id = (req.params as { id: string }).id;
@@ -188,8 +197,7 @@ export async function connectionRoutes(app: FastifyInstance, deps: Deps, signedI
   });
 
   app.post('/dashboard/connections/:id/verify', { preHandler: signedIn }, async (req, reply) => {
-    const refused = await gate(req, reply);
-    if (refused) return refused;
+    if (await gate(req, reply)) return reply;
     const c = await connectionOf(req, reply);
     if (!c) return reply;
     const person = req.person!;
@@ -204,19 +212,17 @@ export async function connectionRoutes(app: FastifyInstance, deps: Deps, signedI
   });
 
   app.post('/dashboard/connections/:id/revoke', { preHandler: signedIn }, async (req, reply) => {
-    const refused = await gate(req, reply);
-    if (refused) return refused;
+    if (await gate(req, reply)) return reply;
     const c = await connectionOf(req, reply);
     if (!c) return reply;
-    const r = await revokeConnection({ ports: deps, tenant: tenantOf(req.person!), run: personRun(deps, req, req.person!) }, c.id);
+    const r = await revokeConnection({ ports: deps, tenant: tenantOf(req.person!), run: projectRun(deps, req, req.person!) }, c.id);
     flash(reply, r.already ? 'It was already revoked.' : 'Revoked: the credential is deleted; calls through it are refused.');
     return reply.redirect(`/dashboard/connections/${encodeURIComponent(c.id)}`, 303);
   });
 
   for (const merchant of HOSTED_MERCHANTS) {
     app.post(`/dashboard/connections/hosted/${merchant}`, { preHandler: signedIn }, async (req, reply) => {
-      const refused = await gate(req, reply);
-      if (refused) return refused;
+      if (await gate(req, reply)) return reply;
       try {
         return await listPage(req, reply, await startHostedConnect(hostedCtx(req, req.person!), worker, merchant));
       } catch (err) {
@@ -227,8 +233,7 @@ export async function connectionRoutes(app: FastifyInstance, deps: Deps, signedI
     });
 
     app.post(`/dashboard/connections/hosted/${merchant}/finish`, { preHandler: signedIn }, async (req, reply) => {
-      const refused = await gate(req, reply);
-      if (refused) return refused;
+      if (await gate(req, reply)) return reply;
       const sessionId = String((req.body as Record<string, unknown> | undefined)?.session_id ?? '');
       try {
         if (!SESSION.test(sessionId)) throw new Rejection('not_found', 'no hosted connect session has that id');

@@ -6,8 +6,9 @@ import { attemptsPerHour, autoPauseCause, deliveryPage } from '../usecases/webho
 import { getDelivery, redeliver, replayEvent } from '../usecases/webhook-deliveries.ts';
 import { createEndpoint, type EndpointRow, findEndpoint, listEndpoints, rotateEndpointSecret, updateEndpoint } from '../usecases/webhook-endpoints.ts';
 import { Button, type Column, EmptyState, ErrorSummary, Field, type FieldError, Pagination, PostForm, Select, Table, Time } from './components.tsx';
-import { atLeast, csrfOk, type DashboardDeps, flash, formField, personRun, rejectionText, takeFlash } from './context.ts';
+import { atLeast, csrfOk, type DashboardDeps, flash, formField, rejectionText, takeFlash } from './context.ts';
 import { Shell, sendPage } from './layout.tsx';
+import { projectRun } from './project-run.ts';
 import { refusedPage, roleRefusedPage } from './refused.tsx';
 import type { Person } from './session.ts';
 import { AutoPaused, DeliveryStatus, DeliveryTable, EndpointStatus, HourChart, NewSecret } from './webhooks-view.tsx';
@@ -35,7 +36,7 @@ const q = (req: FastifyRequest, name: string) => {
   return typeof v === 'string' && v.length <= 100 ? v : undefined;
 };
 const mayWrite = async (deps: Deps, p: Person) => atLeast(await roleInProject(deps.db, p.userId, p.role, p.projectId), 'admin');
-const ucCtx = (deps: Deps, req: FastifyRequest, p: Person) => ({ ports: deps, tenant: tenantOf(p), run: personRun(deps, req, p) });
+const ucCtx = (deps: Deps, req: FastifyRequest, p: Person) => ({ ports: deps, tenant: tenantOf(p), run: projectRun(deps, req, p) });
 
 export async function webhookRoutes(app: FastifyInstance, deps: Deps, signedIn: preHandlerHookHandler): Promise<void> {
   const listPage = async (req: FastifyRequest, reply: FastifyReply, opts: { status?: number; errors?: FieldError[]; form?: Form; created?: EndpointRow & { secret: string } } = {}) => {
@@ -185,19 +186,25 @@ export async function webhookRoutes(app: FastifyInstance, deps: Deps, signedIn: 
     notFound(reply, req.person!, 'This project has no webhook endpoint with that id.');
     return null;
   };
-  /** A write's gate: same origin with the CSRF token, and admin in the project. */
-  const gate = async (req: FastifyRequest, reply: FastifyReply) => {
+  /**
+   * A write's gate: same origin with the CSRF token, and admin in the project. True when it refused (the refusal is sent):
+   * a boolean, since an async function returning the (thenable) reply would resolve to undefined.
+   */
+  const gate = async (req: FastifyRequest, reply: FastifyReply): Promise<boolean> => {
     const person = req.person!;
-    if (!csrfOk(req, deps.baseUrl, person)) return refusedPage(reply);
-    if (!(await mayWrite(deps, person))) return roleRefusedPage(reply, person, 'admin', 'webhooks');
-    return null;
+    if (!csrfOk(req, deps.baseUrl, person)) {
+      refusedPage(reply);
+      return true;
+    }
+    if (await mayWrite(deps, person)) return false;
+    roleRefusedPage(reply, person, 'admin', 'webhooks');
+    return true;
   };
 
   app.get('/dashboard/webhooks', { preHandler: signedIn }, (req, reply) => listPage(req, reply));
 
   app.post('/dashboard/webhooks', { preHandler: signedIn }, async (req, reply) => {
-    const refused = await gate(req, reply);
-    if (refused) return refused;
+    if (await gate(req, reply)) return reply;
     const form: Form = { name: formField(req.body, 'name').trim(), event: formField(req.body, 'event'), url: formField(req.body, 'url').trim() };
     const errors: FieldError[] = [];
     if (!form.name || form.name.length > 200) errors.push({ field: 'endpoint-name', message: 'Enter a name of 1 to 200 characters' });
@@ -219,8 +226,7 @@ export async function webhookRoutes(app: FastifyInstance, deps: Deps, signedIn: 
   });
 
   app.post('/dashboard/webhooks/:id/status', { preHandler: signedIn }, async (req, reply) => {
-    const refused = await gate(req, reply);
-    if (refused) return refused;
+    if (await gate(req, reply)) return reply;
     const e = await endpointOf(req, reply);
     if (!e) return reply;
     const status = formField(req.body, 'status');
@@ -233,8 +239,7 @@ export async function webhookRoutes(app: FastifyInstance, deps: Deps, signedIn: 
   });
 
   app.post('/dashboard/webhooks/:id/rotate', { preHandler: signedIn }, async (req, reply) => {
-    const refused = await gate(req, reply);
-    if (refused) return refused;
+    if (await gate(req, reply)) return reply;
     const e = await endpointOf(req, reply);
     if (!e) return reply;
     const r = await rotateEndpointSecret(ucCtx(deps, req, req.person!), e.id);
@@ -258,8 +263,7 @@ export async function webhookRoutes(app: FastifyInstance, deps: Deps, signedIn: 
   });
 
   app.post('/dashboard/webhooks/:id/deliveries/:did/redeliver', { preHandler: signedIn }, async (req, reply) => {
-    const refused = await gate(req, reply);
-    if (refused) return refused;
+    if (await gate(req, reply)) return reply;
     const e = await endpointOf(req, reply);
     if (!e) return reply;
     const did = (req.params as { did: string }).did;
@@ -274,8 +278,7 @@ export async function webhookRoutes(app: FastifyInstance, deps: Deps, signedIn: 
   });
 
   app.post('/dashboard/webhooks/:id/replay', { preHandler: signedIn }, async (req, reply) => {
-    const refused = await gate(req, reply);
-    if (refused) return refused;
+    if (await gate(req, reply)) return reply;
     const e = await endpointOf(req, reply);
     if (!e) return reply;
     try {

@@ -106,6 +106,10 @@ if (!(await findChromium())) {
     t.not(secret, firstSecret);
     await page.goto(`${base}/dashboard/webhooks/${endpointId}`);
     t.notOk((await page.content()).includes(secret), 'not shown again');
+    const rotated = (await ledger.store.readStream(`webhook_endpoint-${endpointId}`)).at(-1)!;
+    t.equal(rotated.type, 'webhook_endpoint.secret_rotated');
+    t.match(rotated.metadata, { actor: { kind: 'user', id: org.ownerId }, project_id: org.projectId }, 'recorded with the person as actor, in the project');
+    t.notOk(JSON.stringify([rotated.data, rotated.metadata]).includes(secret.slice(6)), 'the secret is not in the event');
     const before = hits.length;
     const c = await newConsumer('Cid');
     const hit = await until(() => hits.slice(before).find((h) => h.body.includes(c.id)), 'the next delivery');
