@@ -39,7 +39,7 @@ export async function connectionRoutes(app: FastifyInstance, deps: Deps, signedI
   const worker = workerOf(deps.appPorts, (hook) => app.addHook('onClose', hook));
   const hostedCtx = (req: FastifyRequest, p: Person) => ({ ports: deps.appPorts, tenant: tenantOf(p), run: projectRun(deps, req, p) });
 
-  const listPage = async (req: FastifyRequest, reply: FastifyReply, started?: HostedStart) => {
+  const listPage = async (req: FastifyRequest, reply: FastifyReply, started?: Started, refusal?: string) => {
     const person = req.person!;
     const after = (req.query as Record<string, unknown> | undefined)?.after;
     const page = await connectionPage(deps, tenantOf(person), { after: typeof after === 'string' && after.length <= 400 ? after : undefined, limit: PAGE });
@@ -57,7 +57,7 @@ export async function connectionRoutes(app: FastifyInstance, deps: Deps, signedI
     ];
     return sendPage(
       reply,
-      <Shell person={person} title="Connections" active="connections" path="/dashboard/connections" notice={started ? { text: 'A browser is open on the shop’s login page.', tone: 'ok' } : takeFlash(req, reply)} styles={['flows.css']}>
+      <Shell person={person} title="Connections" active="connections" path="/dashboard/connections" notice={refusal ? { text: refusal, tone: 'error' } : started ? { text: 'A browser is open on the shop’s login page.', tone: 'ok' } : takeFlash(req, reply)} styles={['flows.css']}>
         {started ? <HostedStarted started={started} csrf={person.csrfToken} /> : null}
         <p class="lede">The credentials this project's agents call providers with. We keep them encrypted and never show them.</p>
         <h2>Connections</h2>
@@ -100,6 +100,7 @@ export async function connectionRoutes(app: FastifyInstance, deps: Deps, signedI
           ]}
         />
       </Shell>,
+      refusal ? 409 : 200,
     );
   };
 
@@ -241,8 +242,10 @@ export async function connectionRoutes(app: FastifyInstance, deps: Deps, signedI
         flash(reply, `Connected: your ${MERCHANT_LABEL[merchant]} login is stored.`);
         return reply.redirect(`/dashboard/connections/${encodeURIComponent(r.connection.id)}`, 303);
       } catch (err) {
+        // Not logged in yet: the same panel again, to finish once logged in through the live view still open.
+        if (err instanceof Rejection && err.code === 'not_logged_in') return listPage(req, reply, { merchant, session_id: sessionId }, 'You have not logged in yet: log in through the live view, then finish.');
         if (err instanceof OwnedElsewhere) flash(reply, 'That browser runs on another instance of the service: finish from the application, or start again here.', 'error');
-        else if (err instanceof Rejection) flash(reply, err.code === 'not_logged_in' ? 'You have not logged in yet: log in through the live view, then finish.' : rejectionText(err), 'error');
+        else if (err instanceof Rejection) flash(reply, rejectionText(err), 'error');
         else throw err;
         return reply.redirect('/dashboard/connections', 303);
       }
@@ -250,16 +253,23 @@ export async function connectionRoutes(app: FastifyInstance, deps: Deps, signedI
   }
 }
 
+/** A hosted connect started: its live view (when just started), the way to finish. */
+type Started = Pick<HostedStart, 'merchant' | 'session_id'> & Partial<Pick<HostedStart, 'live_view_url' | 'note'>>;
+
 /** A hosted connect just started: open the live view, log in, then finish here. */
-function HostedStarted({ started, csrf }: { started: HostedStart; csrf: string }) {
+function HostedStarted({ started, csrf }: { started: Started; csrf: string }) {
   return (
     <div class="panel" id="hosted-started">
       <h2>Log in to {MERCHANT_LABEL[started.merchant]}</h2>
       <ol>
         <li>
-          <a href={started.live_view_url} target="_blank" rel="noopener noreferrer" id="live-view-link">
-            Open the live view
-          </a>{' '}
+          {started.live_view_url ? (
+            <a href={started.live_view_url} target="_blank" rel="noopener noreferrer" id="live-view-link">
+              Open the live view
+            </a>
+          ) : (
+            'Open the live view'
+          )}{' '}
           (a new tab) and log in there yourself.
         </li>
         <li>Come back and finish: your login is stored as a connection.</li>
