@@ -87,6 +87,12 @@ try {
   const approvalId = held.statusCode === 403 ? (held.json().approval_id as string | undefined) : undefined;
   if (!approvalId) console.log(`note: the spend was not held (${held.statusCode}): the approvals queue is empty`);
 
+  // A webhook endpoint, a provider connection, a session with a tool call (the Webhooks, Connections and Sessions pages).
+  const endpoint = await post('/v1/webhook-endpoints', { event: 'mandate.created', name: 'order service', webhook_url: 'https://hooks.acme.example/ledger' });
+  const connection = await post('/v1/connections', { server_id: 'acme-payments', secret: sandbox.issueCredential('acme-payments') });
+  const session = await post('/v1/sessions', { servers: ['acme-payments'], user_id: 'household-7' });
+  const toolCall = await post(`/v1/sessions/${session.id}/execute`, { tool: 'acme-payments/create_charge', input: { amount_minor: 4590, currency: 'BRL' } });
+
   // An OAuth client asking for consent (the consent page).
   const client = must(await app.inject({ method: 'POST', url: '/oauth/register', payload: { redirect_uris: ['http://127.0.0.1/callback'], client_name: 'Acme IDE' } }), 201, 'oauth client').json();
   const challenge = createHash('sha256').update(randomBytes(32).toString('base64url')).digest('base64url');
@@ -144,6 +150,14 @@ try {
   await shoot('keys', '/dashboard/keys', contexts);
   await shoot('audit', '/dashboard/audit', contexts);
   await shoot('account', '/dashboard/account', contexts);
+  await shoot('webhooks', '/dashboard/webhooks', contexts);
+  if (endpoint.id) await shoot('webhook-endpoint', `/dashboard/webhooks/${endpoint.id}`, contexts);
+  await shoot('connections', '/dashboard/connections', contexts);
+  if (connection.id) await shoot('connection', `/dashboard/connections/${connection.id}`, contexts);
+  await shoot('sessions', '/dashboard/sessions', contexts);
+  if (session.id) await shoot('session', `/dashboard/sessions/${session.id}`, contexts);
+  await shoot('tool-calls', '/dashboard/tool-calls', contexts);
+  if (toolCall.tool_call_id) await shoot('tool-call', `/dashboard/tool-calls/${toolCall.tool_call_id}`, contexts);
   console.log(`${taken} screenshots in ${path.relative(process.cwd(), OUT)}`);
 } finally {
   for (const stop of stops) await stop().catch((err: unknown) => console.error('cleanup:', err instanceof Error ? err.message : err));
