@@ -32,6 +32,7 @@ if (!(await findChromium())) {
   const browser = await chromium(t);
   const context = await browser.newContext({ locale: 'en-US', viewport: { width: 1400, height: 1100 } });
   const page = await signIn(context, base, sb.url, 'owner+linkco@example.com');
+  let current = '';
 
   t.test('verify a connection with its provider, then revoke it', async (t) => {
     await page.goto(`${base}/dashboard/connections`);
@@ -91,7 +92,9 @@ if (!(await findChromium())) {
 
   t.test("a session's tool call appears live, with its payment view", async (t) => {
     // The connection revoked above is replaced through the API: the session's calls use it.
-    t.equal((await api('POST', '/v1/connections', { server_id: 'acme-payments', secret: sb.issueCredential('acme-payments') })).status, 201);
+    const again = await api('POST', '/v1/connections', { server_id: 'acme-payments', secret: sb.issueCredential('acme-payments') });
+    t.equal(again.status, 201);
+    current = again.body.id;
     await page.goto(`${base}/dashboard/sessions`);
     await checkLook(t, page, 'the sessions page');
     await page.click(`a[data-session="${session.id}"]`);
@@ -109,5 +112,20 @@ if (!(await findChromium())) {
     await checkLook(t, page, 'a tool call');
     await page.goto(`${base}/dashboard/tool-calls`);
     t.equal(await page.locator(`#calls a[data-call="${call.tool_call_id}"]`).count(), 1, 'in the project’s calls');
+  });
+
+  t.test('a member reads, and cannot change', async (t) => {
+    const mo = await signIn(await browser.newContext({ locale: 'en-US' }), base, sb.url, 'mo@linkco.example');
+    await mo.goto(`${base}/dashboard/connections/${current}`);
+    t.equal(await mo.locator('#revoke').count(), 0, 'no revoke button');
+    await mo.goto(`${base}/dashboard/connections`);
+    t.ok(await mo.isVisible('#cannot-write'));
+    const status = await mo.evaluate(async (url) => {
+      const csrf = document.querySelector('meta[name="csrf-token"]')!.getAttribute('content')!;
+      return (await fetch(url, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: `_csrf=${encodeURIComponent(csrf)}` })).status;
+    }, `${base}/dashboard/connections/${current}/revoke`);
+    t.equal(status, 403, 'refused');
+    await ledger.settle();
+    t.equal((await api('GET', `/v1/connections/${current}`)).body.status, 'connected', 'nothing changed');
   });
 }
