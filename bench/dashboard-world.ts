@@ -38,6 +38,14 @@ export type World = {
   organization(name: string): Promise<Org>;
   /** Runs make(0..n-1), `concurrency` at a time, printing progress to stderr. */
   many(what: string, n: number, make: (i: number) => Promise<unknown>, concurrency?: number): Promise<void>;
+  /**
+   * Brings `table` to `rows` rows of the organization by copying the rows it
+   * has (made through the API, so their shape is real) in SQL: `vary` gives,
+   * per column, the expression of a copy's value from the source row `src`
+   * and the copy's number `g` (ids and times must differ); every other column
+   * is copied as it is. Returns the rows the organization has then.
+   */
+  multiply(table: string, orgId: string, rows: number, vary: Record<string, string>): Promise<number>;
   close(): Promise<void>;
 };
 
@@ -109,6 +117,24 @@ export async function openWorld(url: string): Promise<World> {
           }
         }),
       );
+    },
+    async multiply(table, orgId, rows, vary) {
+      const count = async () => Number((await db.query<{ n: string }>(`SELECT count(*) AS n FROM ${table} WHERE org_id = $1`, [orgId])).rows[0]!.n);
+      const have = await count();
+      if (have === 0) throw new Error(`${table} has no row of the organization to copy`);
+      const copies = Math.ceil((rows - have) / have);
+      if (copies <= 0) return have;
+      const { rows: cols } = await db.query<{ column_name: string }>('SELECT column_name FROM information_schema.columns WHERE table_name = $1 ORDER BY ordinal_position', [table]);
+      const names = cols.map((c) => c.column_name);
+      const values = names.map((n) => vary[n] ?? `src.${n}`);
+      // In slices of 20 000 rows, each its own statement.
+      const per = Math.max(1, Math.floor(20_000 / have));
+      for (let from = 1; from <= copies; from += per) {
+        const to = Math.min(copies, from + per - 1);
+        await db.query(`INSERT INTO ${table} (${names.join(', ')}) SELECT ${values.join(', ')} FROM (SELECT * FROM ${table} WHERE org_id = $1 LIMIT $2) src, generate_series($3::int, $4::int) g`, [orgId, have, from, to]);
+      }
+      await db.query(`ANALYZE ${table}`);
+      return count();
     },
     async close() {
       await app.close();

@@ -9,7 +9,10 @@ import { openWorld, type Headers, type PageCase } from './dashboard-world.ts';
 // beside the API's list answering the same rows, at 100 000 rows in the table
 // the page lists. Every case is a file of bench/dashboard-pages/ (a PageCase:
 // it seeds its table through the API for an organization of its own, then
-// names the page and the API list). Each pair is timed through app.inject
+// names the page and the API list). A case makes its first rows through the
+// API, so their shape is real, and copies them in SQL up to the count
+// (World.multiply): 100 000 commands would take longer than a bench may (held
+// spends went at 20 a second on this shared machine). Each pair is timed through app.inject
 // (the server's own time: routing, the session or the credential, the use
 // case's reads, rendering or serialization; no socket), one request at a
 // time, in alternating rounds of the same run; prints p50 and p99 of each and

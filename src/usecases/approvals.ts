@@ -44,7 +44,7 @@ export async function getApproval(ports: Pick<Ports, 'db'>, orgId: string, id: s
 /** Approvals of the organization (of one project when given), newest first. */
 export async function listApprovals(ports: Pick<Ports, 'db'>, orgId: string, q: { status: ApprovalStatus | null; limit: number; projectId: string | null }): Promise<ApprovalRow[]> {
   const { rows } = await ports.db.query<ApprovalRow>(
-    `SELECT ${COLUMNS} FROM approvals WHERE org_id = $1 AND ($2::text IS NULL OR status = $2) AND ($4::text IS NULL OR project_id = $4) ORDER BY created_at DESC, id DESC LIMIT $3`,
+    `SELECT ${COLUMNS} FROM approvals WHERE org_id = $1 AND ($2::text IS NULL OR status = $2) AND ($4::text IS NULL OR project_id = $4) ORDER BY approvals.created_at DESC, id DESC LIMIT $3`,
     [orgId, q.status, q.limit, q.projectId],
   );
   return rows;
@@ -106,7 +106,7 @@ export async function approvalQueue(ports: Pick<Ports, 'db'>, orgId: string, pro
   const { rows: pending } = await ports.db.query<ApprovalRow>(
     `SELECT ${COLUMNS} FROM approvals WHERE org_id = $1 AND (project_id = $2 OR project_id IS NULL) AND status = 'pending'
        AND ($4::text IS NULL OR (expires_at, id) > (SELECT expires_at, id FROM approvals WHERE org_id = $1 AND id = $4))
-     ORDER BY expires_at, id LIMIT $3`,
+     ORDER BY approvals.expires_at, id LIMIT $3`,
     [orgId, projectId, limit + 1, page.pendingAfter ?? null],
   );
   const { rows: history } = await ports.db.query<ApprovalRow>(
