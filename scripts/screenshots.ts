@@ -157,7 +157,10 @@ try {
   await shoot('sessions', '/dashboard/sessions', contexts);
   if (session.id) await shoot('session', `/dashboard/sessions/${session.id}`, contexts);
   await shoot('tool-calls', '/dashboard/tool-calls', contexts);
-  if (toolCall.tool_call_id) await shoot('tool-call', `/dashboard/tool-calls/${toolCall.tool_call_id}`, contexts);
+  // A call the provider refused is recorded too, its id in the error's details.
+  const toolCallId = (toolCall.tool_call_id ?? toolCall.error?.details?.tool_call_id) as string | undefined;
+  if (toolCallId) await shoot('tool-call', `/dashboard/tool-calls/${toolCallId}`, contexts);
+  else console.log(`note: the tool call was not recorded: ${JSON.stringify(toolCall).slice(0, 200)}`);
   console.log(`${taken} screenshots in ${path.relative(process.cwd(), OUT)}`);
 } finally {
   for (const stop of stops) await stop().catch((err: unknown) => console.error('cleanup:', err instanceof Error ? err.message : err));

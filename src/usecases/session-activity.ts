@@ -25,9 +25,9 @@ export async function connectionPage(ports: Pick<Ports, 'db'>, t: Tenant, q: { a
     const [at, id, ...rest] = decode(q.after).split('|');
     if (!at || !id || rest.length > 0 || Number.isNaN(Date.parse(at))) return { rows: [], next: null };
     params.push(at, id);
-    where += ' AND (created_at, id) < ($4::timestamptz, $5)';
+    where += ' AND (connections.created_at, connections.id) < ($4::timestamptz, $5)';
   }
-  const { rows } = await ports.db.query<ConnectionRow>(`SELECT ${CONNECTION_COLUMNS} FROM connections WHERE ${where} ORDER BY created_at DESC, id DESC LIMIT $3`, params);
+  const { rows } = await ports.db.query<ConnectionRow>(`SELECT ${CONNECTION_COLUMNS} FROM connections WHERE ${where} ORDER BY connections.created_at DESC, connections.id DESC LIMIT $3`, params);
   const last = rows[rows.length - 1];
   return { rows, next: rows.length === q.limit && last ? encode(`${last.created_at}|${last.id}`) : null };
 }
