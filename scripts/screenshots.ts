@@ -82,16 +82,16 @@ try {
   const consumer = await post('/v1/consumers', { display_name: 'Ana Souza' });
   const mandate = await post('/v1/mandates', { consumer_id: consumer.id, agent_id: 'shopper', purpose: 'weekly groceries', merchant_allowlist: ['mercado-azul'], merchant_pin_kind: 'merchant-id', cap_minor: '80000', per_tx_cap_minor: '30000', currency: 'BRL', expires_at: Math.floor(Date.now() / 1000) + 30 * 86_400 });
   await post(`/v1/consumers/mandates/${mandate.id}/spend`, { amount_minor: '4590', currency: 'BRL', merchant: 'mercado-azul' });
-  await post('/v1/policies', { name: 'A person approves every spend', type: 'approval-required' });
-  const held = await app.inject({ method: 'POST', url: `/v1/consumers/mandates/${mandate.id}/spend`, headers: api, payload: { amount_minor: '12990', currency: 'BRL', merchant: 'mercado-azul' } });
-  const approvalId = held.statusCode === 403 ? (held.json().approval_id as string | undefined) : undefined;
-  if (!approvalId) console.log(`note: the spend was not held (${held.statusCode}): the approvals queue is empty`);
-
-  // A webhook endpoint, a provider connection, a session with a tool call (the Webhooks, Connections and Sessions pages).
+  // A webhook endpoint, a provider connection, a session with a tool call (the Webhooks, Connections and Sessions pages), before the policy that holds every call.
   const endpoint = await post('/v1/webhook-endpoints', { event: 'mandate.created', name: 'order service', webhook_url: 'https://hooks.acme.example/ledger' });
   const connection = await post('/v1/connections', { server_id: 'acme-payments', secret: sandbox.issueCredential('acme-payments') });
   const session = await post('/v1/sessions', { servers: ['acme-payments'], user_id: 'household-7' });
   const toolCall = await post(`/v1/sessions/${session.id}/execute`, { tool: 'acme-payments/create_charge', input: { amount_minor: 4590, currency: 'BRL' } });
+
+  await post('/v1/policies', { name: 'A person approves every spend', type: 'approval-required' });
+  const held = await app.inject({ method: 'POST', url: `/v1/consumers/mandates/${mandate.id}/spend`, headers: api, payload: { amount_minor: '12990', currency: 'BRL', merchant: 'mercado-azul' } });
+  const approvalId = held.statusCode === 403 ? (held.json().approval_id as string | undefined) : undefined;
+  if (!approvalId) console.log(`note: the spend was not held (${held.statusCode}): the approvals queue is empty`);
 
   // An OAuth client asking for consent (the consent page).
   const client = must(await app.inject({ method: 'POST', url: '/oauth/register', payload: { redirect_uris: ['http://127.0.0.1/callback'], client_name: 'Acme IDE' } }), 201, 'oauth client').json();
