@@ -16,6 +16,7 @@ export const VERIFICATION_STATUSES = ['pending', 'approved', 'rejected', 'expire
 export const sessionProjection: Projection = {
   name: 'session',
   // 2: a session's status reads `active` (was `open`), and its test-mode mocks are kept.
+  // 3: tool calls indexed by (org_id, project_id, seq) and (session_id, seq): the lists page by seq (the dashboard, GET /v1/tool-calls, a session's logs).
   version: 3,
   tables: {
     sessions: (t) => `CREATE TABLE ${t} (
@@ -58,8 +59,9 @@ export const sessionProjection: Projection = {
       position text COLLATE "C" NOT NULL
     );
     CREATE INDEX ON ${t} (org_id, project_id, called_at DESC, id DESC);
-    CREATE INDEX ON ${t} (connection_id, idempotency_key);
-    CREATE INDEX ON ${t} (session_id, seq)`,
+    CREATE INDEX ON ${t} (org_id, project_id, seq);
+    CREATE INDEX ON ${t} (session_id, seq);
+    CREATE INDEX ON ${t} (connection_id, idempotency_key)`,
   },
   eventTypes: new Set(['session.created', 'session.closed', 'session.deleted', 'tool_call.started', 'tool_call.succeeded', 'tool_call.failed', 'connection.webhook_received']),
   async apply(tx, event, t) {

@@ -84,6 +84,12 @@ try {
   await post(`/v1/consumers/mandates/${mandate.id}/spend`, { amount_minor: '4590', currency: 'BRL', merchant: 'mercado-azul' });
   // Over the per-spend cap: a refused spend, which the mandate's page explains.
   await post(`/v1/consumers/mandates/${mandate.id}/spend`, { amount_minor: '35000', currency: 'BRL', merchant: 'mercado-azul' });
+  // A webhook endpoint, a provider connection, a session with a tool call (the Webhooks, Connections and Sessions pages), before the policy that holds every call.
+  const endpoint = await post('/v1/webhook-endpoints', { event: 'mandate.created', name: 'order service', webhook_url: 'https://hooks.acme.example/ledger' });
+  const connection = await post('/v1/connections', { server_id: 'acme-payments', secret: sandbox.issueCredential('acme-payments') });
+  const session = await post('/v1/sessions', { servers: ['acme-payments'], user_id: 'household-7' });
+  const toolCall = await post(`/v1/sessions/${session.id}/execute`, { tool: 'acme-payments/create_charge', input: { amount_minor: 4590, currency: 'BRL' } });
+
   await post('/v1/policies', { name: 'A person approves every spend', type: 'approval-required' });
   const held = await app.inject({ method: 'POST', url: `/v1/consumers/mandates/${mandate.id}/spend`, headers: api, payload: { amount_minor: '12990', currency: 'BRL', merchant: 'mercado-azul' } });
   const approvalId = held.statusCode === 403 ? (held.json().approval_id as string | undefined) : undefined;
@@ -153,6 +159,17 @@ try {
   await shoot('mandates', '/dashboard/mandates', contexts);
   await shoot('mandate', `/dashboard/mandates/${mandate.id}`, contexts);
   console.log('skipped pix-charge and bank-consent: this script wires no PSP and no bank (test/dashboard/money.test.ts checks their look)');
+  await shoot('webhooks', '/dashboard/webhooks', contexts);
+  if (endpoint.id) await shoot('webhook-endpoint', `/dashboard/webhooks/${endpoint.id}`, contexts);
+  await shoot('connections', '/dashboard/connections', contexts);
+  if (connection.id) await shoot('connection', `/dashboard/connections/${connection.id}`, contexts);
+  await shoot('sessions', '/dashboard/sessions', contexts);
+  if (session.id) await shoot('session', `/dashboard/sessions/${session.id}`, contexts);
+  await shoot('tool-calls', '/dashboard/tool-calls', contexts);
+  // A call the provider refused is recorded too, its id in the error's details.
+  const toolCallId = (toolCall.tool_call_id ?? toolCall.error?.details?.tool_call_id) as string | undefined;
+  if (toolCallId) await shoot('tool-call', `/dashboard/tool-calls/${toolCallId}`, contexts);
+  else console.log(`note: the tool call was not recorded: ${JSON.stringify(toolCall).slice(0, 200)}`);
   console.log(`${taken} screenshots in ${path.relative(process.cwd(), OUT)}`);
 } finally {
   for (const stop of stops) await stop().catch((err: unknown) => console.error('cleanup:', err instanceof Error ? err.message : err));

@@ -379,7 +379,7 @@ async function registerDashboard(app: FastifyInstance, deps: AppDeps, opts: Buil
   const mailer = opts.mailer ?? (sandbox ? new SandboxMailer(sandbox, from) : new UnconfiguredMailer());
   const limit = (burst: number) => new SharedRateLimiter(opts.db, { burst, perSecond: burst / SIGNIN_REFILL_WINDOW_S, message: 'too many sign-in codes asked' });
   const signInLimits = { perAddress: limit(opts.signInBursts?.perAddress ?? SIGNIN_PER_ADDRESS_BURST), perClient: limit(opts.signInBursts?.perClient ?? SIGNIN_PER_CLIENT_BURST) };
-  await app.register(async (scope) => dashboardRoutes(scope, { ...deps, readSide: opts.readSide, mailer, signInLimits, sessions: new Sessions(opts.db, deps.now) }));
+  await app.register(async (scope) => dashboardRoutes(scope, { ...deps, appPorts: deps, readSide: opts.readSide, mailer, signInLimits, sessions: new Sessions(opts.db, deps.now) }));
 }
 
 /** The sessions, their tool calls and status streams, connect links, signup runs and hosted connect (registered after the core routes). */

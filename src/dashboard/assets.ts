@@ -33,6 +33,8 @@ const FILES: Record<string, string> = {
   'flows.css': own('flows.css'),
   'money.css': own('money.css'),
   'verify-entry.js': own('verify-entry.js'),
+  'webhooks-chart.js': own('webhooks-chart.js'),
+  'sessions-live.js': own('sessions-live.js'),
   'noble-ed25519.js': libFile('@noble/ed25519', 'index.js'),
   'htmx.js': libFile('htmx.org', 'dist/htmx.min.js'),
   'uplot.js': libFile('uplot', 'dist/uPlot.iife.min.js'),

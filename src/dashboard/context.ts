@@ -20,6 +20,8 @@ export type DashboardDeps = Ports & {
   mailer: Mailer;
   signInLimits: { perAddress: Limiter; perClient: Limiter };
   sessions: Sessions;
+  /** The app's own ports object (not a copy): what is kept per app by identity (the browser worker, hosted browsers' live views) is found by it. */
+  appPorts: Ports;
 };
 
 /** Runs a command as the person (actor `user`), in their organization, and waits until the read side has it. */

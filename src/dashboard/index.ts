@@ -19,6 +19,9 @@ import { consumerRoutes } from './consumers.tsx';
 import { mandateRoutes } from './mandates.tsx';
 import { pixRoutes } from './pix.tsx';
 import { bankRoutes } from './bank.tsx';
+import { webhookRoutes } from './webhooks.tsx';
+import { connectionRoutes } from './connections.tsx';
+import { sessionRoutes } from './sessions.tsx';
 
 // The dashboard: the people's surface, server-rendered HTML under
 // /dashboard over the same use cases as the HTTP API (never over the API).
@@ -54,6 +57,9 @@ export async function dashboardRoutes(app: FastifyInstance, deps: DashboardDeps)
   await mandateRoutes(app, deps, signedIn);
   await pixRoutes(app, deps, signedIn);
   await bankRoutes(app, deps, signedIn);
+  await webhookRoutes(app, deps, signedIn);
+  await connectionRoutes(app, deps, signedIn);
+  await sessionRoutes(app, deps, signedIn);
   // Any other path under /dashboard is a person's mistyped or stale link: a page, not the API's JSON 404.
   app.get('/dashboard/*', async (req, reply) => notFoundPage(reply, req.url.split('?')[0]!.slice(0, 200)));
 }

@@ -11,7 +11,7 @@ import type { Person } from './session.ts';
 // pages and of other services' pages (the OAuth consent page, the sandbox
 // outbox). Every page is rendered to a string here, with its headers.
 
-export type Active = 'home' | 'approvals' | 'team' | 'keys' | 'audit' | 'account' | 'agents' | 'consumers';
+export type Active = 'home' | 'approvals' | 'team' | 'keys' | 'audit' | 'account' | 'agents' | 'consumers' | 'webhooks' | 'connections' | 'sessions';
 
 const NAV: readonly { key: Active; href: string; label: string }[] = [
   { key: 'home', href: '/dashboard', label: 'Home' },
@@ -21,6 +21,9 @@ const NAV: readonly { key: Active; href: string; label: string }[] = [
   { key: 'team', href: '/dashboard/team', label: 'Team' },
   { key: 'keys', href: '/dashboard/keys', label: 'API keys' },
   { key: 'audit', href: '/dashboard/audit', label: 'Audit' },
+  { key: 'webhooks', href: '/dashboard/webhooks', label: 'Webhooks' },
+  { key: 'connections', href: '/dashboard/connections', label: 'Connections' },
+  { key: 'sessions', href: '/dashboard/sessions', label: 'Sessions' },
 ];
 
 type Notice = { text: string; tone?: 'ok' | 'error' } | string | null | undefined;

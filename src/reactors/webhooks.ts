@@ -95,6 +95,9 @@ export async function migrateWebhooks(db: Db): Promise<void> {
       created_at timestamptz NOT NULL
     )`);
     await createMissingIndex(tx, 'webhook_attempts_delivery', `CREATE INDEX IF NOT EXISTS webhook_attempts_delivery ON webhook_attempts (delivery_id, attempt)`);
+    // The dashboard's reads: dead letters by cursor, and attempts per hour.
+    await createMissingIndex(tx, 'webhook_deliveries_dead', `CREATE INDEX IF NOT EXISTS webhook_deliveries_dead ON webhook_deliveries (trigger_id, id) WHERE status = 'dead'`);
+    await createMissingIndex(tx, 'webhook_attempts_created', `CREATE INDEX IF NOT EXISTS webhook_attempts_created ON webhook_attempts (created_at)`);
     await tx.query(`CREATE TABLE IF NOT EXISTS webhook_endpoint_stats (
       trigger_id text PRIMARY KEY,
       total_runs bigint NOT NULL DEFAULT 0,
