@@ -3,6 +3,7 @@ import { render } from 'preact-render-to-string';
 import type { FastifyReply } from 'fastify';
 import { assetUrl } from './assets.ts';
 import type { Person } from './session.ts';
+import { SearchBox } from './search-box.tsx';
 
 // The dashboard's shell: header (organization switcher when the person
 // belongs to several, project switcher, the test/live switch, always
@@ -11,7 +12,7 @@ import type { Person } from './session.ts';
 // pages and of other services' pages (the OAuth consent page, the sandbox
 // outbox). Every page is rendered to a string here, with its headers.
 
-export type Active = 'home' | 'approvals' | 'team' | 'keys' | 'audit' | 'account';
+export type Active = 'home' | 'approvals' | 'team' | 'keys' | 'audit' | 'account' | 'mcp' | 'usage' | 'policies' | 'memory' | 'search';
 
 const NAV: readonly { key: Active; href: string; label: string }[] = [
   { key: 'home', href: '/dashboard', label: 'Home' },
@@ -19,6 +20,10 @@ const NAV: readonly { key: Active; href: string; label: string }[] = [
   { key: 'team', href: '/dashboard/team', label: 'Team' },
   { key: 'keys', href: '/dashboard/keys', label: 'API keys' },
   { key: 'audit', href: '/dashboard/audit', label: 'Audit' },
+  { key: 'mcp', href: '/dashboard/mcp-servers', label: 'MCP servers' },
+  { key: 'usage', href: '/dashboard/usage', label: 'Usage' },
+  { key: 'policies', href: '/dashboard/policies', label: 'Policies' },
+  { key: 'memory', href: '/dashboard/memory', label: 'Memory' },
 ];
 
 type Notice = { text: string; tone?: 'ok' | 'error' } | string | null | undefined;
@@ -169,6 +174,7 @@ export function Shell({ person, title, active, notice, path, scripts, styles, ch
             <a class="brand" href="/dashboard">
               Agent Ledger
             </a>
+            <SearchBox />
             <Switchers person={person} back={path ?? '/dashboard'} />
           </div>
           <div class={`env-banner ${person.environment}`} id="env-banner">
