@@ -276,7 +276,7 @@ function registerBodyParsers(app: FastifyInstance): void {
 /** The ports and services every route family shares. */
 function composeDeps(opts: BuildOptions): AppDeps {
   const orgCache = new ReadCache<unknown>(opts.readSide.progress, orgProjection.name);
-  const keyUsage = new KeyUsage(opts.db, opts.now ?? (() => new Date()));
+  const keyUsage = new KeyUsage(opts.db, opts.now ?? (() => new Date()), opts.rateLimit ?? defaultRateLimit);
   const auth = new Authenticator(opts.db, opts.serviceSecret, orgCache, new ReadCache<unknown>(opts.readSide.progress, oauthProjection.name), {
     resourceMetadataUrl: oauthUrls(opts.baseUrl).resourceMetadata,
     ...(opts.now ? { now: opts.now } : {}),

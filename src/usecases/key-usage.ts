@@ -40,6 +40,8 @@ export class KeyUsage {
   constructor(
     private readonly db: Queryable,
     private readonly now: () => Date,
+    /** The per-key rate limit the figures are measured against (the API's: a bucket of `burst`, refilled at `perSecond`). */
+    readonly limit?: { burst: number; perSecond: number },
   ) {}
 
   seen(keyId: string, projectId?: string): void {
