@@ -16,7 +16,7 @@ export async function counterpartyPage(db: Queryable, t: Tenant, cursor: string 
   const { rows } = await db.query<CounterpartyLine>(
     `SELECT id, kind, name, identifier, identifier_kind, ${TS('last_seen_at')} AS last_seen_at FROM counterparties
      WHERE org_id = $1 AND project_id = $2 ${c ? 'AND (last_seen_at, id) < ($4::timestamptz, $5)' : ''}
-     ORDER BY last_seen_at DESC, id DESC LIMIT $3`,
+     ORDER BY counterparties.last_seen_at DESC, counterparties.id DESC LIMIT $3`,
     c ? [t.orgId, t.projectId, limit + 1, c.at, c.id] : [t.orgId, t.projectId, limit + 1],
   );
   return pageOf(rows, limit, (r) => [r.last_seen_at, r.id]);
@@ -28,7 +28,7 @@ export async function interactionPage(db: Queryable, counterpartyId: string, cur
   const { rows } = await db.query<InteractionLine>(
     `SELECT id, kind, ${TS('occurred_at')} AS occurred_at, source, agent_id, amount_minor::text AS amount_minor, currency FROM interactions
      WHERE counterparty_id = $1 ${c ? 'AND (occurred_at, id) < ($3::timestamptz, $4)' : ''}
-     ORDER BY occurred_at DESC, id DESC LIMIT $2`,
+     ORDER BY interactions.occurred_at DESC, interactions.id DESC LIMIT $2`,
     c ? [counterpartyId, limit + 1, c.at, c.id] : [counterpartyId, limit + 1],
   );
   return pageOf(rows, limit, (r) => [r.occurred_at, r.id]);

@@ -29,7 +29,7 @@ export async function paidCallPage(db: Queryable, serverId: string, cursor: stri
   const c = decodeCursor(cursor);
   const { rows } = await db.query<PaidCall>(
     `SELECT id, tool_name, payer, price_atomic::text, fee_atomic::text, tx_hash, status, environment, ${TS('created_at')} AS created_at FROM mcp_calls
-     WHERE server_id = $1 ${c ? 'AND (created_at, id) < ($3::timestamptz, $4)' : ''} ORDER BY created_at DESC, id DESC LIMIT $2`,
+     WHERE server_id = $1 ${c ? 'AND (created_at, id) < ($3::timestamptz, $4)' : ''} ORDER BY mcp_calls.created_at DESC, mcp_calls.id DESC LIMIT $2`,
     c ? [serverId, limit + 1, c.at, c.id] : [serverId, limit + 1],
   );
   return pageOf(rows, limit, (r) => [r.created_at, r.id]);

@@ -57,7 +57,7 @@ export async function listDecisions(db: Queryable, orgId: string, q: DecisionQue
   }
   const { rows } = await db.query<DecisionRow>(
     `SELECT decision_id, rule_id, rule_type, decision, reason, agent_id, tool_name, amount_minor::text AS amount_minor, currency, approval_id, ${TS('at')} AS at
-     FROM policy_decisions WHERE ${where} ORDER BY at DESC, decision_id DESC LIMIT $2`,
+     FROM policy_decisions WHERE ${where} ORDER BY policy_decisions.at DESC, policy_decisions.decision_id DESC LIMIT $2`,
     params,
   );
   return pageOf(rows, q.limit, (r) => [r.at, r.decision_id]);
