@@ -13,7 +13,7 @@ import { lastDays, SeriesChart, seriesOf } from './usage-chart.tsx';
 // (100 % is the moment it refuses). Read-only.
 
 const DAYS = 14;
-const pct = (f: number) => `${Math.round(f * 100)} %`;
+const pct = (f: number) => `${Math.round(f * 100)}\u00a0%`;
 
 function RateTable({ keys, limit }: { keys: readonly KeyRate[]; limit: { burst: number; perSecond: number } | undefined }) {
   return (

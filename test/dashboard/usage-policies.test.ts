@@ -119,7 +119,7 @@ if (!(await findChromium())) {
     const { api_keys } = (await app.inject({ method: 'GET', url: '/v1/api-keys', headers: org.owner })).json() as { api_keys: { id: string; name: string; environment: string }[] };
     const key = api_keys.find((k) => k.name === 't' && k.environment === 'test')!;
     const row = page.locator('#keys-usage tr', { has: page.locator(`[id="${key.id}"]`) });
-    t.match(await row.textContent(), /100 %/, 'the fullest the bucket got');
+    t.match(await row.textContent(), /100\s%/, 'the fullest the bucket got');
     t.match(await row.locator('.badge-danger').textContent(), '1', 'the refusal counted');
   });
 }
