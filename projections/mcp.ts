@@ -6,7 +6,8 @@ import type { Projection } from '../src/projector/projection.ts';
 
 export const mcpProjection: Projection = {
   name: 'mcp',
-  version: 1,
+  // 2: indexes for the dashboard's lists of a server's paid calls and sweep transfers (issue 56).
+  version: 2,
   tables: {
     mcp_servers: (t) => `CREATE TABLE ${t} (
       id text PRIMARY KEY,
@@ -58,7 +59,9 @@ export const mcpProjection: Projection = {
       error text,
       created_at timestamptz NOT NULL,
       position text COLLATE "C" NOT NULL
-    )`,
+    );
+    CREATE INDEX ON ${t} (server_id, created_at DESC, id DESC);
+    CREATE INDEX ON ${t} (org_id, created_at)`,
     mcp_sweep_transfers: (t) => `CREATE TABLE ${t} (
       nonce text PRIMARY KEY,
       sweep_id text NOT NULL,
@@ -70,7 +73,8 @@ export const mcpProjection: Projection = {
       status text NOT NULL,
       tx_hash text,
       position text COLLATE "C" NOT NULL
-    )`,
+    );
+    CREATE INDEX ON ${t} (server_id, position DESC)`,
   },
   eventTypes: new Set(['mcp_server.created', 'mcp_server.updated', 'mcp_tool.updated', 'mcp_call.settled', 'mcp_call.completed', 'mcp_call.upstream_failed', 'mcp_sweep.transfer_intended', 'mcp_sweep.transfer_settled', 'mcp_sweep.transfer_failed']),
   async apply(tx, event, t) {

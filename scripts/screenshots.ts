@@ -94,6 +94,11 @@ try {
   const held = await app.inject({ method: 'POST', url: `/v1/consumers/mandates/${mandate.id}/spend`, headers: api, payload: { amount_minor: '12990', currency: 'BRL', merchant: 'mercado-azul' } });
   const approvalId = held.statusCode === 403 ? (held.json().approval_id as string | undefined) : undefined;
   if (!approvalId) console.log(`note: the spend was not held (${held.statusCode}): the approvals queue is empty`);
+  // Commerce memory: a supplier the agent paid.
+  const supplier = await post('/v1/counterparties', { kind: 'supplier', name: 'Mercado Azul', identifier: 'compras@mercadoazul.example', identifier_kind: 'email' });
+  await post('/v1/commerce-memory/interactions', { counterparty_id: supplier.id, kind: 'payment', agent_id: 'shopper', amount_minor: 4590, currency: 'BRL' });
+  await app.inject({ method: 'PUT', url: `/v1/counterparties/${supplier.id}/preferences`, headers: api, payload: { preferences: { delivery_window: 'mornings', substitutions: 'ask first' } } });
+  const policyId = ((await (await app.inject({ method: 'GET', url: '/v1/policies', headers: api })).json()) as { id: string }[])[0]?.id;
 
   // An OAuth client asking for consent (the consent page).
   const client = must(await app.inject({ method: 'POST', url: '/oauth/register', payload: { redirect_uris: ['http://127.0.0.1/callback'], client_name: 'Acme IDE' } }), 201, 'oauth client').json();
@@ -170,6 +175,14 @@ try {
   const toolCallId = (toolCall.tool_call_id ?? toolCall.error?.details?.tool_call_id) as string | undefined;
   if (toolCallId) await shoot('tool-call', `/dashboard/tool-calls/${toolCallId}`, contexts);
   else console.log(`note: the tool call was not recorded: ${JSON.stringify(toolCall).slice(0, 200)}`);
+  await shoot('mcp-servers', '/dashboard/mcp-servers', contexts);
+  console.log('skipped mcp-server: a paid MCP server needs a reachable upstream and the local chain (see test/dashboard/mcp-servers.test.ts)');
+  await shoot('usage', '/dashboard/usage', contexts);
+  await shoot('policies', '/dashboard/policies', contexts);
+  if (policyId) await shoot('policy', `/dashboard/policies/${policyId}`, contexts);
+  await shoot('memory', '/dashboard/memory', contexts);
+  await shoot('counterparty', `/dashboard/memory/${supplier.id}`, contexts);
+  await shoot('search', '/dashboard/search', contexts);
   console.log(`${taken} screenshots in ${path.relative(process.cwd(), OUT)}`);
 } finally {
   for (const stop of stops) await stop().catch((err: unknown) => console.error('cleanup:', err instanceof Error ? err.message : err));

@@ -165,6 +165,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await migrateWebhooks(opts.db);
   await migrateKeyUsage(opts.db);
   const deps = composeDeps(opts);
+  // The keys' counts this instance still holds are added before the database goes.
+  app.addHook('onClose', async () => deps.keyUsage?.flush().catch(() => undefined));
 
   app.decorate('routeSpecs', deps.routes);
   app.decorate('registeredRoutes', registered);
@@ -274,10 +276,11 @@ function registerBodyParsers(app: FastifyInstance): void {
 /** The ports and services every route family shares. */
 function composeDeps(opts: BuildOptions): AppDeps {
   const orgCache = new ReadCache<unknown>(opts.readSide.progress, orgProjection.name);
+  const keyUsage = new KeyUsage(opts.db, opts.now ?? (() => new Date()), opts.rateLimit ?? defaultRateLimit);
   const auth = new Authenticator(opts.db, opts.serviceSecret, orgCache, new ReadCache<unknown>(opts.readSide.progress, oauthProjection.name), {
     resourceMetadataUrl: oauthUrls(opts.baseUrl).resourceMetadata,
     ...(opts.now ? { now: opts.now } : {}),
-    usage: new KeyUsage(opts.db, opts.now ?? (() => new Date())),
+    usage: keyUsage,
   });
   const providerRuntime = opts.providers ?? { catalog: Catalog.load(), client: new HttpProvider({ allow: opts.webhookTargets ?? { loopback: false, private: false } }), sandbox: undefined };
   return {
@@ -288,7 +291,8 @@ function composeDeps(opts: BuildOptions): AppDeps {
     orgCache,
     idempotency: new IdempotencyStore(opts.db),
     // Counted in PostgreSQL for every instance; each admission also reads the applied positions of the projections credentials come from (src/http/kernel/ratelimit.ts).
-    rateLimiter: new SharedRateLimiter(opts.db, opts.rateLimit ?? defaultRateLimit, auth.projections),
+    rateLimiter: new SharedRateLimiter(opts.db, opts.rateLimit ?? defaultRateLimit, auth.projections, undefined, (key, admitted, fill) => keyUsage.rated(key, admitted, fill)),
+    keyUsage,
     now: opts.now ?? (() => new Date()),
     readWaitMs: opts.readWaitMs ?? 5_000,
     sessionQuota: opts.sessionQuota ?? 100,

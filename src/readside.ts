@@ -16,6 +16,8 @@ import { connectionProjection } from '../projections/connection.ts';
 import { signupRunProjection } from '../projections/signup-run.ts';
 import { commerceMemoryProjection } from '../projections/commerce-memory.ts';
 import { sessionProjection } from '../projections/session.ts';
+import { policyDecisionsProjection } from '../projections/policy-decisions.ts';
+import { usageProjection } from '../projections/usage.ts';
 import { SEALER_NAME, Sealer, type SealerOptions } from './audit/sealer.ts';
 import type { EventStore, Position } from './eventstore/port.ts';
 import type { Db } from './postgres/db.ts';
@@ -39,7 +41,7 @@ import { mandateDecider } from '../commands/mandate.ts';
 /** The deciders whose streams the snapshotter follows (each opts in with `snapshot`). */
 export const snapshotted = [snapshotTarget(mandateDecider)];
 
-export const projections: readonly Projection[] = [orgProjection, agentProjection, consumerProjection, mandateProjection, mandateSlotProjection, directedConsentProjection, auditProjection, webhookProjection, bankConsentProjection, x402Projection, policyProjection, oauthProjection, pixProjection, connectionProjection, commerceMemoryProjection, mcpProjection, sessionProjection, signupRunProjection];
+export const projections: readonly Projection[] = [orgProjection, agentProjection, consumerProjection, mandateProjection, mandateSlotProjection, directedConsentProjection, auditProjection, webhookProjection, bankConsentProjection, x402Projection, policyProjection, oauthProjection, pixProjection, connectionProjection, commerceMemoryProjection, mcpProjection, sessionProjection, signupRunProjection, policyDecisionsProjection, usageProjection];
 
 export type ReadSide = {
   progress: Progress;

@@ -27,6 +27,7 @@ const FILES: Record<string, string> = {
   'dashboard.css': own('dashboard.css'),
   'dashboard.js': own('dashboard.js'),
   'chart.js': own('chart.js'),
+  'series-chart.js': own('series-chart.js'),
   'locale-guard.js': own('locale-guard.js'),
   'passkey.js': own('passkey.js'),
   'approvals-live.js': own('approvals-live.js'),

@@ -5,6 +5,7 @@ import type { Role } from '../../commands/org.ts';
 import type { Mailer } from '../adapters/mail/port.ts';
 import type { Ports, RunCommand } from '../usecases/context.ts';
 import type { ReadSide } from '../readside.ts';
+import type { KeyUsage } from '../usecases/key-usage.ts';
 import { FLASH_COOKIE, type Person, sameToken, type Sessions } from './session.ts';
 
 // What every dashboard page reaches: the use cases' ports, the sessions, the
@@ -22,6 +23,8 @@ export type DashboardDeps = Ports & {
   sessions: Sessions;
   /** The app's own ports object (not a copy): what is kept per app by identity (the browser worker, hosted browsers' live views) is found by it. */
   appPorts: Ports;
+  /** Keys' daily counts against the rate limit (the Usage page); absent in apps built without the API. */
+  keyUsage?: KeyUsage;
 };
 
 /** Runs a command as the person (actor `user`), in their organization, and waits until the read side has it. */

@@ -22,6 +22,11 @@ import { bankRoutes } from './bank.tsx';
 import { webhookRoutes } from './webhooks.tsx';
 import { connectionRoutes } from './connections.tsx';
 import { sessionRoutes } from './sessions.tsx';
+import { searchRoutes } from './search.tsx';
+import { policiesRoutes } from './policies.tsx';
+import { usageRoutes } from './usage.tsx';
+import { memoryRoutes } from './memory.tsx';
+import { mcpServerRoutes } from './mcp-servers.tsx';
 
 // The dashboard: the people's surface, server-rendered HTML under
 // /dashboard over the same use cases as the HTTP API (never over the API).
@@ -60,6 +65,11 @@ export async function dashboardRoutes(app: FastifyInstance, deps: DashboardDeps)
   await webhookRoutes(app, deps, signedIn);
   await connectionRoutes(app, deps, signedIn);
   await sessionRoutes(app, deps, signedIn);
+  await searchRoutes(app, deps, signedIn);
+  await policiesRoutes(app, deps, signedIn);
+  await usageRoutes(app, deps, signedIn);
+  await memoryRoutes(app, deps, signedIn);
+  await mcpServerRoutes(app, deps, signedIn);
   // Any other path under /dashboard is a person's mistyped or stale link: a page, not the API's JSON 404.
   app.get('/dashboard/*', async (req, reply) => notFoundPage(reply, req.url.split('?')[0]!.slice(0, 200)));
 }

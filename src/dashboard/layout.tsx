@@ -3,6 +3,7 @@ import { render } from 'preact-render-to-string';
 import type { FastifyReply } from 'fastify';
 import { assetUrl } from './assets.ts';
 import type { Person } from './session.ts';
+import { SearchBox } from './search-box.tsx';
 
 // The dashboard's shell: header (organization switcher when the person
 // belongs to several, project switcher, the test/live switch, always
@@ -11,19 +12,23 @@ import type { Person } from './session.ts';
 // pages and of other services' pages (the OAuth consent page, the sandbox
 // outbox). Every page is rendered to a string here, with its headers.
 
-export type Active = 'home' | 'approvals' | 'team' | 'keys' | 'audit' | 'account' | 'agents' | 'consumers' | 'webhooks' | 'connections' | 'sessions';
+export type Active = 'home' | 'approvals' | 'team' | 'keys' | 'audit' | 'account' | 'agents' | 'consumers' | 'webhooks' | 'connections' | 'sessions' | 'mcp' | 'usage' | 'policies' | 'memory' | 'search';
 
 const NAV: readonly { key: Active; href: string; label: string }[] = [
   { key: 'home', href: '/dashboard', label: 'Home' },
   { key: 'approvals', href: '/dashboard/approvals', label: 'Approvals' },
   { key: 'agents', href: '/dashboard/agents', label: 'Agents' },
   { key: 'consumers', href: '/dashboard/consumers', label: 'Consumers' },
+  { key: 'policies', href: '/dashboard/policies', label: 'Policies' },
+  { key: 'sessions', href: '/dashboard/sessions', label: 'Sessions' },
+  { key: 'connections', href: '/dashboard/connections', label: 'Connections' },
+  { key: 'webhooks', href: '/dashboard/webhooks', label: 'Webhooks' },
+  { key: 'mcp', href: '/dashboard/mcp-servers', label: 'MCP servers' },
+  { key: 'usage', href: '/dashboard/usage', label: 'Usage' },
+  { key: 'memory', href: '/dashboard/memory', label: 'Memory' },
+  { key: 'audit', href: '/dashboard/audit', label: 'Audit' },
   { key: 'team', href: '/dashboard/team', label: 'Team' },
   { key: 'keys', href: '/dashboard/keys', label: 'API keys' },
-  { key: 'audit', href: '/dashboard/audit', label: 'Audit' },
-  { key: 'webhooks', href: '/dashboard/webhooks', label: 'Webhooks' },
-  { key: 'connections', href: '/dashboard/connections', label: 'Connections' },
-  { key: 'sessions', href: '/dashboard/sessions', label: 'Sessions' },
 ];
 
 type Notice = { text: string; tone?: 'ok' | 'error' } | string | null | undefined;
@@ -167,6 +172,7 @@ export function Shell({ person, title, active, notice, path, scripts, styles, ch
             <a class="brand" href="/dashboard">
               Agent Ledger
             </a>
+            <SearchBox />
             <Switchers person={person} back={path ?? '/dashboard'} />
           </div>
           <div class={`env-banner ${person.environment}`} id="env-banner">

@@ -180,7 +180,7 @@ export class Authenticator {
     if (typeof header !== 'string' || headerValue(req.headers['x-svc-project']) !== c.project) return undefined;
     const presented = Buffer.from(header);
     if (presented.length !== c.header.length || !timingSafeEqual(presented, c.header)) return undefined;
-    this.opts.usage?.seen(c.auth.keyId);
+    this.opts.usage?.seen(c.auth.keyId, c.auth.projectId);
     return c.auth;
   }
 
@@ -347,7 +347,7 @@ export class Authenticator {
     const projectId = project.id;
     const scopes = grant ? grant.scopes.filter((x) => hasScope(row.scopes, x)) : row.scopes;
     const auth: ApiKeyAuth = { kind: 'api_key', orgId: row.org_id, projectId, projectBound: row.project_id !== null, environment: row.environment, keyId: row.key_id, scopes, ...(grant ? { grantId: grant.grantId } : {}) };
-    this.opts.usage?.seen(row.key_id);
+    this.opts.usage?.seen(row.key_id, projectId);
     return { auth, expiresAt: grant?.expiresAt };
   }
 

@@ -73,6 +73,8 @@ export class SharedRateLimiter {
     /** The projections whose applied positions each admission reports. */
     private readonly watch: readonly string[] = [],
     private readonly now: () => number = Date.now,
+    /** Told each decision on a key: admitted or not, and how full its bucket is after it (0..1): the Usage page's figures (src/usecases/key-usage.ts). */
+    private readonly observe?: (key: string, admitted: boolean, fill: number) => void,
   ) {}
 
   /**
@@ -124,6 +126,7 @@ export class SharedRateLimiter {
         continue;
       }
       const c = left.get(cell(w.key))!;
+      this.observe?.(w.key, c.admitted > 0, (c.tat - now) / tau);
       if (c.admitted > 0) {
         c.admitted--;
         w.resolve({ watched });

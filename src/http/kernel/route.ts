@@ -12,6 +12,7 @@ import type { SharedRateLimiter } from './ratelimit.ts';
 import type { Drain } from './drain.ts';
 import type { PageSpec } from './openapi.ts';
 import type { Ports } from '../../usecases/context.ts';
+import type { KeyUsage } from '../../usecases/key-usage.ts';
 
 // One way to declare a route: its zod schemas (params, query, body, responses),
 // its credential, scope and role, whether it takes an Idempotency-Key, and its
@@ -25,6 +26,8 @@ export type AppDeps = Ports & {
   auth: Authenticator;
   idempotency: IdempotencyStore;
   rateLimiter: SharedRateLimiter;
+  /** Keys' last use and daily counts (src/usecases/key-usage.ts). */
+  keyUsage?: KeyUsage;
   routes: RouteSpec[];
   /** Ends the open event streams when the instance drains (src/http/kernel/drain.ts). */
   drain: Drain;

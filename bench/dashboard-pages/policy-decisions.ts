@@ -1,0 +1,30 @@
+import type { PageCase } from '../dashboard-world.ts';
+
+// The Policies page: an organization whose one policy allows every spend, so
+// each spend is a recorded decision (`policy.decided`); 200 spends through the
+// API, copied up to `rows` decisions. The page lists the policies with their
+// counts per outcome and the latest 50 decisions, beside the API's list of the
+// same facts: GET /v1/audit-events?event_type=policy.decided&limit=50 (the
+// audit chain holds every decision; there is no other /v1 list of them, and
+// only the 200 decisions made through the API are in the chain).
+export default {
+  name: 'Policy decisions',
+  table: 'policy_decisions',
+  async seed(world, org, rows) {
+    await org.post('/v1/agents', { agent_id: 'buyer', principal_ref: 'p' });
+    const consumer = await org.post('/v1/consumers', { display_name: 'Ana' });
+    const mandate = await org.post('/v1/mandates', {
+      consumer_id: consumer.id, agent_id: 'buyer', purpose: 'bench', merchant_allowlist: ['shop'], merchant_pin_kind: 'merchant-id',
+      cap_minor: '100000000000', per_tx_cap_minor: '100000', currency: 'BRL', expires_at: Math.floor(Date.now() / 1000) + 86_400 * 30,
+    });
+    await org.post('/v1/policies', { name: 'spends are fine', type: 'allow', tools: ['mandate.spend'] }, org.key);
+    await world.many('allowed spends', Math.min(rows, 200), (i) => org.post(`/v1/consumers/mandates/${mandate.id}/spend`, { amount_minor: String(100 + (i % 1000)), currency: 'BRL', merchant: 'shop' }));
+    await world.multiply('policy_decisions', org.orgId, rows, {
+      decision_id: "src.decision_id || '_' || g",
+      at: "src.at - g * interval '1 second'",
+    });
+    return { page: '/dashboard/policies', api: '/v1/audit-events?event_type=policy.decided&limit=50', apiHeaders: org.key };
+  },
+  pageRows: (html) => (html.match(/data-label="Outcome"/g) ?? []).length,
+  apiRows: (json) => json.events.length,
+} satisfies PageCase;

@@ -1,0 +1,77 @@
+import t from 'tap';
+import { findChromium } from '../../src/adapters/browser/chromium.ts';
+import { bootstrapOrg, testApp } from '../helpers/app.ts';
+import { chromium, listen, signIn } from './browser.ts';
+import { checkLook } from './look-checks.ts';
+
+// Search in real Chromium: the box in the shell's header (on every page)
+// takes an id of any kind and opens its page (/dashboard/<family>/<id>); an id
+// nobody made, or one of another organization, is "nothing found", the same
+// words for both. The search page: axe-core clean, no sideways scroll.
+
+if (!(await findChromium())) {
+  t.skip('no Chromium found (CHROMIUM_PATH, /usr/bin/chromium or @sparticuz/chromium): the search tests did not run', async () => {});
+} else {
+  const { app, sandboxProviders } = await testApp(t, { providers: true });
+  const seed = async (name: string) => {
+    const org = await bootstrapOrg(app, name);
+    const post = async (url: string, payload: Record<string, unknown>) => {
+      const r = await app.inject({ method: 'POST', url, headers: org.key, payload });
+      if (r.statusCode >= 300) throw new Error(`${url} answered ${r.statusCode}: ${r.body}`);
+      return r.json();
+    };
+    await post('/v1/agents', { agent_id: `buyer-${name.toLowerCase()}`, principal_ref: 'p' });
+    const consumer = await post('/v1/consumers', { display_name: 'Ana' });
+    const mandate = await post('/v1/mandates', {
+      consumer_id: consumer.id,
+      agent_id: `buyer-${name.toLowerCase()}`,
+      purpose: 'groceries',
+      merchant_allowlist: ['market'],
+      merchant_pin_kind: 'merchant-id',
+      cap_minor: '100000',
+      per_tx_cap_minor: '100000',
+      currency: 'BRL',
+      expires_at: Math.floor(Date.now() / 1000) + 86_400,
+    });
+    const policy = await post('/v1/policies', { name: `${name} rule`, type: 'deny', tools: ['x402.*'] });
+    return { org, consumer, mandate, policy };
+  };
+  const mine = await seed('Findco');
+  const theirs = await seed('Otherco');
+
+  const base = await listen(app);
+  const browser = await chromium(t);
+  const page = await signIn(await browser.newContext({ locale: 'en-US' }), base, sandboxProviders!.url, 'owner+findco@example.com');
+
+  /** Types `text` in the header's box on the page open now and submits it; the URL the browser lands on. */
+  async function find(text: string): Promise<URL> {
+    await page.fill('#search-q', text);
+    await Promise.all([page.waitForEvent('framenavigated'), page.press('#search-q', 'Enter')]);
+    await page.waitForLoadState('domcontentloaded');
+    return new URL(page.url());
+  }
+
+  t.test('an id of each kind opens its page', async (t) => {
+    await page.goto(`${base}/dashboard`);
+    t.equal(await page.locator('header form[role="search"] #search-q').count(), 1, 'the box is in the header');
+    t.equal((await find(mine.policy.id)).pathname, `/dashboard/policies/${mine.policy.id}`);
+    t.match(await page.textContent('h1'), 'Findco rule', 'the policy page itself');
+    t.equal((await find(`  ${mine.mandate.id} `)).pathname, `/dashboard/mandates/${mine.mandate.id}`, 'a mandate, spaces trimmed');
+    await page.goto(`${base}/dashboard/policies`);
+    t.equal((await find(mine.consumer.id)).pathname, `/dashboard/consumers/${mine.consumer.id}`, 'a consumer, from another page');
+    await page.goto(`${base}/dashboard`);
+    t.equal((await find('buyer-findco')).pathname, '/dashboard/agents/buyer-findco', 'an agent by its handle');
+  });
+
+  t.test("another organization's id is nothing found, as an id nobody made", async (t) => {
+    await page.goto(`${base}/dashboard`);
+    for (const id of [theirs.policy.id, theirs.mandate.id, theirs.consumer.id, 'buyer-otherco', 'mdt_AAAAAAAAAAAAAAAA']) {
+      const at = await find(id);
+      t.equal(at.pathname, '/dashboard/search', id);
+      t.equal((await page.textContent('#nothing-found'))!.replace(/\s+/g, ' ').trim().replace(id, 'ID'), 'Nothing found for ID in this organization. Check the id (copy it whole, with its prefix such as tc_, ses_ or mdt_), or switch to the organization that holds it.', `${id}: the same words`);
+    }
+    await checkLook(t, page, 'search');
+    const r = await fetch(`${base}/dashboard/search?q=${theirs.mandate.id}`, { headers: { cookie: (await page.context().cookies()).map((c) => `${c.name}=${c.value}`).join('; ') }, redirect: 'manual' });
+    t.equal(r.status, 404, 'answered 404, not a redirect');
+  });
+}
