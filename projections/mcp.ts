@@ -7,7 +7,7 @@ import type { Projection } from '../src/projector/projection.ts';
 export const mcpProjection: Projection = {
   name: 'mcp',
   // 2: indexes for the dashboard's lists of a server's paid calls and sweep transfers (issue 56).
-  version: 2,
+  version: 3,
   tables: {
     mcp_servers: (t) => `CREATE TABLE ${t} (
       id text PRIMARY KEY,
@@ -62,6 +62,17 @@ export const mcpProjection: Projection = {
     );
     CREATE INDEX ON ${t} (server_id, created_at DESC, id DESC);
     CREATE INDEX ON ${t} (org_id, created_at)`,
+    // A server's paid calls summed per UTC day as they are projected: the earnings chart reads a row a day, not every call.
+    mcp_earnings_daily: (t) => `CREATE TABLE ${t} (
+      server_id text NOT NULL,
+      day date NOT NULL,
+      org_id text NOT NULL,
+      calls integer NOT NULL,
+      price_atomic numeric NOT NULL,
+      fee_atomic numeric NOT NULL,
+      PRIMARY KEY (server_id, day)
+    );
+    CREATE INDEX ON ${t} (org_id, day)`,
     mcp_sweep_transfers: (t) => `CREATE TABLE ${t} (
       nonce text PRIMARY KEY,
       sweep_id text NOT NULL,
@@ -118,7 +129,14 @@ export const mcpProjection: Projection = {
       case 'mcp_call.settled': {
         const d = e.data;
         await tx.query(
-          `INSERT INTO ${t.mcp_calls} (id, server_id, org_id, tool_name, environment, payer, price_atomic, fee_atomic, tx_hash, status, created_at, position) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'settled', $10, $11) ON CONFLICT (id) DO NOTHING`,
+          // The day's sums grow only when the call's row is new: applying the event again changes nothing.
+          `WITH call AS (
+             INSERT INTO ${t.mcp_calls} (id, server_id, org_id, tool_name, environment, payer, price_atomic, fee_atomic, tx_hash, status, created_at, position)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'settled', $10, $11) ON CONFLICT (id) DO NOTHING
+             RETURNING server_id, org_id, price_atomic, fee_atomic, created_at)
+           INSERT INTO ${t.mcp_earnings_daily} AS d (server_id, day, org_id, calls, price_atomic, fee_atomic)
+             SELECT server_id, (created_at AT TIME ZONE 'UTC')::date, org_id, 1, price_atomic, fee_atomic FROM call
+           ON CONFLICT (server_id, day) DO UPDATE SET calls = d.calls + 1, price_atomic = d.price_atomic + EXCLUDED.price_atomic, fee_atomic = d.fee_atomic + EXCLUDED.fee_atomic`,
           [d.call_id, d.server_id, d.org_id, d.tool_name, d.environment, d.payer, d.price_atomic, d.fee_atomic, d.tx_hash, d.at, pos],
         );
         return;

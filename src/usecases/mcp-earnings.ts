@@ -12,13 +12,13 @@ export type DayEarning = { day: string; calls: number; price_atomic: string; fee
 export type PaidCall = { id: string; tool_name: string; payer: string; price_atomic: string; fee_atomic: string; tx_hash: string; status: string; environment: string; created_at: string };
 export type SweepLine = { nonce: string; sweep_id: string; source: string; destination: string; amount_atomic: string; status: string; tx_hash: string | null; position: string };
 
-/** Paid calls (settled, answered or failed upstream: each was paid) and their fees per day since `since`, for the project's servers or one of them. */
+/** Paid calls (settled, answered or failed upstream: each was paid) and their fees per UTC day from the day of `since`, for the project's servers or one of them (the projection's daily sums). */
 export async function earningsPerDay(db: Queryable, t: Tenant, since: Date, serverId?: string): Promise<DayEarning[]> {
   const { rows } = await db.query<DayEarning>(
-    `SELECT to_char(date_trunc('day', c.created_at AT TIME ZONE 'UTC'), 'YYYY-MM-DD') AS day, count(*)::int AS calls, sum(c.price_atomic)::text AS price_atomic, sum(c.fee_atomic)::text AS fee_atomic
-     FROM mcp_calls c JOIN mcp_servers s ON s.id = c.server_id
-     WHERE c.org_id = $1 AND s.project_id = $2 AND c.created_at >= $3 ${serverId ? 'AND c.server_id = $4' : ''}
-     GROUP BY 1 ORDER BY 1`,
+    `SELECT to_char(d.day, 'YYYY-MM-DD') AS day, sum(d.calls)::int AS calls, sum(d.price_atomic)::text AS price_atomic, sum(d.fee_atomic)::text AS fee_atomic
+     FROM mcp_earnings_daily d JOIN mcp_servers s ON s.id = d.server_id
+     WHERE d.org_id = $1 AND s.project_id = $2 AND d.day >= ($3::timestamptz AT TIME ZONE 'UTC')::date ${serverId ? 'AND d.server_id = $4' : ''}
+     GROUP BY d.day ORDER BY d.day`,
     serverId ? [t.orgId, t.projectId, since, serverId] : [t.orgId, t.projectId, since],
   );
   return rows;
