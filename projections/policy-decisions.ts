@@ -8,7 +8,7 @@ import type { Projection } from '../src/projector/projection.ts';
 
 export const policyDecisionsProjection: Projection = {
   name: 'policy-decisions',
-  version: 1,
+  version: 2,
   tables: {
     policy_decisions: (t) => `CREATE TABLE ${t} (
       decision_id text PRIMARY KEY,
@@ -30,15 +30,29 @@ export const policyDecisionsProjection: Projection = {
     CREATE INDEX ON ${t} (org_id, rule_id, at DESC, decision_id DESC);
     CREATE INDEX ON ${t} (org_id, decision, at DESC, decision_id DESC);
     CREATE INDEX ON ${t} (org_id, rule_id, decision)`,
+    // Per policy, how many decisions of each outcome it made, counted as they are projected: the list reads a row per policy and outcome.
+    policy_decision_counts: (t) => `CREATE TABLE ${t} (
+      org_id text NOT NULL,
+      rule_id text NOT NULL,
+      decision text NOT NULL,
+      n bigint NOT NULL,
+      PRIMARY KEY (org_id, rule_id, decision)
+    )`,
   },
   eventTypes: new Set(['policy.decided']),
   async apply(tx, event, t) {
     const e = parseEvent(event.type, event.data);
     if (e.type !== 'policy.decided') return;
     const d = e.data;
+    // The count grows only when the decision's row is new: applying the event again changes nothing.
     await tx.query(
-      `INSERT INTO ${t.policy_decisions} (decision_id, org_id, project_id, rule_id, rule_type, decision, reason, agent_id, tool_name, amount_minor, currency, approval_id, at, position)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT (decision_id) DO NOTHING`,
+      `WITH fresh AS (
+         INSERT INTO ${t.policy_decisions} (decision_id, org_id, project_id, rule_id, rule_type, decision, reason, agent_id, tool_name, amount_minor, currency, approval_id, at, position)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT (decision_id) DO NOTHING
+         RETURNING org_id, rule_id, decision)
+       INSERT INTO ${t.policy_decision_counts} AS c (org_id, rule_id, decision, n)
+         SELECT org_id, rule_id, decision, 1 FROM fresh WHERE rule_id IS NOT NULL
+       ON CONFLICT (org_id, rule_id, decision) DO UPDATE SET n = c.n + 1`,
       [d.decision_id, d.org_id, event.metadata.project_id, d.rule_id, d.rule_type, d.decision, d.reason, d.agent_id, d.tool_name, d.amount_minor, d.currency, d.approval_id, d.at, event.position],
     );
   },

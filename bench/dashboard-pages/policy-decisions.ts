@@ -23,6 +23,13 @@ export default {
       decision_id: "src.decision_id || '_' || g",
       at: "src.at - g * interval '1 second'",
     });
+    // The counts, as the projection keeps them for decisions it projects.
+    await world.db.query('DELETE FROM policy_decision_counts WHERE org_id = $1', [org.orgId]);
+    await world.db.query(
+      `INSERT INTO policy_decision_counts (org_id, rule_id, decision, n)
+       SELECT org_id, rule_id, decision, count(*) FROM policy_decisions WHERE org_id = $1 AND rule_id IS NOT NULL GROUP BY 1, 2, 3`,
+      [org.orgId],
+    );
     return { page: '/dashboard/policies', api: '/v1/audit-events?event_type=policy.decided&limit=50', apiHeaders: org.key };
   },
   pageRows: (html) => (html.match(/data-label="Outcome"/g) ?? []).length,

@@ -23,10 +23,10 @@ export type DecisionRow = {
 };
 export type DecisionCounts = Record<Outcome, number>;
 
-/** Per policy id, how many decisions of each outcome it made. */
+/** Per policy id, how many decisions of each outcome it made (the projection's counts). */
 export async function decisionCounts(db: Queryable, orgId: string): Promise<Map<string, DecisionCounts>> {
   const { rows } = await db.query<{ rule_id: string; decision: Outcome; n: number }>(
-    'SELECT rule_id, decision, count(*)::int AS n FROM policy_decisions WHERE org_id = $1 AND rule_id IS NOT NULL GROUP BY rule_id, decision',
+    'SELECT rule_id, decision, n::int AS n FROM policy_decision_counts WHERE org_id = $1',
     [orgId],
   );
   const out = new Map<string, DecisionCounts>();
