@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { businessEventTypes as eventTypes } from '../../../events/index.ts';
 import type { RouteSpec } from './route.ts';
 import { ErrorEnvelope } from './schemas.ts';
+import { INTRODUCTION, PRODUCT, TAG_DISPLAY, TAG_GROUPS } from './openapi-guide.ts';
 
 // The OpenAPI 3.1 document, generated from the route declarations themselves:
 // every operation with its security, parameters, body, responses and error codes.
@@ -149,12 +150,10 @@ export function buildOpenApi(routes: readonly RouteSpec[], serverUrl: string, pa
   }
   return {
     openapi: '3.1.0',
-    info: {
-      title: 'Agent commerce ledger API',
-      version: '1.0.0',
-      description: `Event-sourced ledger for agent commerce. Subscribable event types: ${eventTypes.join(', ')}.`,
-    },
-    servers: [{ url: serverUrl }],
+    info: { title: PRODUCT, version: '1.0.0', description: INTRODUCTION },
+    servers: [{ url: serverUrl, description: 'This service' }],
+    tags: TAG_GROUPS.flatMap((g) => g.tags.map(([name, description]) => ({ name, description, ...(TAG_DISPLAY[name] ? { 'x-displayName': TAG_DISPLAY[name] } : {}) }))),
+    'x-tagGroups': TAG_GROUPS.map((g) => ({ name: g.name, tags: g.tags.map(([name]) => name) })),
     paths,
     components: {
       securitySchemes: {
