@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { businessEventTypes as eventTypes } from '../../../events/index.ts';
 import type { RouteSpec } from './route.ts';
 import { ErrorEnvelope } from './schemas.ts';
+import { ERROR_SHAPES, errorResponses } from './openapi-errors.ts';
 import { INTRODUCTION, PRODUCT, TAG_DISPLAY, TAG_GROUPS } from './openapi-guide.ts';
 
 // The OpenAPI 3.1 document, generated from the route declarations themselves:
@@ -122,14 +123,7 @@ export function buildOpenApi(routes: readonly RouteSpec[], serverUrl: string, pa
     }
     // A route that also streams: its events under text/event-stream beside the JSON answer.
     if (r.sse) (((responses['200'] ??= { description: 'Success' }) as Json).content ??= {} as Json)['text/event-stream' as never] = { schema: strip(jsonSchema(r.sse, 'output')) } as never;
-    const byStatus = new Map<number, string[]>();
-    for (const [status, code] of r.errors ?? []) byStatus.set(status, [...(byStatus.get(status) ?? []), code]);
-    for (const [status, codes] of byStatus) {
-      responses[String(status)] = {
-        description: `Error codes: ${codes.join(', ')}`,
-        content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorEnvelope' } } },
-      };
-    }
+    Object.assign(responses, errorResponses(r));
     const op: Json = {
       operationId: r.operationId,
       summary: r.summary,
@@ -161,7 +155,7 @@ export function buildOpenApi(routes: readonly RouteSpec[], serverUrl: string, pa
         platformSecret: { type: 'http', scheme: 'bearer', description: 'The platform secret of the service-auth subtree.' },
         actingUser: { type: 'apiKey', in: 'header', name: 'x-svc-user', description: 'The acting user.' },
       },
-      schemas: { ...shared, ErrorEnvelope: stripId(strip(jsonSchema(ErrorEnvelope, 'output'))) },
+      schemas: { ...shared, ErrorEnvelope: stripId(strip(jsonSchema(ErrorEnvelope, 'output'))), ...ERROR_SHAPES },
     },
     'x-event-types': eventTypes,
   };
