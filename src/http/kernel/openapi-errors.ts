@@ -140,6 +140,15 @@ export function errorCodes(r: RouteSpec): Map<number, string[]> {
     if (!codes.includes(code)) byStatus.set(status, [...codes, code]);
   };
   for (const [status, code] of r.errors ?? []) add(status, code);
+  // What the kernel answers for any route that reads a path, a query or a body (src/http/kernel/route.ts, src/app.ts).
+  if (r.params) add(400, 'invalid_params');
+  if (r.query) add(400, 'invalid_query');
+  if (r.body) {
+    add(400, 'invalid_body');
+    add(400, 'invalid_json');
+    add(413, 'payload_too_large');
+    add(415, 'unsupported_media_type');
+  }
   if (r.auth !== 'open') add(401, 'unauthorized');
   if (r.scope) add(403, 'forbidden');
   if (r.auth === 'api_key' || r.auth === 'org_admin' || r.auth === 'key_or_service') add(429, 'rate_limited');

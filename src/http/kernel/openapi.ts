@@ -3,6 +3,7 @@ import { businessEventTypes as eventTypes } from '../../../events/index.ts';
 import type { RouteSpec } from './route.ts';
 import { ErrorEnvelope } from './schemas.ts';
 import { ERROR_SHAPES, errorResponses } from './openapi-errors.ts';
+import { FIELD_DESCRIPTIONS } from './openapi-fields.ts';
 import { INTRODUCTION, PRODUCT, TAG_DISPLAY, TAG_GROUPS } from './openapi-guide.ts';
 
 // The OpenAPI 3.1 document, generated from the route declarations themselves:
@@ -98,7 +99,27 @@ function pageOperation(p: PageSpec): Json {
   };
 }
 
+/** Gives every property without a description of its own the shared one of its name (src/http/kernel/openapi-fields.ts). */
+function describeFields(s: unknown): void {
+  if (Array.isArray(s)) return s.forEach(describeFields);
+  if (!s || typeof s !== 'object') return;
+  const props = (s as Json).properties as Record<string, Json> | undefined;
+  if (props && typeof props === 'object') {
+    for (const [name, p] of Object.entries(props)) {
+      if (p && typeof p === 'object' && p.description === undefined && p.$ref === undefined && FIELD_DESCRIPTIONS[name]) p.description = FIELD_DESCRIPTIONS[name];
+    }
+  }
+  for (const [k, v] of Object.entries(s as Json)) if (k !== 'example' && k !== 'examples') describeFields(v);
+}
+
 export function buildOpenApi(routes: readonly RouteSpec[], serverUrl: string, pages: readonly PageSpec[] = []): Json {
+  const doc = buildDocument(routes, serverUrl, pages);
+  describeFields(doc.paths);
+  describeFields((doc.components as Json).schemas);
+  return doc;
+}
+
+function buildDocument(routes: readonly RouteSpec[], serverUrl: string, pages: readonly PageSpec[]): Json {
   const paths: Record<string, Record<string, Json>> = {};
   for (const p of pages) (paths[p.url] ??= {})[p.method.toLowerCase()] = pageOperation(p);
   for (const r of routes) {
