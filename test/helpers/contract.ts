@@ -1,6 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import * as formats from 'ajv-formats';
+import { existsSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 
 // Every answer a test app gives, held to the served OpenAPI document: its
 // status must be one the operation documents, and a JSON body must match the
@@ -13,6 +15,18 @@ import * as formats from 'ajv-formats';
 type Json = Record<string, unknown>;
 type FormatsPlugin = (ajv: Ajv2020) => unknown;
 const addFormats = ((formats as unknown as { default: FormatsPlugin & { default?: FormatsPlugin } }).default.default ?? (formats as unknown as { default: FormatsPlugin }).default) as FormatsPlugin;
+
+/** Secrets shown once (keys, signing secrets, tokens, codes) kept to their prefix in a recorded example. */
+const SECRET = /^(sk_(test|live)_|whsec_|svc_|oat_|ort_|oac_|lnk_|ey[A-Za-z0-9_-]{10,}\.)/;
+function redact(v: unknown): unknown {
+  if (typeof v === 'string') {
+    const m = SECRET.exec(v);
+    return m ? `${m[1]!.startsWith('ey') ? '' : m[1]}EXAMPLE_ONLY_NOT_A_REAL_SECRET` : v;
+  }
+  if (Array.isArray(v)) return v.map(redact);
+  if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, /secret|password|token$|^key$|api_key/.test(k) && typeof x === 'string' ? 'EXAMPLE_ONLY_NOT_A_REAL_SECRET' : redact(x)]));
+  return v;
+}
 
 export type Violation = { operation: string; status: number; problem: string; body?: string };
 
@@ -41,6 +55,22 @@ export class ContractCheck {
     this.ajv = new Ajv2020({ strict: false, allErrors: true, validateSchema: false, validateFormats: true });
     addFormats(this.ajv);
     this.ajv.addSchema(this.doc as Json, 'doc');
+  }
+
+  /** CONTRACT_RECORD=<folder>: the first 2xx answer of each operation (its request body too) written there as its example (contracts/examples). */
+  private record(operationId: string, status: number, req: FastifyRequest, text: string): void {
+    const dir = process.env.CONTRACT_RECORD;
+    if (!dir || status >= 300) return;
+    const file = join(dir, `${operationId}.json`);
+    if (existsSync(file)) return;
+    let response: unknown;
+    try {
+      response = JSON.parse(text);
+    } catch {
+      return;
+    }
+    const example = { status, ...(req.body !== undefined && typeof req.body === 'object' ? { request: redact(req.body) } : {}), response: redact(response) };
+    writeFileSync(file, `${JSON.stringify(example, null, 2)}\n`);
   }
 
   private check(req: FastifyRequest, reply: FastifyReply, payload: unknown): void {
@@ -81,7 +111,9 @@ export class ContractCheck {
     }
     if (!validate(body)) {
       this.violations.push({ operation, status, problem: this.ajv!.errorsText(validate.errors, { separator: '; ' }), body: text.slice(0, 300) });
+      return;
     }
+    this.record(op.operationId, status, req, text);
   }
 
   /** One line per distinct violation, for a failing assertion. */

@@ -3,6 +3,7 @@ import { businessEventTypes as eventTypes } from '../../../events/index.ts';
 import type { RouteSpec } from './route.ts';
 import { ErrorEnvelope } from './schemas.ts';
 import { ERROR_SHAPES, errorResponses } from './openapi-errors.ts';
+import { examples } from './openapi-examples.ts';
 import { FIELD_DESCRIPTIONS } from './openapi-fields.ts';
 import { INTRODUCTION, PRODUCT, TAG_DISPLAY, TAG_GROUPS } from './openapi-guide.ts';
 
@@ -158,9 +159,12 @@ function buildDocument(routes: readonly RouteSpec[], serverUrl: string, pages: r
       'x-error-codes': (r.errors ?? []).map(([status, code]) => ({ status, code })),
       ...(r.scope ? { 'x-scope': r.scope } : {}),
     };
+    const example = examples().get(r.operationId);
     if (r.body) {
-      op.requestBody = { required: !r.bodyOptional, content: { 'application/json': { schema: strip(jsonSchema(r.body, 'input')) } } };
+      op.requestBody = { required: !r.bodyOptional, content: { 'application/json': { schema: strip(jsonSchema(r.body, 'input')), ...(example?.request !== undefined ? { example: example.request } : {}) } } };
     }
+    const answered = example && (responses[String(example.status)]?.content as Json | undefined)?.['application/json'];
+    if (answered) (answered as Json).example = example.response;
     (paths[path] ??= {})[r.method.toLowerCase()] = op;
   }
   return {
