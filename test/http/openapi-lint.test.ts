@@ -3,6 +3,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import { testApp } from '../helpers/app.ts';
 import { root } from '../helpers/service.ts';
 
@@ -53,6 +54,29 @@ t.test('every schema property is described', async (t) => {
   undescribed(doc.paths, 'paths', missing);
   undescribed(doc.components.schemas, 'components.schemas', missing);
   t.same(missing.slice(0, 50), [], `${missing.length} properties without a description`);
+});
+
+t.test('every recorded example still matches its operation (contracts/examples is current)', async (t) => {
+  const ajv = new Ajv2020({ strict: false, allErrors: true, validateSchema: false });
+  ajv.addSchema(doc as unknown as Json, 'doc');
+  const esc = (p: string) => p.replace(/~/g, '~0').replace(/\//g, '~1');
+  const stale: string[] = [];
+  let checked = 0;
+  for (const [p, ops] of Object.entries(doc.paths)) {
+    for (const [method, op] of Object.entries(ops)) {
+      const at = ['paths', p, method];
+      const places: [string[], Json | undefined][] = [[[...at, 'requestBody', 'content', 'application/json'], op.requestBody?.content['application/json']]];
+      for (const [status, r] of Object.entries(op.responses)) places.push([[...at, 'responses', status, 'content', 'application/json'], r.content?.['application/json']]);
+      for (const [pointer, media] of places) {
+        if (!media || media.example === undefined) continue;
+        checked++;
+        const validate = ajv.compile({ $ref: `doc#/${[...pointer, 'schema'].map(esc).join('/')}` });
+        if (!validate(media.example)) stale.push(`${op.operationId} ${pointer.slice(3).join(' ')}: ${ajv.errorsText(validate.errors)}`);
+      }
+    }
+  }
+  t.ok(checked > 0, `${checked} examples checked`);
+  t.same(stale, [], 'every example matches its schema (re-record with CONTRACT_RECORD when an operation changes)');
 });
 
 t.test('every operation has a summary, a description and examples', async (t) => {

@@ -92,12 +92,34 @@ function pageOperation(p: PageSpec): Json {
   return {
     operationId: p.operationId,
     summary: p.summary,
+    description: "An HTML page for a person's browser, not for an API client. **Credential:** none.",
     tags: p.tags,
     security: [],
     parameters,
     ...(p.form ? { requestBody: { required: true, content: { 'application/x-www-form-urlencoded': { schema: strip(jsonSchema(p.form, 'input')) } } } } : {}),
     responses,
   };
+}
+
+const CREDENTIAL: Record<string, string> = {
+  open: 'No credential.',
+  api_key: 'An API key (`Authorization: Bearer sk_…`), or an OAuth access token acting as one',
+  platform: 'The platform secret.',
+  service: 'The platform secret with the acting user in `x-svc-user`.',
+  human_session: 'The platform secret with the acting user in `x-svc-user` (a person, not an agent).',
+  org_admin: 'An API key, or the platform secret with an admin in `x-svc-user`.',
+  key_or_service: 'An API key, or the platform secret with the acting user in `x-svc-user`.',
+};
+
+/** What the operation takes, said once for readers: its credential, scope and role, and whether a repeat is safe. */
+function access(r: RouteSpec): string {
+  const who = CREDENTIAL[r.auth] ?? '';
+  const parts = [`**Credential:** ${who}${r.auth === 'api_key' ? (r.scope ? ` with the scope \`${r.scope}\`.` : '.') : ''}`];
+  if (r.actingUser && r.auth === 'api_key') parts.push('An admin of the organization named in `x-svc-user` beside the key.');
+  if (r.minRole) parts.push(`**Role:** at least \`${r.minRole}\`.`);
+  if (r.idempotent) parts.push('**Idempotent:** send an `Idempotency-Key` to repeat it safely.');
+  if (r.deprecated) parts.push('**Deprecated:** kept with its shapes; prefer the replacement named in the summary.');
+  return parts.join(' ');
 }
 
 /** Gives every property without a description of its own the shared one of its name (src/http/kernel/openapi-fields.ts). */
@@ -149,7 +171,7 @@ function buildDocument(routes: readonly RouteSpec[], serverUrl: string, pages: r
     const op: Json = {
       operationId: r.operationId,
       summary: r.summary,
-      ...(r.description ? { description: r.description } : {}),
+      description: [r.description, access(r)].filter(Boolean).join('\n\n'),
       tags: r.tags,
       // An API key route that also needs a person (an admin in x-svc-user): both, together.
       security: r.actingUser && r.auth === 'api_key' ? [{ apiKey: [], actingUser: [] }] : SECURITY[r.auth],
