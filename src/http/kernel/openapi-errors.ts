@@ -116,8 +116,10 @@ export const ERROR_SHAPES: Record<string, Json> = {
 const ref = (name: string): Json => ({ $ref: `#/components/schemas/${name}` });
 
 /** Which exception shape a code answers in (the envelope when none). */
-function shapeOf(status: number, code: string, oauth: boolean): string {
+function shapeOf(status: number, code: string, oauth: boolean, url: string): string {
   if (oauth && status < 500) return 'OAuthError';
+  // A tool call's views answer a malformed or invisible id bare (spec 4.3).
+  if (url.startsWith('/v1/tool-calls/') && (code === 'not_found' || code === 'invalid_tool_call_id')) return 'BareError';
   if (code === 'unauthorized') return 'Unauthorized';
   if (['forbidden', 'scopes_unresolved', 'route_scope_unresolved'].includes(code)) return 'ScopeForbidden';
   if (code === 'insufficient_role' || code.startsWith('bearer_admin_')) return 'RoleRequired';
@@ -149,6 +151,12 @@ export function errorCodes(r: RouteSpec): Map<number, string[]> {
     add(413, 'payload_too_large');
     add(415, 'unsupported_media_type');
   }
+  if (r.idempotent) {
+    add(400, 'invalid_idempotency_key');
+    add(409, 'idempotency_key_reused');
+    add(409, 'idempotency_request_in_progress');
+    add(503, 'write_outcome_unknown');
+  }
   if (r.auth !== 'open') add(401, 'unauthorized');
   if (r.scope) add(403, 'forbidden');
   if (r.auth === 'api_key' || r.auth === 'org_admin' || r.auth === 'key_or_service') add(429, 'rate_limited');
@@ -160,10 +168,11 @@ export function errorResponses(r: RouteSpec): Record<string, Json> {
   const oauth = r.tags.includes('oauth');
   const out: Record<string, Json> = {};
   for (const [status, codes] of errorCodes(r)) {
-    const shapes = new Set(codes.map((c) => shapeOf(status, c, oauth)));
+    const shapes = new Set(codes.map((c) => shapeOf(status, c, oauth, r.url)));
     // A verify route's failures are its {ok: false} body; elsewhere the same codes are enveloped.
-    if (codes.some((c) => VERIFY_CODES.has(c)) && (r.operationId.toLowerCase().includes('verify') || r.url.includes('verify'))) shapes.add('VerifyFailed');
-    if (codes.includes('server_unknown') || codes.includes('not_found')) shapes.add('ErrorEnvelope');
+    if (codes.some((c) => VERIFY_CODES.has(c)) && (/verify|validate/i.test(r.operationId) || codes.includes('credential_rejected'))) shapes.add('VerifyFailed');
+    // A provider that is not in the catalogue: {error: not_found, server_id} (src/http/providers.ts).
+    if (codes.includes('server_unknown')) shapes.add('ErrorEnvelope').add('BareError');
     const schemas = [...shapes].map(ref);
     out[String(status)] = {
       description: `Error codes: ${codes.map((c) => `\`${c}\``).join(', ')}`,

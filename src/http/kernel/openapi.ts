@@ -101,6 +101,12 @@ function pageOperation(p: PageSpec): Json {
   };
 }
 
+/** The exception shapes some operation answers in (an unused component is noise in the reference). */
+function usedShapes(paths: Json): Json {
+  const text = JSON.stringify(paths);
+  return Object.fromEntries(Object.entries(ERROR_SHAPES).filter(([name]) => text.includes(`"#/components/schemas/${name}"`)));
+}
+
 const CREDENTIAL: Record<string, string> = {
   open: 'No credential.',
   api_key: 'An API key (`Authorization: Bearer sk_…`), or an OAuth access token acting as one',
@@ -193,7 +199,7 @@ function buildDocument(routes: readonly RouteSpec[], serverUrl: string, pages: r
     openapi: '3.1.0',
     info: { title: PRODUCT, version: '1.0.0', description: INTRODUCTION },
     servers: [{ url: serverUrl, description: 'This service' }],
-    tags: TAG_GROUPS.flatMap((g) => g.tags.map(([name, description]) => ({ name, description, ...(TAG_DISPLAY[name] ? { 'x-displayName': TAG_DISPLAY[name] } : {}) }))),
+    tags: TAG_GROUPS.flatMap((g) => g.tags.map(([name, description]) => ({ name, description, 'x-displayName': TAG_DISPLAY[name] ?? name[0]!.toUpperCase() + name.slice(1).replace(/-/g, ' ') }))),
     'x-tagGroups': TAG_GROUPS.map((g) => ({ name: g.name, tags: g.tags.map(([name]) => name) })),
     paths,
     components: {
@@ -202,7 +208,7 @@ function buildDocument(routes: readonly RouteSpec[], serverUrl: string, pages: r
         platformSecret: { type: 'http', scheme: 'bearer', description: 'The platform secret of the service-auth subtree.' },
         actingUser: { type: 'apiKey', in: 'header', name: 'x-svc-user', description: 'The acting user.' },
       },
-      schemas: { ...shared, ErrorEnvelope: stripId(strip(jsonSchema(ErrorEnvelope, 'output'))), ...ERROR_SHAPES },
+      schemas: { ...shared, ErrorEnvelope: stripId(strip(jsonSchema(ErrorEnvelope, 'output'))), ...usedShapes(paths) },
     },
     'x-event-types': eventTypes,
   };
