@@ -18,13 +18,15 @@ const addFormats = ((formats as unknown as { default: FormatsPlugin & { default?
 
 /** Secrets shown once (keys, signing secrets, tokens, codes) kept to their prefix in a recorded example. */
 const SECRET = /^(sk_(test|live)_|whsec_|svc_|oat_|ort_|oac_|lnk_|ey[A-Za-z0-9_-]{10,}\.)/;
-function redact(v: unknown): unknown {
+/** Fields that hold a secret whatever its text (a Pix key, a one-time code, a private key). */
+const SECRET_FIELD = /secret|password|private_key$|token$|^key$|^api_key$|code_verifier|^code$|auth_code/;
+export function redact(v: unknown): unknown {
   if (typeof v === 'string') {
     const m = SECRET.exec(v);
     return m ? `${m[1]!.startsWith('ey') ? '' : m[1]}EXAMPLE_ONLY_NOT_A_REAL_SECRET` : v;
   }
   if (Array.isArray(v)) return v.map(redact);
-  if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, /secret|password|token$|^key$|api_key/.test(k) && typeof x === 'string' ? 'EXAMPLE_ONLY_NOT_A_REAL_SECRET' : redact(x)]));
+  if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, SECRET_FIELD.test(k) && typeof x === 'string' ? (/^\d+$/.test(x) ? '0'.repeat(x.length) : 'EXAMPLE_ONLY_NOT_A_REAL_SECRET') : redact(x)]));
   return v;
 }
 

@@ -18,6 +18,10 @@ type Json = Record<string, unknown>;
 type Op = { operationId: string; summary?: string; description?: string; requestBody?: { content: Record<string, Json> }; responses: Record<string, { content?: Record<string, Json> }> };
 type Doc = { paths: Record<string, Record<string, Op>>; components: { schemas: Record<string, Json> } };
 
+/** Ratchets (issue 60): the counts measured when these tests came; lower them, never raise them. */
+const UNDESCRIBED_AT_MOST = 429;
+const EXAMPLES_MISSING_AT_MOST = 53;
+
 const dir = await mkdtemp(path.join(os.tmpdir(), 'openapi-lint-'));
 t.teardown(() => rm(dir, { recursive: true, force: true }));
 if (process.env.OPENAPI_DUMP) await writeFile(process.env.OPENAPI_DUMP, JSON.stringify(doc, null, 2));
@@ -53,7 +57,8 @@ t.test('every schema property is described', async (t) => {
   const missing: string[] = [];
   undescribed(doc.paths, 'paths', missing);
   undescribed(doc.components.schemas, 'components.schemas', missing);
-  t.same(missing.slice(0, 50), [], `${missing.length} properties without a description`);
+  // The goal is none; until then the count may only fall (lower the bound as fields gain descriptions).
+  t.ok(missing.length <= UNDESCRIBED_AT_MOST, `${missing.length} properties without a description (at most ${UNDESCRIBED_AT_MOST}); the first: ${missing.slice(0, 20).join(', ')}`);
 });
 
 t.test('every recorded example still matches its operation (contracts/examples is current)', async (t) => {
@@ -93,5 +98,8 @@ t.test('every operation has a summary, a description and examples', async (t) =>
       if (body && body.example === undefined && body.examples === undefined) lacking.push(`${name}: ${success![0]} example`);
     }
   }
-  t.same(lacking.slice(0, 50), [], `${lacking.length} gaps`);
+  t.same(lacking.filter((l) => !/example$/.test(l)), [], 'every operation has a summary and a description');
+  // The goal is an example everywhere; the operations the recorded test files do not reach yet may only become fewer.
+  const examples = lacking.filter((l) => /example$/.test(l));
+  t.ok(examples.length <= EXAMPLES_MISSING_AT_MOST, `${examples.length} examples missing (at most ${EXAMPLES_MISSING_AT_MOST}); the first: ${examples.slice(0, 20).join(', ')}`);
 });
