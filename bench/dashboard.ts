@@ -1,136 +1,80 @@
-import { randomBytes } from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
-import { buildApp } from '../src/app.ts';
-import type { MailMessage, Mailer } from '../src/adapters/mail/port.ts';
-import { Vault } from '../src/adapters/vault.ts';
-import { generateSigningKey } from '../src/audit/note.ts';
-import { PostgresEventStore } from '../src/eventstore/postgres.ts';
-import { openDb } from '../src/postgres/db.ts';
-import { startReadSide } from '../src/readside.ts';
-import { benchPostgres, closedLoop, type LoadResult } from './harness.ts';
+import { readdir } from 'node:fs/promises';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { benchPostgres } from './harness.ts';
+import { openWorld, type Headers, type PageCase } from './dashboard-world.ts';
 
-// bench/dashboard: the server time of a dashboard page listing 50 rows (the
-// API keys page of an organization with 50 test keys, as its owner signed in
-// with a session cookie) against GET /v1/api-keys for the same 50 keys through
-// the service-auth credential (platform secret + x-svc-user, the same person),
-// both through app.inject (server time: routing, session or credential,
-// the use case's read, rendering or serialization; no socket), one request at
-// a time, in alternating rounds of the same run. Prints p50 and p99 of each
-// and the page's cost as a ratio of the API's (page / API), and beside them
-// the account page (no rows: the session and the shell alone). (The team page has
-// no GET twin: the spec's /v1/team/members is POST only.)
-// Run: npm run bench:dashboard   (BENCH_SECONDS=3 per round, ROUNDS=3)
+// bench/dashboard: the server time of each dashboard page that lists rows,
+// beside the API's list answering the same rows, at 100 000 rows in the table
+// the page lists. Every case is a file of bench/dashboard-pages/ (a PageCase:
+// it seeds its table through the API for an organization of its own, then
+// names the page and the API list). A case makes its first rows through the
+// API, so their shape is real, and copies them in SQL up to the count
+// (World.multiply): 100 000 commands would take longer than a bench may (held
+// spends went at 20 a second on this shared machine). Each pair is timed through app.inject
+// (the server's own time: routing, the session or the credential, the use
+// case's reads, rendering or serialization; no socket), one request at a
+// time, in alternating rounds of the same run; prints p50 and p99 of each and
+// the page's cost as a ratio of the API's.
+// Run: npm run bench:dashboard   (ROWS=100000, CASES=approvals,keys, ROUNDS=3, PER_ROUND=100, WARMUP=50)
 
-const seconds = Number(process.env.BENCH_SECONDS ?? '3');
+const ROWS = Number(process.env.ROWS ?? '100000');
 const rounds = Number(process.env.ROUNDS ?? '3');
-const ROWS = 50;
-const BASE = 'http://127.0.0.1:8080';
-const SHELL = '/dashboard/account';
+const perRound = Number(process.env.PER_ROUND ?? '100');
+const warmup = Number(process.env.WARMUP ?? '50');
+const only = process.env.CASES?.split(',').map((s) => s.trim()).filter(Boolean);
 
-/** Keeps the sign-in codes the service mails, for the bench to type. */
-class CapturingMailer implements Mailer {
-  readonly sent: MailMessage[] = [];
-  async send(m: MailMessage): Promise<void> {
-    this.sent.push(m);
-  }
+const folder = path.join(path.dirname(fileURLToPath(import.meta.url)), 'dashboard-pages');
+const cases: { file: string; c: PageCase }[] = [];
+for (const file of (await readdir(folder)).filter((f) => f.endsWith('.ts')).sort()) {
+  if (only && !only.includes(file.replace(/\.ts$/, ''))) continue;
+  cases.push({ file, c: (await import(pathToFileURL(path.join(folder, file)).href)).default as PageCase });
 }
+if (cases.length === 0) throw new Error(`no case matches CASES=${process.env.CASES}; the cases are the files of ${folder}`);
 
-function ok<T extends { statusCode: number; body: string }>(r: T, status: number, what: string): T {
-  if (r.statusCode !== status) throw new Error(`${what}: expected ${status}, got ${r.statusCode}: ${r.body.slice(0, 300)}`);
-  return r;
-}
-
-/** Signs a person in through the dashboard's own pages (e-mail, then the mailed code); the session cookie. */
-async function signIn(app: FastifyInstance, mailer: CapturingMailer, email: string): Promise<string> {
-  const form = { 'content-type': 'application/x-www-form-urlencoded', origin: BASE };
-  const asked = ok(await app.inject({ method: 'POST', url: '/dashboard/sign-in', headers: form, payload: new URLSearchParams({ email }).toString() }), 303, 'sign-in');
-  const challenge = new URL(asked.headers.location as string, BASE).searchParams.get('c')!;
-  const code = mailer.sent.at(-1)?.code;
-  if (!code) throw new Error('no sign-in code was mailed');
-  const signed = ok(await app.inject({ method: 'POST', url: '/dashboard/sign-in/code', headers: form, payload: new URLSearchParams({ c: challenge, code }).toString() }), 303, 'sign-in code');
-  const cookie = signed.cookies.find((c) => c.name === 'dash_session');
-  if (!cookie) throw new Error('no session cookie after sign-in');
-  return `dash_session=${cookie.value}`;
-}
-
-type Pair = { name: string; page: string; api: string; rows: (body: string) => number; apiRows: (json: unknown) => number };
-
+const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((xs.length * p) / 100))]!;
 const pgServer = await benchPostgres();
+const lines: string[] = [];
 try {
-  const db = openDb(await pgServer.database('bench_dashboard'), { max: 10 });
-  const store = await PostgresEventStore.open(db);
-  const readSide = await startReadSide(db, store, { signingKey: generateSigningKey('bench'), origin: 'agent-ledger/audit' });
-  const secret = 'svc_bench_secret_0123456789abcdefghijklmnop';
-  const vault = await Vault.open(db, randomBytes(32));
-  const mailer = new CapturingMailer();
-  const app = await buildApp({ vault, db, store, readSide, serviceSecret: secret, baseUrl: BASE, logLevel: 'warn', rateLimit: { burst: 1e9, perSecond: 1e9 }, mailer });
-  const platform = { authorization: `Bearer ${secret}` };
-  const email = 'owner@bench.example';
-  const org = ok(await app.inject({ method: 'POST', url: '/v1/orgs', headers: platform, payload: { name: 'Bench', owner_email: email } }), 201, 'bootstrap').json();
-  const svc = { ...platform, 'x-svc-user': org.owner.user_id as string };
-  process.stderr.write(`making ${ROWS} API keys...\n`);
-  for (let i = 0; i < ROWS; i++) ok(await app.inject({ method: 'POST', url: '/v1/api-keys', headers: svc, payload: { name: `key ${i}`, environment: 'test' } }), 201, 'key');
-  const cookie = await signIn(app, mailer, email);
-
-  const pairs: Pair[] = [
-    { name: 'API keys', page: '/dashboard/keys', api: '/v1/api-keys', rows: (b) => (b.match(/\/revoke"/g) ?? []).length, apiRows: (j) => (j as { api_keys: unknown[] }).api_keys.length },
-  ];
-  const getPage = (url: string) => app.inject({ method: 'GET', url, headers: { cookie } });
-  const getApi = (url: string) => app.inject({ method: 'GET', url, headers: svc });
-
-  const usable: Pair[] = [];
-  for (const p of pairs) {
-    const page = await getPage(p.page);
-    const api = await getApi(p.api);
-    if (page.statusCode !== 200 || api.statusCode !== 200) {
-      console.log(`skipped ${p.name}: the page answered ${page.statusCode}, the API ${api.statusCode}`);
-      continue;
-    }
-    process.stderr.write(`${p.name}: the page lists ${p.rows(page.body)} rows (${page.body.length} bytes), the API ${p.apiRows(api.json())} (${api.body.length} bytes)\n`);
-    usable.push(p);
+  const world = await openWorld(await pgServer.database('bench_dashboard'));
+  for (const { file, c } of cases) {
+    const rows = c.rows ?? ROWS;
+    process.stderr.write(`${c.name} (${file}): seeding ${rows} rows of ${c.table}...\n`);
+    const org = await world.organization(c.name);
+    const t0 = Date.now();
+    const { page, api, apiHeaders } = await c.seed(world, org, rows);
+    const { rows: counted } = await world.db.query<{ n: string }>(`SELECT count(*) AS n FROM ${c.table} WHERE org_id = $1`, [org.orgId]);
+    process.stderr.write(`  seeded in ${((Date.now() - t0) / 1000).toFixed(0)} s: ${counted[0]!.n} rows of ${c.table} for the organization\n`);
+    const get = async (url: string, headers: Headers, count: (body: string) => number) => {
+      const t = performance.now();
+      const res = await world.app.inject({ method: 'GET', url, headers });
+      const ms = performance.now() - t;
+      if (res.statusCode !== 200) throw new Error(`GET ${url} answered ${res.statusCode}: ${res.body.slice(0, 300)}`);
+      return { ms, listed: count(res.body), bytes: res.body.length };
+    };
+    const targets = [
+      { url: page, run: () => get(page, org.cookie, c.pageRows) },
+      { url: api, run: () => get(api, apiHeaders, (b) => c.apiRows(JSON.parse(b))) },
+    ];
+    const first = await Promise.all(targets.map((t) => t.run()));
+    if (first.some((f) => f.listed === 0)) throw new Error(`${c.name}: the page listed ${first[0]!.listed} rows, the API ${first[1]!.listed}; both must list rows`);
+    process.stderr.write(`  the page lists ${first[0]!.listed} rows (${first[0]!.bytes} bytes), the API ${first[1]!.listed} (${first[1]!.bytes} bytes)\n`);
+    for (const t of targets) for (let i = 0; i < warmup; i++) await t.run();
+    const samples = targets.map(() => [] as number[]);
+    for (let r = 0; r < rounds; r++) for (const [j, t] of targets.entries()) for (let i = 0; i < perRound; i++) samples[j]!.push((await t.run()).ms);
+    const [p, a] = samples as [number[], number[]];
+    const ms = (x: number) => x.toFixed(2).padStart(7);
+    lines.push(
+      `${c.name.padEnd(24)} ${String(counted[0]!.n).padStart(7)}  ${`GET ${page}`.padEnd(44)} p50 ${ms(pct(p, 50))} ms  p99 ${ms(pct(p, 99))} ms  (${first[0]!.listed} listed)`,
+      `${''.padEnd(24)} ${''.padStart(7)}  ${`GET ${api}`.padEnd(44)} p50 ${ms(pct(a, 50))} ms  p99 ${ms(pct(a, 99))} ms  (${first[1]!.listed} listed)`,
+      `${''.padEnd(33)}page / API: p50 ${(pct(p, 50) / pct(a, 50)).toFixed(2)}x, p99 ${(pct(p, 99) / pct(a, 99)).toFixed(2)}x`,
+    );
   }
-  const one = (f: () => Promise<{ statusCode: number }>) => async () => {
-    const r = await f();
-    if (r.statusCode !== 200) throw new Error(`answered ${r.statusCode}`);
-    return 1;
-  };
-  // Warm-up: a process's first requests run slower (code still compiling).
-  for (const p of usable) {
-    await closedLoop('warm', 1, 1, one(() => getPage(p.page)));
-    await closedLoop('warm', 1, 1, one(() => getApi(p.api)));
-  }
-  // The account page lists no rows: the session, the shell and its switchers alone, to tell them from the 50 rows.
-  const shell = (await getPage(SHELL)).statusCode === 200;
-  if (shell) await closedLoop('warm', 1, 1, one(() => getPage(SHELL)));
-  const results = new Map<string, { page: LoadResult[]; api: LoadResult[]; shell: LoadResult[] }>(usable.map((p) => [p.name, { page: [], api: [], shell: [] }]));
-  for (let r = 0; r < rounds; r++) {
-    for (const p of usable) {
-      results.get(p.name)!.page.push(await closedLoop(p.page, 1, seconds, one(() => getPage(p.page))));
-      results.get(p.name)!.api.push(await closedLoop(p.api, 1, seconds, one(() => getApi(p.api))));
-      if (shell) results.get(p.name)!.shell.push(await closedLoop(SHELL, 1, seconds, one(() => getPage(SHELL))));
-    }
-  }
-
-  console.log(`\nbench/dashboard: server time per request (app.inject, one at a time), ${ROWS} rows, ${rounds} alternating rounds of ${seconds} s\n`);
-  const ms = (x: number) => x.toFixed(2).padStart(7);
-  for (const p of usable) {
-    const { page, api, shell: bare } = results.get(p.name)!;
-    page.forEach((pg, i) => {
-      const a = api[i]!;
-      console.log(`round ${i + 1}  ${`GET ${p.page}`.padEnd(36)} p50 ${ms(pg.p50Ms)} ms  p99 ${ms(pg.p99Ms)} ms`);
-      console.log(`         ${`GET ${p.api} (service auth)`.padEnd(36)} p50 ${ms(a.p50Ms)} ms  p99 ${ms(a.p99Ms)} ms   page/API ${(pg.p50Ms / a.p50Ms).toFixed(2)}x`);
-      const b = bare[i];
-      if (b) console.log(`         ${`GET ${SHELL} (no rows)`.padEnd(36)} p50 ${ms(b.p50Ms)} ms  p99 ${ms(b.p99Ms)} ms   shell/API ${(b.p50Ms / a.p50Ms).toFixed(2)}x`);
-    });
-    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-    const ratio = median(page.map((pg, i) => pg.p50Ms / api[i]!.p50Ms));
-    const p99 = median(page.map((pg, i) => pg.p99Ms / api[i]!.p99Ms));
-    console.log(`${p.name} page against the API, median round: p50 ${ratio.toFixed(2)}x, p99 ${p99.toFixed(2)}x\n`);
-  }
-  await app.close();
-  await readSide.stop();
-  await store.close();
-  await db.close();
+  await world.close();
 } finally {
   await pgServer.stop();
 }
+console.log(`\nbench/dashboard: server time per request through app.inject, one at a time, ${rounds} alternating rounds of ${perRound} after ${warmup} warm-up requests each\n`);
+console.log(`${'page'.padEnd(24)} ${'rows'.padStart(7)}  request`);
+for (const l of lines) console.log(l);

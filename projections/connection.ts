@@ -108,7 +108,7 @@ export async function liveConnection(db: Queryable, t: { orgId: string; projectI
     `SELECT ${RECORD} FROM connections
      WHERE org_id = $1 AND project_id = $2 AND server_id = $3 AND status = 'connected'
        AND (user_id IS NOT DISTINCT FROM $4 OR ($5 AND user_id IS NULL))
-     ORDER BY (user_id IS NOT DISTINCT FROM $4) DESC, created_at DESC LIMIT 1`,
+     ORDER BY (user_id IS NOT DISTINCT FROM $4) DESC, connections.created_at DESC LIMIT 1`,
     [t.orgId, t.projectId, serverId, userId, allowProjectWide],
   );
   return rows[0];

@@ -316,6 +316,6 @@ export async function getProject(db: Queryable, orgId: string, id: string, t: Ta
 }
 
 export async function listProjects(db: Queryable, orgId: string): Promise<ProjectRow[]> {
-  const { rows } = await db.query<ProjectRow>(`SELECT ${PROJECT_COLUMNS} FROM projects WHERE org_id = $1 AND deleted_at IS NULL ORDER BY created_at, id`, [orgId]);
+  const { rows } = await db.query<ProjectRow>(`SELECT ${PROJECT_COLUMNS} FROM projects WHERE org_id = $1 AND deleted_at IS NULL ORDER BY projects.created_at, id`, [orgId]);
   return rows;
 }

@@ -7,7 +7,7 @@ import type { Projection } from '../src/projector/projection.ts';
 
 export const policyProjection: Projection = {
   name: 'policy',
-  version: 1,
+  version: 2,
   tables: {
     policies: (t) => `CREATE TABLE ${t} (
       id text PRIMARY KEY,
@@ -45,7 +45,9 @@ export const policyProjection: Projection = {
       position text COLLATE "C" NOT NULL
     );
     CREATE INDEX ON ${t} (org_id, created_at);
-    CREATE INDEX ON ${t} (status, expires_at)`,
+    CREATE INDEX ON ${t} (status, expires_at);
+    CREATE INDEX ON ${t} (org_id, expires_at, id) WHERE status = 'pending';
+    CREATE INDEX ON ${t} (org_id, (coalesce(decided_at, expires_at)) DESC, id DESC) WHERE status <> 'pending'`,
   },
   eventTypes: new Set([
     'policy.created',

@@ -31,9 +31,40 @@ export const StatusBadge = ({ status }: { status: ApprovalRow['status'] }) => <B
 /** Who decided, by e-mail when the person is known. */
 export const decidedByText = (a: Pick<ApprovalRow, 'decided_by'>, people: ReadonlyMap<string, string>) => (a.decided_by ? (people.get(a.decided_by) ?? a.decided_by) : null);
 
-export function QueueRegion({ pending, history, people, now }: { pending: readonly ApprovalRow[]; history: readonly ApprovalRow[]; people: ReadonlyMap<string, string>; now: Date }) {
+type QueuePage = { pendingAfter?: string | undefined; historyAfter?: string | undefined };
+
+/** The queue's address continuing each list after the given row (a list without one starts at its beginning). */
+const queueUrl = (p: QueuePage, extra = '') => {
+  const q = new URLSearchParams();
+  if (p.pendingAfter) q.set('pending_after', p.pendingAfter);
+  if (p.historyAfter) q.set('history_after', p.historyAfter);
+  const text = q.toString();
+  return `/dashboard/approvals${text || extra ? '?' : ''}${[text, extra].filter(Boolean).join('&')}`;
+};
+
+/** "Next 50 …" after a page that has more; "First page" on a later one. */
+function PageLinks({ first, more, what }: { first?: string | undefined; more?: string | undefined; what: string }) {
+  if (!first && !more) return null;
   return (
-    <div id="approvals-live" hx-get="/dashboard/approvals?fragment=1" hx-trigger="approvals-changed from:body" hx-swap="outerHTML">
+    <nav class="pagination" aria-label={`More ${what}`}>
+      {first ? <a href={first}>← First {what}</a> : <span />}
+      {more ? <a href={more}>Next {what} →</a> : <span />}
+    </nav>
+  );
+}
+
+export function QueueRegion(props: {
+  pending: readonly ApprovalRow[];
+  history: readonly ApprovalRow[];
+  nextPending: string | null;
+  nextHistory: string | null;
+  people: ReadonlyMap<string, string>;
+  page: QueuePage;
+  now: Date;
+}) {
+  const { pending, history, nextPending, nextHistory, people, page, now } = props;
+  return (
+    <div id="approvals-live" hx-get={queueUrl(page, 'fragment=1')} hx-trigger="approvals-changed from:body" hx-swap="outerHTML">
       <h2>Waiting for a decision</h2>
       {pending.length === 0 ? (
         <EmptyState title="Nothing is waiting.">
@@ -42,7 +73,7 @@ export function QueueRegion({ pending, history, people, now }: { pending: readon
       ) : (
         <Table
           id="pending"
-          caption={`${pending.length} held call${pending.length === 1 ? '' : 's'}, the one expiring soonest first`}
+          caption={`${pending.length} held call${pending.length === 1 ? '' : 's'}${nextPending || page.pendingAfter ? ' on this page' : ''}, the one expiring soonest first`}
           rows={pending}
           columns={[
             { label: 'Asked', cell: (a) => <a href={`/dashboard/approvals/${encodeURIComponent(a.id)}`} data-approval={a.id}>{askText(a)}</a> },
@@ -52,6 +83,7 @@ export function QueueRegion({ pending, history, people, now }: { pending: readon
           ]}
         />
       )}
+      <PageLinks first={page.pendingAfter ? queueUrl({ ...page, pendingAfter: undefined }) : undefined} more={nextPending ? queueUrl({ ...page, pendingAfter: nextPending }) : undefined} what="held calls" />
       <h2>Decided</h2>
       {history.length === 0 ? (
         <EmptyState title="No decisions yet." />
@@ -69,6 +101,7 @@ export function QueueRegion({ pending, history, people, now }: { pending: readon
           ]}
         />
       )}
+      <PageLinks first={page.historyAfter ? queueUrl({ ...page, historyAfter: undefined }) : undefined} more={nextHistory ? queueUrl({ ...page, historyAfter: nextHistory }) : undefined} what="decisions" />
     </div>
   );
 }

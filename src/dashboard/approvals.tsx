@@ -42,8 +42,11 @@ export async function approvalsRoutes(app: FastifyInstance, deps: Deps, signedIn
 
   app.get('/dashboard/approvals', { preHandler: signedIn }, async (req, reply) => {
     const person = req.person!;
-    const q = await approvalQueue(deps, person.orgId, person.projectId);
-    const region = <QueueRegion {...q} now={deps.now()} />;
+    const query = req.query as Record<string, unknown>;
+    const cursor = (name: string) => (typeof query[name] === 'string' && ID.test(query[name]) ? query[name] : undefined);
+    const page = { pendingAfter: cursor('pending_after'), historyAfter: cursor('history_after') };
+    const q = await approvalQueue(deps, person.orgId, person.projectId, page);
+    const region = <QueueRegion {...q} page={page} now={deps.now()} />;
     if (isFragment(req)) return sendFragment(reply, region);
     return sendPage(
       reply,

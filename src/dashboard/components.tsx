@@ -54,11 +54,10 @@ type FieldProps = {
   maxLength?: number;
 };
 
-/** A labelled text input with its hint and inline error (described by both). */
-export function Field({ id, name, label, hint, error, value, type = 'text', autocomplete, inputMode, class: cls, required, autofocus, maxLength }: FieldProps) {
-  const described = [hint ? `${id}-hint` : '', error ? `${id}-error` : ''].filter(Boolean).join(' ') || undefined;
+/** A control's label, its hint and its inline error (the ids the control's aria-describedby names). */
+function FieldHead({ id, label, hint, error }: { id: string; label: string; hint?: string | undefined; error?: string | undefined }) {
   return (
-    <div class={`field${error ? ' has-error' : ''}`}>
+    <>
       <label for={id}>{label}</label>
       {hint ? (
         <span class="hint" id={`${id}-hint`}>
@@ -71,6 +70,16 @@ export function Field({ id, name, label, hint, error, value, type = 'text', auto
           {error}
         </span>
       ) : null}
+    </>
+  );
+}
+
+/** A labelled text input with its hint and inline error (described by both). */
+export function Field({ id, name, label, hint, error, value, type = 'text', autocomplete, inputMode, class: cls, required, autofocus, maxLength }: FieldProps) {
+  const described = [hint ? `${id}-hint` : '', error ? `${id}-error` : ''].filter(Boolean).join(' ') || undefined;
+  return (
+    <div class={`field${error ? ' has-error' : ''}`}>
+      <FieldHead id={id} label={label} hint={hint} error={error} />
       <input
         id={id}
         name={name ?? id}
@@ -93,17 +102,7 @@ export function Field({ id, name, label, hint, error, value, type = 'text', auto
 export function Select({ id, name, label, hint, options, value, error }: { id: string; name?: string; label: string; hint?: string; options: readonly { value: string; label: string }[]; value?: string; error?: string | undefined }) {
   return (
     <div class={`field${error ? ' has-error' : ''}`}>
-      <label for={id}>{label}</label>
-      {hint ? (
-        <span class="hint" id={`${id}-hint`}>
-          {hint}
-        </span>
-      ) : null}
-      {error ? (
-        <span class="field-error" id={`${id}-error`}>
-          {error}
-        </span>
-      ) : null}
+      <FieldHead id={id} label={label} hint={hint} error={error} />
       <select id={id} name={name ?? id} aria-describedby={hint ? `${id}-hint` : undefined}>
         {options.map((o) => (
           <option value={o.value} selected={o.value === value}>

@@ -84,44 +84,37 @@ function Footer({ links = true }: { links?: boolean }) {
   );
 }
 
+/** One switcher: a labelled list posting the chosen value to /dashboard/switch, back to `back`. */
+function SwitchForm({ csrf, back, id, name, label, options, selected }: { csrf: string; back: string; id: string; name: string; label: string; options: readonly { value: string; text: string }[]; selected: string }) {
+  return (
+    <form method="post" action="/dashboard/switch">
+      <input type="hidden" name="_csrf" value={csrf} />
+      <input type="hidden" name="next" value={back} />
+      <label for={id}>{label}</label>
+      <select id={id} name={name}>
+        {options.map((o) => (
+          <option value={o.value} selected={o.value === selected}>
+            {o.text}
+          </option>
+        ))}
+      </select>
+      <button type="submit" class="btn btn-secondary btn-small">
+        Switch
+      </button>
+    </form>
+  );
+}
+
 function Switchers({ person, back }: { person: Person; back: string }) {
   const csrf = person.csrfToken;
   return (
     <div class="switchers">
       {person.orgs.length > 1 ? (
-        <form method="post" action="/dashboard/switch">
-          <input type="hidden" name="_csrf" value={csrf} />
-          <input type="hidden" name="next" value={back} />
-          <label for="switch-org">Organization</label>
-          <select id="switch-org" name="org">
-            {person.orgs.map((o) => (
-              <option value={o.orgId} selected={o.orgId === person.orgId}>
-                {o.name}
-              </option>
-            ))}
-          </select>
-          <button type="submit" class="btn btn-secondary btn-small">
-            Switch
-          </button>
-        </form>
+        <SwitchForm csrf={csrf} back={back} id="switch-org" name="org" label="Organization" options={person.orgs.map((o) => ({ value: o.orgId, text: o.name }))} selected={person.orgId} />
       ) : (
         <span>{person.orgs.find((o) => o.orgId === person.orgId)?.name ?? ''}</span>
       )}
-      <form method="post" action="/dashboard/switch">
-        <input type="hidden" name="_csrf" value={csrf} />
-        <input type="hidden" name="next" value={back} />
-        <label for="switch-project">Project</label>
-        <select id="switch-project" name="project">
-          {person.projects.map((p) => (
-            <option value={p.id} selected={p.id === person.projectId}>
-              {p.name}
-            </option>
-          ))}
-        </select>
-        <button type="submit" class="btn btn-secondary btn-small">
-          Switch
-        </button>
-      </form>
+      <SwitchForm csrf={csrf} back={back} id="switch-project" name="project" label="Project" options={person.projects.map((p) => ({ value: p.id, text: p.name }))} selected={person.projectId} />
       <form method="post" action="/dashboard/switch" aria-label="Environment">
         <input type="hidden" name="_csrf" value={csrf} />
         <input type="hidden" name="next" value={back} />

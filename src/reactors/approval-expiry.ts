@@ -42,7 +42,7 @@ export class ApprovalExpiryReactor extends PeriodicReactor {
     const at = this.now();
     let moved = 0;
     const { rows } = await this.db.query<{ id: string; org_id: string; project_id: string | null }>(
-      `SELECT id, org_id, project_id FROM approvals WHERE status = 'pending' AND expires_at <= $1 ORDER BY expires_at LIMIT ${BATCH}`,
+      `SELECT id, org_id, project_id FROM approvals WHERE status = 'pending' AND expires_at <= $1 ORDER BY approvals.expires_at LIMIT ${BATCH}`,
       [at.toISOString()],
     );
     for (const r of rows) {

@@ -27,7 +27,7 @@ export class MandateExpiryReactor extends PeriodicReactor {
     const at = this.now();
     let moved = 0;
     const { rows } = await this.db.query<{ id: string; org_id: string; project_id: string }>(
-      `SELECT id, org_id, project_id FROM mandates WHERE status IN ('active', 'paused') AND expires_at <= $1 ORDER BY expires_at LIMIT ${BATCH}`,
+      `SELECT id, org_id, project_id FROM mandates WHERE status IN ('active', 'paused') AND expires_at <= $1 ORDER BY mandates.expires_at LIMIT ${BATCH}`,
       [at.toISOString()],
     );
     for (const r of rows) {
@@ -43,7 +43,7 @@ export class MandateExpiryReactor extends PeriodicReactor {
     }
     // Bank consents past expires_at: expired, and their slot released.
     const consents = await this.db.query<{ id: string; org_id: string; project_id: string; consumer_id: string; bank_id: string }>(
-      `SELECT id, org_id, project_id, consumer_id, bank_id FROM bank_consents WHERE status IN ('pending', 'authorised') AND expires_at <= $1 ORDER BY expires_at LIMIT ${BATCH}`,
+      `SELECT id, org_id, project_id, consumer_id, bank_id FROM bank_consents WHERE status IN ('pending', 'authorised') AND expires_at <= $1 ORDER BY bank_consents.expires_at LIMIT ${BATCH}`,
       [at.toISOString()],
     ).catch(() => ({ rows: [] as { id: string; org_id: string; project_id: string; consumer_id: string; bank_id: string }[] }));
     for (const c of consents.rows) {

@@ -124,7 +124,7 @@ export async function signAsAgent(ports: Pick<Ports, 'store' | 'vault'>, tenant:
 export async function readAgents(ports: Pick<Ports, 'db'>, orgId: string, handle: string | undefined, limit: number): Promise<AgentView[]> {
   const { rows } = await ports.db.query<Omit<AgentView, 'keys'>>(
     `SELECT handle AS agent_id, did AS agent_did, principal_ref, display_name, status, ${TS('created_at')} AS created_at, ${TS('revoked_at')} AS revoked_at
-     FROM agents WHERE org_id = $1 ${handle !== undefined ? 'AND handle = $3' : ''} ORDER BY created_at, handle LIMIT $2`,
+     FROM agents WHERE org_id = $1 ${handle !== undefined ? 'AND handle = $3' : ''} ORDER BY agents.created_at, handle LIMIT $2`,
     handle !== undefined ? [orgId, limit, handle] : [orgId, limit],
   );
   if (rows.length === 0) return [];

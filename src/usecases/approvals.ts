@@ -44,7 +44,7 @@ export async function getApproval(ports: Pick<Ports, 'db'>, orgId: string, id: s
 /** Approvals of the organization (of one project when given), newest first. */
 export async function listApprovals(ports: Pick<Ports, 'db'>, orgId: string, q: { status: ApprovalStatus | null; limit: number; projectId: string | null }): Promise<ApprovalRow[]> {
   const { rows } = await ports.db.query<ApprovalRow>(
-    `SELECT ${COLUMNS} FROM approvals WHERE org_id = $1 AND ($2::text IS NULL OR status = $2) AND ($4::text IS NULL OR project_id = $4) ORDER BY created_at DESC, id DESC LIMIT $3`,
+    `SELECT ${COLUMNS} FROM approvals WHERE org_id = $1 AND ($2::text IS NULL OR status = $2) AND ($4::text IS NULL OR project_id = $4) ORDER BY approvals.created_at DESC, id DESC LIMIT $3`,
     [orgId, q.status, q.limit, q.projectId],
   );
   return rows;
@@ -95,16 +95,34 @@ export async function decideApproval(ports: Ports, run: RunCommand, d: Decision,
 }
 
 /** The people's queue of one project (with the organization's approvals of no project): the pending approvals (oldest first: the one expiring soonest leads), the last decided ones, and the e-mail of each person who decided. */
-export async function approvalQueue(ports: Pick<Ports, 'db'>, orgId: string, projectId: string, historyLimit = 50) {
+/**
+ * The queue a person sees, a page of each list: pending approvals, the one
+ * expiring soonest first, and the decided ones, newest first. Each page
+ * continues after a row (its id, the cursor) and says the id to continue
+ * after when more rows follow; never an offset.
+ */
+export async function approvalQueue(ports: Pick<Ports, 'db'>, orgId: string, projectId: string, page: { pendingAfter?: string | undefined; historyAfter?: string | undefined; limit?: number } = {}) {
+  const limit = page.limit ?? 50;
   const { rows: pending } = await ports.db.query<ApprovalRow>(
-    `SELECT ${COLUMNS} FROM approvals WHERE org_id = $1 AND (project_id = $2 OR project_id IS NULL) AND status = 'pending' ORDER BY expires_at, id LIMIT 200`,
-    [orgId, projectId],
+    `SELECT ${COLUMNS} FROM approvals WHERE org_id = $1 AND (project_id = $2 OR project_id IS NULL) AND status = 'pending'
+       AND ($4::text IS NULL OR (expires_at, id) > (SELECT expires_at, id FROM approvals WHERE org_id = $1 AND id = $4))
+     ORDER BY approvals.expires_at, id LIMIT $3`,
+    [orgId, projectId, limit + 1, page.pendingAfter ?? null],
   );
   const { rows: history } = await ports.db.query<ApprovalRow>(
-    `SELECT ${COLUMNS} FROM approvals WHERE org_id = $1 AND (project_id = $2 OR project_id IS NULL) AND status <> 'pending' ORDER BY coalesce(decided_at, expires_at) DESC, id DESC LIMIT $3`,
-    [orgId, projectId, historyLimit],
+    `SELECT ${COLUMNS} FROM approvals WHERE org_id = $1 AND (project_id = $2 OR project_id IS NULL) AND status <> 'pending'
+       AND ($4::text IS NULL OR (coalesce(decided_at, expires_at), id) < (SELECT coalesce(decided_at, expires_at), id FROM approvals WHERE org_id = $1 AND id = $4))
+     ORDER BY coalesce(decided_at, expires_at) DESC, id DESC LIMIT $3`,
+    [orgId, projectId, limit + 1, page.historyAfter ?? null],
   );
-  return { pending, history, people: await deciders(ports, orgId, history) };
+  const more = (rows: ApprovalRow[]) => {
+    if (rows.length <= limit) return null;
+    rows.length = limit;
+    return rows[limit - 1]!.id;
+  };
+  const nextPending = more(pending);
+  const nextHistory = more(history);
+  return { pending, history, nextPending, nextHistory, people: await deciders(ports, orgId, history) };
 }
 
 /** The e-mail address of each person who decided one of `rows` (by user id). */

@@ -121,7 +121,7 @@ export async function auditHealth(ports: Pick<Ports, 'db' | 'store' | 'now' | 'a
   ).rows[0];
   const now = ports.now().getTime();
   const openRows = (await ports.db.query<{ id: string; detected_at: string; detected_at_sequence: number; kind: string; detail: string }>(
-    `SELECT id, ${TS('detected_at')} AS detected_at, detected_at_sequence::int, kind, detail FROM audit_incidents WHERE org_id = $1 AND status = 'open' ORDER BY detected_at, id`,
+    `SELECT id, ${TS('detected_at')} AS detected_at, detected_at_sequence::int, kind, detail FROM audit_incidents WHERE org_id = $1 AND status = 'open' ORDER BY audit_incidents.detected_at, id`,
     [orgId],
   )).rows;
   const open = openRows.map(({ id, detected_at, detected_at_sequence }) => ({ id, detected_at, detected_at_sequence }));
@@ -184,7 +184,7 @@ const INCIDENT_COLUMNS = `id, org_id, kind, detail, ${TS('detected_at')} AS dete
 
 /** The organization's incidents of the given statuses, newest first. */
 export async function listIncidents(ports: Pick<Ports, 'db'>, tenant: Pick<Tenant, 'orgId'>, statuses: readonly string[]): Promise<IncidentView[]> {
-  const { rows } = await ports.db.query<IncidentView>(`SELECT ${INCIDENT_COLUMNS} FROM audit_incidents WHERE org_id = $1 AND status = ANY($2) ORDER BY detected_at DESC, id`, [tenant.orgId, [...statuses]]);
+  const { rows } = await ports.db.query<IncidentView>(`SELECT ${INCIDENT_COLUMNS} FROM audit_incidents WHERE org_id = $1 AND status = ANY($2) ORDER BY audit_incidents.detected_at DESC, id`, [tenant.orgId, [...statuses]]);
   return rows;
 }
 

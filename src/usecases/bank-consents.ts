@@ -194,6 +194,6 @@ export async function listBankConsents(ports: Pick<Ports, 'db'>, tenant: Tenant,
   const f = new ListFilter(tenant, q.limit);
   if (q.consumer_id) f.add('consumer_id = ?', q.consumer_id);
   if (q.status) f.add('status = ?', q.status);
-  const { rows } = await ports.db.query<BankConsentRow>(`SELECT ${COLUMNS} FROM bank_consents WHERE ${f.where} ORDER BY created_at DESC, id LIMIT $3`, f.params);
+  const { rows } = await ports.db.query<BankConsentRow>(`SELECT ${COLUMNS} FROM bank_consents WHERE ${f.where} ORDER BY bank_consents.created_at DESC, id LIMIT $3`, f.params);
   return rows;
 }

@@ -108,7 +108,7 @@ export async function listNegotiations(
   if (q.outcome) f.add('outcome = ?', q.outcome);
   if (q.since) f.add('started_at >= ?', q.since.toISOString());
   if (q.until) f.add('started_at < ?', q.until.toISOString());
-  const { rows } = await ports.db.query<NegotiationRow>(`SELECT ${NG_COLUMNS} FROM negotiations WHERE ${f.where} ORDER BY started_at DESC, id DESC LIMIT $3`, f.params);
+  const { rows } = await ports.db.query<NegotiationRow>(`SELECT ${NG_COLUMNS} FROM negotiations WHERE ${f.where} ORDER BY negotiations.started_at DESC, id DESC LIMIT $3`, f.params);
   return rows.map(negotiationRow);
 }
 

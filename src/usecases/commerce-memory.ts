@@ -145,7 +145,7 @@ export async function listCounterparties(ports: Pick<Ports, 'db'>, tenant: Tenan
   if (q.identifier !== undefined) f.add('identifier = ?', q.identifier_kind ? normalizeIdentifier(q.identifier_kind, q.identifier) : q.identifier);
   if (q.identifier_kind) f.add('identifier_kind = ?', q.identifier_kind);
   if (q.kind) f.add('kind = ?', q.kind);
-  const { rows } = await ports.db.query<CounterpartyView>(`SELECT ${CP_COLUMNS} FROM counterparties WHERE ${f.where} ORDER BY last_seen_at DESC, id LIMIT $3`, f.params);
+  const { rows } = await ports.db.query<CounterpartyView>(`SELECT ${CP_COLUMNS} FROM counterparties WHERE ${f.where} ORDER BY counterparties.last_seen_at DESC, id LIMIT $3`, f.params);
   return rows;
 }
 
@@ -234,6 +234,6 @@ export async function listInteractions(ports: Pick<Ports, 'db'>, tenant: Tenant,
   if (q.kind) f.add('kind = ?', q.kind);
   if (q.since) f.add('occurred_at >= ?', q.since.toISOString());
   if (q.until) f.add('occurred_at < ?', q.until.toISOString());
-  const { rows } = await ports.db.query<Omit<InteractionView, 'amount_minor'> & { amount_minor: string | null }>(`SELECT ${IX_COLUMNS} FROM interactions WHERE ${f.where} ORDER BY occurred_at DESC, id DESC LIMIT $3`, f.params);
+  const { rows } = await ports.db.query<Omit<InteractionView, 'amount_minor'> & { amount_minor: string | null }>(`SELECT ${IX_COLUMNS} FROM interactions WHERE ${f.where} ORDER BY interactions.occurred_at DESC, id DESC LIMIT $3`, f.params);
   return rows.map(interactionRow);
 }

@@ -61,7 +61,7 @@ export async function listConnections(ports: Pick<Ports, 'db'>, t: Tenant, f: Co
     params.push(v);
     where += ` AND ${col} = $${params.length}`;
   }
-  const { rows } = await ports.db.query<ConnectionRow>(`SELECT ${COLUMNS} FROM connections WHERE ${where} ORDER BY created_at DESC, id DESC LIMIT $3`, params);
+  const { rows } = await ports.db.query<ConnectionRow>(`SELECT ${COLUMNS} FROM connections WHERE ${where} ORDER BY connections.created_at DESC, id DESC LIMIT $3`, params);
   return rows;
 }
 

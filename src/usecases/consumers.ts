@@ -62,7 +62,7 @@ export async function listConsumers(ports: Pick<Ports, 'db'>, tenant: Pick<Tenan
     params.push(q.verified ? 'verified' : 'unverified');
     filter = ' AND status = $3';
   }
-  const { rows } = await ports.db.query<ConsumerView>(`SELECT ${COLUMNS} FROM consumers WHERE org_id = $1${filter} ORDER BY created_at DESC, id LIMIT $2`, params);
+  const { rows } = await ports.db.query<ConsumerView>(`SELECT ${COLUMNS} FROM consumers WHERE org_id = $1${filter} ORDER BY consumers.created_at DESC, id LIMIT $2`, params);
   return rows;
 }
 
@@ -70,8 +70,8 @@ export async function listConsumers(ports: Pick<Ports, 'db'>, tenant: Pick<Tenan
 export async function consumerDetail(ports: Pick<Ports, 'db'>, tenant: Tenant, id: string): Promise<ConsumerView & { mandate_ids: string[]; card_ids: string[] }> {
   const c = await readConsumer(ports, tenant, id);
   if (!c) throw consumerNotFound();
-  const m = await ports.db.query<{ id: string }>('SELECT id FROM mandates WHERE consumer_id = $1 AND org_id = $2 AND project_id = $3 ORDER BY created_at, id', [c.id, tenant.orgId, tenant.projectId]);
-  const cards = await ports.db.query<{ card_id: string }>(`SELECT card_id FROM mandate_cards WHERE consumer_id = $1 AND org_id = $2 AND project_id = $3 AND status = 'active' ORDER BY bound_at`, [
+  const m = await ports.db.query<{ id: string }>('SELECT id FROM mandates WHERE consumer_id = $1 AND org_id = $2 AND project_id = $3 ORDER BY mandates.created_at, id', [c.id, tenant.orgId, tenant.projectId]);
+  const cards = await ports.db.query<{ card_id: string }>(`SELECT card_id FROM mandate_cards WHERE consumer_id = $1 AND org_id = $2 AND project_id = $3 AND status = 'active' ORDER BY mandate_cards.bound_at`, [
     c.id,
     tenant.orgId,
     tenant.projectId,

@@ -229,7 +229,7 @@ export async function listMandates(ports: Ports, tenant: Tenant, q: { consumer_i
   const f = new ListFilter(tenant, q.limit, ports.now().toISOString());
   if (q.consumer_id) f.add('consumer_id = ?', q.consumer_id);
   if (q.status) f.add(`${EFFECTIVE.replace('$NOW', '$4')} = ?`, q.status);
-  const { rows } = await ports.db.query<MandateRow>(`SELECT ${columns('$4')} FROM mandates WHERE ${f.where} ORDER BY created_at DESC, id LIMIT $3`, f.params);
+  const { rows } = await ports.db.query<MandateRow>(`SELECT ${columns('$4')} FROM mandates WHERE ${f.where} ORDER BY mandates.created_at DESC, id LIMIT $3`, f.params);
   return rows;
 }
 

@@ -55,7 +55,7 @@ export async function getServer(ports: Ports, tenant: { orgId: string; projectId
 }
 
 export async function listServers(ports: Ports, tenant: { orgId: string; projectId: string }): Promise<McpServerRow[]> {
-  const { rows } = await ports.db.query<McpServerRow>(`SELECT ${COLS} FROM mcp_servers WHERE org_id = $1 AND project_id = $2 ORDER BY created_at DESC, id LIMIT 500`, [tenant.orgId, tenant.projectId]);
+  const { rows } = await ports.db.query<McpServerRow>(`SELECT ${COLS} FROM mcp_servers WHERE org_id = $1 AND project_id = $2 ORDER BY mcp_servers.created_at DESC, id LIMIT 500`, [tenant.orgId, tenant.projectId]);
   return rows;
 }
 

@@ -81,7 +81,7 @@ export async function listApiKeys(ports: Pick<Ports, 'db'>, orgId: string): Prom
     `SELECT key_id AS id, name, environment, project_id, scopes, key_prefix AS prefix,
        ${TS('created_at')} AS created_at,
        ${TS('revoked_at')} AS revoked_at
-     FROM api_keys WHERE org_id = $1 ORDER BY created_at DESC, key_id`,
+     FROM api_keys WHERE org_id = $1 ORDER BY api_keys.created_at DESC, key_id`,
     [orgId],
   );
   return rows;

@@ -32,7 +32,7 @@ export function chargeStatusOf(r: ChargeRow, now: Date): string {
 
 export async function readCharges(ports: Pick<Ports, 'db'>, tenant: Tenant, consumerId: string, reference: string): Promise<ChargeRow[]> {
   const { rows } = await ports.db.query<ChargeRow>(
-    `SELECT ${COLUMNS} FROM pix_charges WHERE consumer_id = $1 AND org_id = $2 AND project_id = $3 AND (id = $4 OR txid = $4 OR transaction_id = $4 OR client_request_id = $4) ORDER BY created_at, id LIMIT 10`,
+    `SELECT ${COLUMNS} FROM pix_charges WHERE consumer_id = $1 AND org_id = $2 AND project_id = $3 AND (id = $4 OR txid = $4 OR transaction_id = $4 OR client_request_id = $4) ORDER BY pix_charges.created_at, id LIMIT 10`,
     [consumerId, tenant.orgId, tenant.projectId, reference],
   );
   return rows;

@@ -21,7 +21,7 @@ const uncertain = (inventory: PspKey[] | null) =>
   new Rejection('pix_key_registration_uncertain', 'the PSP did not say whether the key was registered; list keys instead of repeating', { retry_safe: false, inventory_known: inventory !== null, inventory_count: inventory?.length ?? null });
 
 async function readKeys(ports: Pick<Ports, 'db'>, consumerId: string): Promise<PixKeyRow[]> {
-  const { rows } = await ports.db.query<PixKeyRow>('SELECT key, key_type FROM pix_keys WHERE consumer_id = $1 ORDER BY registered_at, key', [consumerId]);
+  const { rows } = await ports.db.query<PixKeyRow>('SELECT key, key_type FROM pix_keys WHERE consumer_id = $1 ORDER BY pix_keys.registered_at, key', [consumerId]);
   return rows;
 }
 

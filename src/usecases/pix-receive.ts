@@ -16,7 +16,7 @@ export type Runner = <S, C>(decider: Decider<S, C>, stream: string, command: C, 
 
 export async function correlate(ports: Pick<Ports, 'db'>, accountId: string, txid: string | null): Promise<{ correlation: 'charge_matched' | 'no_correlator_returned' | 'no_charge_matched' | 'charge_ambiguous'; chargeId: string | null }> {
   if (!txid) return { correlation: 'no_correlator_returned', chargeId: null };
-  const { rows } = await ports.db.query<{ id: string }>('SELECT id FROM pix_charges WHERE account_id = $1 AND txid = $2 ORDER BY created_at LIMIT 2', [accountId, txid]);
+  const { rows } = await ports.db.query<{ id: string }>('SELECT id FROM pix_charges WHERE account_id = $1 AND txid = $2 ORDER BY pix_charges.created_at LIMIT 2', [accountId, txid]);
   if (rows.length === 0) return { correlation: 'no_charge_matched', chargeId: null };
   if (rows.length > 1) return { correlation: 'charge_ambiguous', chargeId: null };
   return { correlation: 'charge_matched', chargeId: rows[0]!.id };

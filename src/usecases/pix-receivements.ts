@@ -107,7 +107,7 @@ export async function getReceivement(ports: Pick<Ports, 'db' | 'store' | 'pix' |
   );
   const r = rows[0];
   if (!r) throw new Rejection('not_found', 'no such movement on this account');
-  const devs = await ports.db.query<{ id: string; status: string; amount_minor: string }>('SELECT id, status, amount_minor::text FROM pix_devolutions WHERE end_to_end_id = $1 AND consumer_id = $2 ORDER BY requested_at, id', [pix.endToEndId, a.consumerId]);
+  const devs = await ports.db.query<{ id: string; status: string; amount_minor: string }>('SELECT id, status, amount_minor::text FROM pix_devolutions WHERE end_to_end_id = $1 AND consumer_id = $2 ORDER BY pix_devolutions.requested_at, id', [pix.endToEndId, a.consumerId]);
   const providerStatus = new Map(pix.devolucoes.map((d) => [d.id, d.status]));
   return {
     end_to_end_id: pix.endToEndId, received: true, provider_transaction_type: pix.tipo, provider_transaction_id: r.provider_transaction_id, provider_amount: r.provider_amount,

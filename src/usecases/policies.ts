@@ -29,7 +29,7 @@ function checkedConfig(type: Type, config: unknown): Record<string, unknown> {
 
 /** The organization's policies in evaluation order. */
 export async function listPolicies(ports: Ports, orgId: string): Promise<PolicyRow[]> {
-  return (await ports.db.query<PolicyRow>(`SELECT ${COLUMNS} FROM policies WHERE org_id = $1 ORDER BY ord, created_at, id`, [orgId])).rows;
+  return (await ports.db.query<PolicyRow>(`SELECT ${COLUMNS} FROM policies WHERE org_id = $1 ORDER BY ord, policies.created_at, id`, [orgId])).rows;
 }
 
 /** One of the organization's policies, or the rejection not_found. */

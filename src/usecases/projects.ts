@@ -39,7 +39,7 @@ export async function listProjects(ports: Pick<Ports, 'db'>, orgId: string, q: {
   if (q.is_default !== undefined) params.push(q.is_default);
   const { rows } = await ports.db.query<ProjectRow & { total: string }>(
     `SELECT ${PROJECT_COLUMNS}, count(*) OVER ()::text AS total FROM projects WHERE org_id = $1 AND deleted_at IS NULL${filter}
-     ORDER BY created_at, id LIMIT $2 OFFSET $3`,
+     ORDER BY projects.created_at, id LIMIT $2 OFFSET $3`,
     params,
   );
   let total = rows[0] ? Number(rows[0].total) : 0;

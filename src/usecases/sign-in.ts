@@ -43,7 +43,7 @@ export async function personOrgs(db: Queryable, email: string): Promise<PersonOr
 /** An organization's live projects, the default first. */
 export async function orgProjects(db: Queryable, orgId: string): Promise<PersonProject[]> {
   const { rows } = await db.query<{ id: string; name: string; slug: string; environment: 'live' | 'test'; is_default: boolean }>(
-    'SELECT id, name, slug, environment, is_default FROM projects WHERE org_id = $1 AND deleted_at IS NULL ORDER BY is_default DESC, created_at, id',
+    'SELECT id, name, slug, environment, is_default FROM projects WHERE org_id = $1 AND deleted_at IS NULL ORDER BY is_default DESC, projects.created_at, id',
     [orgId],
   );
   return rows.map((r) => ({ id: r.id, name: r.name, slug: r.slug, environment: r.environment, isDefault: r.is_default }));

@@ -29,7 +29,7 @@ export async function whoami(ports: Pick<Ports, 'db'>, k: WhoamiKey): Promise<Wh
             u.user_id, u.email, u.display_name
        FROM (SELECT 1) one
        LEFT JOIN projects p ON p.id = $2 AND p.org_id = $1
-       LEFT JOIN LATERAL (SELECT user_id, email, display_name FROM users WHERE org_id = $1 AND role = 'owner' ORDER BY added_at, user_id LIMIT 1) u ON true`,
+       LEFT JOIN LATERAL (SELECT user_id, email, display_name FROM users WHERE org_id = $1 AND role = 'owner' ORDER BY users.added_at, user_id LIMIT 1) u ON true`,
     [k.orgId, k.projectId, k.keyId],
   );
   const r = rows[0]!;

@@ -177,6 +177,26 @@ if (!(await findChromium())) {
     t.same(await nextEvent(), { id: mine.body.approval_id, status: 'pending', decided_by_email: null }, 'the first event is this project\'s: the others were never sent');
   });
 
+  t.test('the queue grows by cursor: 50 held calls a page, the next page continues after the last, nothing twice', async (t) => {
+    const pager = await bootstrapOrg(app, 'Pager');
+    const { spend: hold } = await heldSpends(pager.key);
+    for (let i = 0; i < 53; i += 10) await Promise.all(Array.from({ length: Math.min(10, 53 - i) }, (_, j) => hold(String(1 + i + j))));
+    await ledger.settle();
+    const { page: p } = await person('owner+pager@example.com', one);
+    await p.goto(`${one}/dashboard/approvals`);
+    const first = await p.locator('#pending [data-approval]').evaluateAll((xs) => xs.map((x) => x.getAttribute('data-approval')));
+    t.equal(first.length, 50, 'the first page lists 50');
+    await p.getByRole('link', { name: 'Next held calls →' }).click();
+    await p.waitForURL(/pending_after=/);
+    const second = await p.locator('#pending [data-approval]').evaluateAll((xs) => xs.map((x) => x.getAttribute('data-approval')));
+    t.equal(second.length, 3, 'the second page lists the other 3');
+    t.same(second.filter((id) => first.includes(id)), [], 'no held call on both pages');
+    t.equal(await p.getByRole('link', { name: 'Next held calls →' }).count(), 0, 'the last page offers no next page');
+    await p.getByRole('link', { name: '← First held calls' }).click();
+    await p.waitForURL((u) => !u.search.includes('pending_after'));
+    t.equal(await p.locator('#pending [data-approval]').count(), 50, 'back to the first page');
+  });
+
   t.test('axe-core finds nothing on the queue and on one approval; no sideways scrolling at 375 and 1440 px', async (t) => {
     const { page: p } = await person('owner+approvers@example.com', two);
     const held = await spend('1100');
