@@ -42,9 +42,9 @@ if (!found) {
     t.match(text, /\/v1\/consumers\/\{id\}\/wallet/, 'the operation opens from the search');
     // The recorded example of the answer (contracts/examples), not a schema's placeholder.
     const doc = (await app.inject({ method: 'GET', url: '/openapi.json' })).json();
-    const example = doc.paths['/v1/consumers/{id}/wallet'].get.responses['200'].content['application/json'].example as { consumer_id: string };
+    const example = doc.paths['/v1/consumers/{id}/wallet'].get.responses['200'].content['application/json'].examples?.recorded?.value as { consumer_id: string };
     t.ok(example?.consumer_id, 'the wallet answer has a recorded example');
-    await section.getByText(example.consumer_id).first().waitFor({ timeout: 30_000 });
+    await tab.getByText(example.consumer_id).first().waitFor({ timeout: 30_000 });
     t.pass('the example is shown');
     t.same(outside, [], 'the page asked nothing outside this service');
     t.same(violations, [], 'no CSP violation');

@@ -128,6 +128,9 @@ function access(r: RouteSpec): string {
   return parts.join(' ');
 }
 
+/** A recorded example (contracts/examples), as a named example: the reference shows it in place of one made from the schema. */
+const recorded = (value: unknown): Json => ({ recorded: { summary: 'Recorded from the test suite', value } });
+
 /** Gives every property without a description of its own the shared one of its name (src/http/kernel/openapi-fields.ts). */
 function describeFields(s: unknown): void {
   if (Array.isArray(s)) return s.forEach(describeFields);
@@ -173,7 +176,11 @@ function buildDocument(routes: readonly RouteSpec[], serverUrl: string, pages: r
     }
     // A route that also streams: its events under text/event-stream beside the JSON answer.
     if (r.sse) (((responses['200'] ??= { description: 'Success' }) as Json).content ??= {} as Json)['text/event-stream' as never] = { schema: strip(jsonSchema(r.sse, 'output')) } as never;
-    Object.assign(responses, errorResponses(r));
+    // A status the route declares a body for keeps that body (the x402 402, OAuth's error object); the codes name it.
+    for (const [status, documented] of Object.entries(errorResponses(r))) {
+      const declared = responses[status] as Json | undefined;
+      responses[status] = declared?.content ? { ...declared, description: documented.description } : documented;
+    }
     const op: Json = {
       operationId: r.operationId,
       summary: r.summary,
@@ -189,10 +196,10 @@ function buildDocument(routes: readonly RouteSpec[], serverUrl: string, pages: r
     };
     const example = examples().get(r.operationId);
     if (r.body) {
-      op.requestBody = { required: !r.bodyOptional, content: { 'application/json': { schema: strip(jsonSchema(r.body, 'input')), ...(example?.request !== undefined ? { example: example.request } : {}) } } };
+      op.requestBody = { required: !r.bodyOptional, content: { 'application/json': { schema: strip(jsonSchema(r.body, 'input')), ...(example?.request !== undefined ? { examples: recorded(example.request) } : {}) } } };
     }
     const answered = example && (responses[String(example.status)]?.content as Json | undefined)?.['application/json'];
-    if (answered) (answered as Json).example = example.response;
+    if (answered) (answered as Json).examples = recorded(example.response);
     (paths[path] ??= {})[r.method.toLowerCase()] = op;
   }
   return {
