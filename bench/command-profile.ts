@@ -1,12 +1,10 @@
-import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { Vault } from '../src/adapters/vault.ts';
-import { buildApp } from '../src/app.ts';
 import { generateSigningKey } from '../src/audit/note.ts';
 import { PostgresEventStore } from '../src/eventstore/postgres.ts';
 import { openDb } from '../src/postgres/db.ts';
 import { startReadSide } from '../src/readside.ts';
 import { benchPostgres } from './harness.ts';
+import { spendApp } from './spend-app.ts';
 
 // bench/command-profile: the cost of one acknowledged command, sequentially
 // (one connection, no concurrency): milliseconds per spend, and every SQL
@@ -91,23 +89,7 @@ try {
       if (counting) phase.wait += Number(process.hrtime.bigint() - s) / 1e6;
     }
   };
-  const secret = 'svc_bench_secret_0123456789abcdefghijklmnop';
-  const app = await buildApp({ vault: await Vault.open(db, randomBytes(32)), db, store, readSide, serviceSecret: secret, baseUrl: 'http://127.0.0.1', logLevel: 'warn', rateLimit: { burst: 1e9, perSecond: 1e9 } });
-  const platform = { authorization: `Bearer ${secret}` };
-  const org = (await app.inject({ method: 'POST', url: '/v1/orgs', headers: platform, payload: { name: 'Bench', owner_email: 'bench@example.com' } })).json();
-  const key = (await app.inject({ method: 'POST', url: '/v1/api-keys', headers: { ...platform, 'x-svc-user': org.owner.user_id }, payload: { name: 'bench', environment: 'test' } })).json().key;
-  const auth = { authorization: `Bearer ${key}` };
-  await app.inject({ method: 'POST', url: '/v1/agents', headers: auth, payload: { agent_id: 'buyer', principal_ref: 'p' } });
-  const consumer = (await app.inject({ method: 'POST', url: '/v1/consumers', headers: auth, payload: {} })).json();
-  const mandate = (
-    await app.inject({
-      method: 'POST',
-      url: '/v1/mandates',
-      headers: auth,
-      payload: { consumer_id: consumer.id, agent_id: 'buyer', purpose: 'bench', merchant_allowlist: ['shop@pix.example'], merchant_pin_kind: 'pix-key', cap_minor: '100000000', per_tx_cap_minor: '1000', currency: 'BRL', expires_at: Math.floor(Date.now() / 1000) + 86_400 },
-    })
-  ).json();
-  const spend = () => app.inject({ method: 'POST', url: `/v1/consumers/mandates/${mandate.id}/spend`, headers: auth, payload: { amount_minor: '1', currency: 'BRL', merchant: 'shop@pix.example' } });
+  const { app, spend } = await spendApp(db, store, readSide);
   for (let i = 0; i < 50; i++) await spend();
   await new Promise((r) => setTimeout(r, 500));
   counting = true;

@@ -31,7 +31,8 @@ export type OrgCommand =
   | { type: 'remove_user'; userId: string; actorRole: Role }
   | { type: 'set_project_member'; projectId: string; userId: string; role: 'admin' | 'member' }
   | { type: 'remove_project_member'; projectId: string; userId: string }
-  | { type: 'create_api_key'; keyId: string; name: string; environment: 'live' | 'test'; projectId: string | null; scopes: string[]; keyHash: string; keyPrefix: string }
+  /** `worldProjectId`: the id of the project opened for the key's environment when the organization has none in it yet. */
+  | { type: 'create_api_key'; keyId: string; name: string; environment: 'live' | 'test'; projectId: string | null; scopes: string[]; keyHash: string; keyPrefix: string; worldProjectId?: string }
   | { type: 'revoke_api_key'; keyId: string };
 
 export const SLUG_PATTERN = /^[a-z0-9_-]{1,64}$/;
@@ -53,6 +54,15 @@ function checkSlug(state: ActiveOrg, slug: string, except?: string) {
   if (RESERVED_SLUGS.has(slug)) throw new Rejection('slug_reserved', `slug "${slug}" is reserved`);
   for (const [id, p] of state.projects) {
     if (id !== except && p.slug === slug) throw new Rejection('slug_conflict', `slug "${slug}" is taken in this organization`);
+  }
+}
+
+/** `base`, or `base-2`, `base-3`, ...: the first slug no project of the organization holds. */
+function freeSlug(s: ActiveOrg, base: string): string {
+  const taken = new Set([...s.projects.values()].map((p) => p.slug));
+  for (let n = 1; ; n++) {
+    const slug = n === 1 ? base : `${base}-${n}`;
+    if (!taken.has(slug)) return slug;
   }
 }
 
@@ -226,9 +236,21 @@ export const orgDecider: Decider<OrgState, OrgCommand> = {
         if (!p.members.has(command.userId)) return [];
         return [{ type: 'project_member.removed', data: { project_id: command.projectId, user_id: command.userId } }];
       }
-      case 'create_api_key':
-        if (command.projectId !== null) project(s, command.projectId);
+      case 'create_api_key': {
+        // Test and live are two worlds (docs/decisions.md, "Issue 60: errors and environments"):
+        // a key acts only in projects of its environment, so it is bound to one of them only,
+        // and the first key of an environment the organization has no project in opens one.
+        const env = command.environment;
+        if (command.projectId !== null) {
+          const p = project(s, command.projectId);
+          if (p.environment !== env) throw new Rejection('environment_mismatch', `project ${command.projectId} is a ${p.environment} project: a ${env} key acts only in ${env} projects; bind it to a ${env} project, or create a ${p.environment} key`, { environment: env, project_environment: p.environment });
+        }
+        const opened: DomainEvent[] =
+          command.projectId === null && command.worldProjectId !== undefined && ![...s.projects.values()].some((p) => p.environment === env)
+            ? [{ type: 'project.created', data: { project_id: command.worldProjectId, name: env === 'live' ? 'Live' : 'Test', slug: freeSlug(s, env), environment: env, is_default: false, settings: {}, created_at: now } }]
+            : [];
         return [
+          ...opened,
           {
             type: 'api_key.created',
             data: {
@@ -243,6 +265,7 @@ export const orgDecider: Decider<OrgState, OrgCommand> = {
             },
           },
         ];
+      }
       case 'revoke_api_key': {
         const k = s.keys.get(command.keyId);
         if (!k) throw new Rejection('not_found', 'API key not found');

@@ -5,7 +5,7 @@ import type { Projection } from '../src/projector/projection.ts';
 
 export const agentProjection: Projection = {
   name: 'agent',
-  version: 1,
+  version: 2,
   tables: {
     agents: (t) => `CREATE TABLE ${t} (
       org_id text NOT NULL,
@@ -18,7 +18,8 @@ export const agentProjection: Projection = {
       revoked_at timestamptz,
       position text COLLATE "C" NOT NULL,
       PRIMARY KEY (org_id, handle)
-    )`,
+    );
+    CREATE INDEX ON ${t} (org_id, created_at, handle)`,
     agent_keys: (t) => `CREATE TABLE ${t} (
       kid text PRIMARY KEY,
       org_id text NOT NULL,

@@ -5,7 +5,7 @@ import type { Projection } from '../src/projector/projection.ts';
 
 export const bankConsentProjection: Projection = {
   name: 'bank_consent',
-  version: 1,
+  version: 2,
   tables: {
     bank_consents: (t) => `CREATE TABLE ${t} (
       id text PRIMARY KEY,
@@ -28,6 +28,7 @@ export const bankConsentProjection: Projection = {
       position text COLLATE "C" NOT NULL
     );
     CREATE INDEX ON ${t} (org_id, project_id, created_at);
+    CREATE INDEX ON ${t} (consumer_id, created_at);
     CREATE INDEX ON ${t} (expires_at) WHERE status IN ('pending', 'authorised')`,
     bank_statement_lines: (t) => `CREATE TABLE ${t} (
       consent_id text NOT NULL,
@@ -41,7 +42,8 @@ export const bankConsentProjection: Projection = {
       description text NOT NULL,
       booked_at timestamptz NOT NULL,
       PRIMARY KEY (consent_id, bank_transaction_id)
-    )`,
+    );
+    CREATE INDEX ON ${t} (consent_id, booked_at, bank_transaction_id)`,
   },
   eventTypes: new Set(['bank_consent.initiated', 'bank_consent.authorised', 'bank_consent.revoked', 'bank_consent.expired', 'bank_consent.transactions_imported']),
   async apply(tx, event, t) {

@@ -5,7 +5,7 @@ import type { Projection } from '../src/projector/projection.ts';
 
 export const consumerProjection: Projection = {
   name: 'consumer',
-  version: 1,
+  version: 2,
   tables: {
     consumers: (t) => `CREATE TABLE ${t} (
       id text PRIMARY KEY,
@@ -22,7 +22,8 @@ export const consumerProjection: Projection = {
       created_at timestamptz NOT NULL,
       position text COLLATE "C" NOT NULL
     );
-    CREATE INDEX ON ${t} (org_id, project_id, created_at)`,
+    CREATE INDEX ON ${t} (org_id, project_id, created_at);
+    CREATE INDEX ON ${t} (org_id, created_at, id)`,
   },
   eventTypes: new Set(['consumer.created', 'consumer.updated']),
   async apply(tx, event, t) {

@@ -6,7 +6,7 @@ import type { Projection } from '../src/projector/projection.ts';
 
 export const mandateProjection: Projection = {
   name: 'mandate',
-  version: 1,
+  version: 2,
   tables: {
     mandates: (t) => `CREATE TABLE ${t} (
       id text PRIMARY KEY,
@@ -30,6 +30,8 @@ export const mandateProjection: Projection = {
     );
     CREATE INDEX ON ${t} (org_id, project_id, created_at);
     CREATE INDEX ON ${t} (consumer_id);
+    CREATE INDEX ON ${t} (org_id, project_id, consumer_id, created_at, id);
+    CREATE INDEX ON ${t} (org_id, project_id, agent_id, created_at, id);
     CREATE INDEX ON ${t} (expires_at) WHERE status IN ('active', 'paused')`,
     mandate_authorizations: (t) => `CREATE TABLE ${t} (
       transaction_id text PRIMARY KEY,
@@ -41,6 +43,7 @@ export const mandateProjection: Projection = {
       merchant text NOT NULL,
       decision text NOT NULL,
       code text,
+      spent_minor numeric,
       at timestamptz NOT NULL,
       position text COLLATE "C" NOT NULL
     );
@@ -95,9 +98,9 @@ export const mandateProjection: Projection = {
         const d = e.data;
         const approved = e.type === 'mandate.spend_approved';
         await tx.query(
-          `INSERT INTO ${t.mandate_authorizations} (transaction_id, mandate_id, org_id, channel, amount_minor, currency, merchant, decision, code, at, position)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (transaction_id) DO NOTHING`,
-          [d.transaction_id, d.mandate_id, org, d.channel, d.amount_minor, d.currency, d.merchant, approved ? 'approved' : 'declined', approved ? null : (d as { code: string }).code, d.at, pos],
+          `INSERT INTO ${t.mandate_authorizations} (transaction_id, mandate_id, org_id, channel, amount_minor, currency, merchant, decision, code, spent_minor, at, position)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (transaction_id) DO NOTHING`,
+          [d.transaction_id, d.mandate_id, org, d.channel, d.amount_minor, d.currency, d.merchant, approved ? 'approved' : 'declined', approved ? null : (d as { code: string }).code, approved ? (d as { spent_minor: string }).spent_minor : null, d.at, pos],
         );
         if (e.type === 'mandate.spend_approved') {
           // The row's spent is its first slot's (its currency); another slot's spends live in mandate_slots.
@@ -152,7 +155,7 @@ mandateProjection.applyBatch = async (tx, events, t) => {
       case 'mandate.spend_declined': {
         const d = e.data;
         const approved = e.type === 'mandate.spend_approved';
-        auths.push({ transaction_id: d.transaction_id, mandate_id: d.mandate_id, org_id: ev.metadata.org_id, channel: d.channel, amount_minor: d.amount_minor, currency: d.currency, merchant: d.merchant, decision: approved ? 'approved' : 'declined', code: approved ? null : (d as { code: string }).code, at: d.at, position: ev.position });
+        auths.push({ transaction_id: d.transaction_id, mandate_id: d.mandate_id, org_id: ev.metadata.org_id, channel: d.channel, amount_minor: d.amount_minor, currency: d.currency, merchant: d.merchant, decision: approved ? 'approved' : 'declined', code: approved ? null : (d as { code: string }).code, spent_minor: approved ? (d as { spent_minor: string }).spent_minor : null, at: d.at, position: ev.position });
         if (e.type === 'mandate.spend_approved') {
           const cur = latest.get(d.mandate_id) ?? { position: ev.position };
           latest.set(d.mandate_id, { ...cur, spent: { ...cur.spent, [d.currency]: e.data.spent_minor }, position: ev.position });
@@ -177,9 +180,9 @@ mandateProjection.applyBatch = async (tx, events, t) => {
       [JSON.stringify(created)],
     ));
   }
-  const insertAuths = `INSERT INTO ${t.mandate_authorizations} (transaction_id, mandate_id, org_id, channel, amount_minor, currency, merchant, decision, code, at, position)
-       SELECT transaction_id, mandate_id, org_id, channel, amount_minor::numeric, currency, merchant, decision, code, at, position
-       FROM json_to_recordset($1::json) AS x(transaction_id text, mandate_id text, org_id text, channel text, amount_minor text, currency text, merchant text, decision text, code text, at timestamptz, position text)
+  const insertAuths = `INSERT INTO ${t.mandate_authorizations} (transaction_id, mandate_id, org_id, channel, amount_minor, currency, merchant, decision, code, spent_minor, at, position)
+       SELECT transaction_id, mandate_id, org_id, channel, amount_minor::numeric, currency, merchant, decision, code, spent_minor::numeric, at, position
+       FROM json_to_recordset($1::json) AS x(transaction_id text, mandate_id text, org_id text, channel text, amount_minor text, currency text, merchant text, decision text, code text, spent_minor text, at timestamptz, position text)
        ON CONFLICT (transaction_id) DO NOTHING`;
   // The ids again as an array: the planner then reads the mandates by key (it
   // guesses a hundred rows for json_to_recordset, and on a small or bloated
@@ -197,9 +200,9 @@ mandateProjection.applyBatch = async (tx, events, t) => {
   if (auths.length > 0 && latest.size > 0) {
     // One statement for both (a spend's usual pair): they write different tables,
     // and the mandates inserted above are already visible to it.
-    issued.push(tx.query(`WITH inserted AS (${insertAuths}) ${updateMandates('$2', '$3')}`, [JSON.stringify(auths), moves, ids], name('both_v3')));
+    issued.push(tx.query(`WITH inserted AS (${insertAuths}) ${updateMandates('$2', '$3')}`, [JSON.stringify(auths), moves, ids], name('both_v4')));
   } else if (auths.length > 0) {
-    issued.push(tx.query(insertAuths, [JSON.stringify(auths)], name('auths')));
+    issued.push(tx.query(insertAuths, [JSON.stringify(auths)], name('auths_v2')));
   } else if (latest.size > 0) {
     issued.push(tx.query(updateMandates('$1', '$2'), [moves, ids], name('moves_v3')));
   }

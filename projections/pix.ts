@@ -8,7 +8,7 @@ import type { Projection } from '../src/projector/projection.ts';
 
 export const pixProjection: Projection = {
   name: 'pix',
-  version: 2,
+  version: 3,
   tables: {
     pix_accounts: (t) => `CREATE TABLE ${t} (
       consumer_id text PRIMARY KEY, org_id text NOT NULL, project_id text NOT NULL, account_id text NOT NULL, psp text NOT NULL,
@@ -26,12 +26,13 @@ export const pixProjection: Projection = {
       wallet_id text NOT NULL, amount_minor numeric NOT NULL, currency text NOT NULL, txid text NOT NULL, kind text NOT NULL,
       transaction_id text, client_request_id text, status text NOT NULL, end_to_end_id text, expires_at timestamptz NOT NULL,
       created_at timestamptz NOT NULL, settled_at timestamptz, br_code text, location text);
-    CREATE INDEX ON ${t} (consumer_id); CREATE INDEX ON ${t} (account_id, txid)`,
+    CREATE INDEX ON ${t} (consumer_id, created_at, id); CREATE INDEX ON ${t} (account_id, txid)`,
     pix_receivements: (t) => `CREATE TABLE ${t} (
       psp text NOT NULL, end_to_end_id text NOT NULL, org_id text NOT NULL, project_id text NOT NULL, consumer_id text NOT NULL, account_id text NOT NULL,
       provider_transaction_type text NOT NULL, provider_transaction_id text, provider_amount text NOT NULL, received_minor numeric NOT NULL,
       initiation_type text, txid text, paid_at text NOT NULL, correlation text NOT NULL, charge_id text, source text NOT NULL,
-      wallet_id text, credited_minor numeric, received_at timestamptz NOT NULL, PRIMARY KEY (psp, end_to_end_id))`,
+      wallet_id text, credited_minor numeric, received_at timestamptz NOT NULL, PRIMARY KEY (psp, end_to_end_id));
+    CREATE INDEX ON ${t} (consumer_id, received_at, end_to_end_id)`,
     pix_devolutions: (t) => `CREATE TABLE ${t} (
       id text PRIMARY KEY, end_to_end_id text NOT NULL, consumer_id text NOT NULL, rtr_id text, amount_minor numeric NOT NULL,
       wallet_id text, status text NOT NULL, requested_at timestamptz NOT NULL);

@@ -16,7 +16,7 @@ export const VERIFICATION_STATUSES = ['pending', 'approved', 'rejected', 'expire
 export const sessionProjection: Projection = {
   name: 'session',
   // 2: a session's status reads `active` (was `open`), and its test-mode mocks are kept.
-  version: 2,
+  version: 3,
   tables: {
     sessions: (t) => `CREATE TABLE ${t} (
       id text PRIMARY KEY,
@@ -31,7 +31,8 @@ export const sessionProjection: Projection = {
       closed_at timestamptz,
       position text COLLATE "C" NOT NULL
     );
-    CREATE INDEX ON ${t} (org_id, project_id, created_at)`,
+    CREATE INDEX ON ${t} (org_id, project_id, created_at);
+    CREATE INDEX ON ${t} (org_id, project_id, user_id)`,
     tool_calls: (t) => `CREATE TABLE ${t} (
       id text PRIMARY KEY,
       seq bigserial,
@@ -57,7 +58,8 @@ export const sessionProjection: Projection = {
       position text COLLATE "C" NOT NULL
     );
     CREATE INDEX ON ${t} (org_id, project_id, called_at DESC, id DESC);
-    CREATE INDEX ON ${t} (connection_id, idempotency_key)`,
+    CREATE INDEX ON ${t} (connection_id, idempotency_key);
+    CREATE INDEX ON ${t} (session_id, seq)`,
   },
   eventTypes: new Set(['session.created', 'session.closed', 'session.deleted', 'tool_call.started', 'tool_call.succeeded', 'tool_call.failed', 'connection.webhook_received']),
   async apply(tx, event, t) {

@@ -82,6 +82,8 @@ try {
   const consumer = await post('/v1/consumers', { display_name: 'Ana Souza' });
   const mandate = await post('/v1/mandates', { consumer_id: consumer.id, agent_id: 'shopper', purpose: 'weekly groceries', merchant_allowlist: ['mercado-azul'], merchant_pin_kind: 'merchant-id', cap_minor: '80000', per_tx_cap_minor: '30000', currency: 'BRL', expires_at: Math.floor(Date.now() / 1000) + 30 * 86_400 });
   await post(`/v1/consumers/mandates/${mandate.id}/spend`, { amount_minor: '4590', currency: 'BRL', merchant: 'mercado-azul' });
+  // Over the per-spend cap: a refused spend, which the mandate's page explains.
+  await post(`/v1/consumers/mandates/${mandate.id}/spend`, { amount_minor: '35000', currency: 'BRL', merchant: 'mercado-azul' });
   await post('/v1/policies', { name: 'A person approves every spend', type: 'approval-required' });
   const held = await app.inject({ method: 'POST', url: `/v1/consumers/mandates/${mandate.id}/spend`, headers: api, payload: { amount_minor: '12990', currency: 'BRL', merchant: 'mercado-azul' } });
   const approvalId = held.statusCode === 403 ? (held.json().approval_id as string | undefined) : undefined;
@@ -144,6 +146,13 @@ try {
   await shoot('keys', '/dashboard/keys', contexts);
   await shoot('audit', '/dashboard/audit', contexts);
   await shoot('account', '/dashboard/account', contexts);
+  await shoot('agents', '/dashboard/agents', contexts);
+  await shoot('agent', '/dashboard/agents/shopper', contexts);
+  await shoot('consumers', '/dashboard/consumers', contexts);
+  await shoot('consumer', `/dashboard/consumers/${consumer.id}`, contexts);
+  await shoot('mandates', '/dashboard/mandates', contexts);
+  await shoot('mandate', `/dashboard/mandates/${mandate.id}`, contexts);
+  console.log('skipped pix-charge and bank-consent: this script wires no PSP and no bank (test/dashboard/money.test.ts checks their look)');
   console.log(`${taken} screenshots in ${path.relative(process.cwd(), OUT)}`);
 } finally {
   for (const stop of stops) await stop().catch((err: unknown) => console.error('cleanup:', err instanceof Error ? err.message : err));

@@ -1,6 +1,6 @@
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { runTap } from './tap.ts';
 
 // `npm run test:unit`: the test files that need no database, browser, chain or
 // child process, for a contributor's quick loop (deciders, hashing and formats,
@@ -9,7 +9,7 @@ import path from 'node:path';
 // process runs only in `npm test`. New files are classified the same way.
 
 const root = path.resolve(import.meta.dirname, '..');
-const HEAVY = /testDatabase|testApp|testLedger|testStores|launchChromium|startLocalChain|startCluster|helpers\/(db|app|ledger|cluster|pix|x402|oauth|balancer)|startEmbedded|spawn\(|esdb-double|EventStoreDBStore|from 'pg'/;
+const HEAVY = /testDatabase|testApp|testLedger|testStores|launchChromium|findChromium|embeddedWorker|startService|startLocalChain|startCluster|helpers\/(db|app|ledger|cluster|pix|x402|oauth|balancer|service)|startEmbedded|spawn\(|esdb-double|EventStoreDBStore|from 'pg'/;
 
 function testFiles(dir: string): string[] {
   return fs.readdirSync(path.join(root, dir), { withFileTypes: true }).flatMap((e) => {
@@ -20,5 +20,4 @@ function testFiles(dir: string): string[] {
 
 const files = testFiles('test').filter((f) => !HEAVY.test(fs.readFileSync(path.join(root, f), 'utf8'))).sort();
 console.log(`# ${files.length} test files that need no database, browser or chain`);
-const child = spawn(process.execPath, [path.join(root, 'node_modules/tap/dist/esm/run.mjs'), ...process.argv.slice(2), ...files], { stdio: 'inherit', cwd: root });
-child.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
+process.exit(await runTap([...process.argv.slice(2), ...files]));

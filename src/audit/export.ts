@@ -6,11 +6,13 @@ import type { EventStore } from '../eventstore/port.ts';
 import type { AuditEntry } from './chain.ts';
 import { parseCosignerKey, splitNote, verifyCosignature } from './cosignature.ts';
 import { parseVerifierKey } from './note.ts';
-import { type Problem, type StoredEntry, storedCheckpoints, storedEntries, verifyChain, type VerifyReport } from './verifier.ts';
+import { type LinkedEventJson, linkedFromJson, linkedToJson, linkOf, linkedEntryHash } from './link.ts';
+import { type ChainItem, chainItems, type Problem, storedCheckpoints, verifyChain, type VerifyReport } from './verifier.ts';
 
 // The export bundle: everything an auditor needs to verify a chain offline.
 //   manifest.json      format, org_id, origin, entry count, tip hash
-//   entries.jsonl      one {"revision": "<n>", "entry": {...}} per line, in order
+//   entries.jsonl      one {"revision": "<n>", "entry": {...}} per line, in order; after a
+//                      switch to version 2, {"revision": "<n>", "event": {...}} (the linked event)
 //   checkpoints.jsonl  one signed checkpoint per line: {"size", "root_hash", "note", "verifier_key", "signed_at"}
 //   keys.json          {"verifier_keys": [...]}: the signer's published keys
 
@@ -25,10 +27,10 @@ export async function exportChain(store: EventStore, orgId: string, origin: stri
   let tip: string | null = null;
   try {
     let buf = '';
-    for await (const se of storedEntries(store, orgId)) {
-      buf += JSON.stringify({ revision: se.revision.toString(), entry: se.entry }) + '\n';
+    for await (const se of chainItems(store, orgId)) {
+      buf += itemLine(se) + '\n';
       count++;
-      tip = se.entry.entry_hash;
+      tip = itemHash(se);
       if (buf.length > 1 << 20) {
         await out.write(buf);
         buf = '';
@@ -54,11 +56,11 @@ export async function exportChain(store: EventStore, orgId: string, origin: stri
 export async function* bundleLines(store: EventStore, orgId: string, origin: string, now = new Date()): AsyncGenerator<string> {
   let count = 0;
   let tip: string | null = null;
-  for await (const se of storedEntries(store, orgId)) {
+  for await (const se of chainItems(store, orgId)) {
     if (count === 0) yield JSON.stringify({ type: 'manifest', format: EXPORT_FORMAT, org_id: orgId, origin: `${origin}/${orgId}`, exported_at: now.toISOString() }) + '\n';
-    yield JSON.stringify({ type: 'entry', revision: se.revision.toString(), entry: se.entry }) + '\n';
+    yield `{"type":"entry",${itemLine(se).slice(1)}\n`;
     count++;
-    tip = se.entry.entry_hash;
+    tip = itemHash(se);
   }
   if (count === 0) yield JSON.stringify({ type: 'manifest', format: EXPORT_FORMAT, org_id: orgId, origin: `${origin}/${orgId}`, exported_at: now.toISOString() }) + '\n';
   const cps = await storedCheckpoints(store, orgId);
@@ -92,13 +94,31 @@ export async function bundleFromNdjson(file: string, dir: string): Promise<void>
   await fs.writeFile(path.join(dir, 'manifest.json'), JSON.stringify({ ...manifest, entries: keys.entries, tip_hash: keys.tip_hash }, null, 2) + '\n');
 }
 
-async function* readEntries(file: string): AsyncGenerator<StoredEntry> {
+/** A bundle line of an entry: a v1 entry, or a v2 linked event. */
+function itemLine(se: ChainItem): string {
+  return 'linked' in se ? JSON.stringify({ revision: se.revision.toString(), event: linkedToJson(se.linked) }) : JSON.stringify({ revision: se.revision.toString(), entry: se.entry });
+}
+
+function itemHash(se: ChainItem): string {
+  if (!('linked' in se)) return se.entry.entry_hash;
+  const link = linkOf(se.linked);
+  return link ? linkedEntryHash(se.linked, link) : '';
+}
+
+async function* readEntries(file: string): AsyncGenerator<ChainItem> {
   const rl = readline.createInterface({ input: createReadStream(file), crlfDelay: Infinity });
   for await (const line of rl) {
     if (line.trim() === '') continue;
-    const row = JSON.parse(line) as { revision: string; entry: AuditEntry };
-    yield { revision: BigInt(row.revision), entry: row.entry };
+    const row = JSON.parse(line) as { revision: string; entry?: AuditEntry; event?: LinkedEventJson };
+    if (row.event !== undefined) yield { revision: BigInt(row.revision), linked: linkedFromJson(row.event) };
+    else yield { revision: BigInt(row.revision), entry: row.entry! };
   }
+}
+
+/** An entry's sequence number, event type and payload, whichever its version. */
+function itemFacts(se: ChainItem): { sequence_number: number; event_type: string; payload: unknown } {
+  if ('linked' in se) return { sequence_number: Number(se.revision) + 1, event_type: se.linked.type, payload: linkOf(se.linked)?.payload_salt === null ? null : se.linked.data };
+  return { sequence_number: se.entry.sequence_number, event_type: se.entry.event_type, payload: se.entry.payload };
 }
 
 /**
@@ -127,7 +147,8 @@ async function checkWitnesses(entriesFile: string, checkpoints: readonly { note:
   }
   const problems: Problem[] = [];
   const cosigners = new Map<number, Set<string>>();
-  for await (const { entry } of readEntries(entriesFile)) {
+  for await (const item of readEntries(entriesFile)) {
+    const entry = itemFacts(item);
     if (entry.event_type !== 'audit.checkpoint_cosigned' || entry.payload === null) continue;
     const d = entry.payload as { size: number; root_hash: string; cosignature: string };
     const cp = bySize.get(d.size);

@@ -1,9 +1,11 @@
 import type { EventStore, RecordedEvent } from '../eventstore/port.ts';
 import { businessEventTypes } from '../../events/index.ts';
-import { type AuditEntry, auditStream, canonicalizeSafe, checkpointStream, entryHash, type Envelope, genesisHash, payloadHash } from './chain.ts';
+import { type AuditEntry, auditStream, isAuditStream, canonicalizeSafe, checkpointStream, entryHash, type Envelope, genesisHash, payloadHash } from './chain.ts';
 import { canonicalize } from './hash.ts';
 import { CompactRange, leafHash } from './merkle.ts';
 import { openCheckpoint } from './note.ts';
+import { checkLinked } from './verify-linked.ts';
+import { switchStream } from './link.ts';
 
 // The chain verifier. It walks a chain in order, recomputes every hash and
 // link, re-canonicalizes the stored envelope text, compares each entry with
@@ -19,6 +21,7 @@ export type ProblemKind =
   | 'foreign_entry'
   | 'hash_mismatch'
   | 'link_mismatch'
+  | 'format_mismatch'
   | 'source_mismatch'
   | 'signature_invalid'
   | 'root_mismatch'
@@ -30,11 +33,15 @@ export type ProblemKind =
 export type Problem = { kind: ProblemKind; sequence_number: number; detail: string; checkpoint_size?: number; to_sequence?: number };
 
 export type StoredEntry = { revision: bigint; entry: AuditEntry };
+/** A v2 entry: the business event itself, carrying its link; `revision` is its sequence number - 1. */
+export type LinkedItem = { revision: bigint; linked: RecordedEvent };
+/** One entry of a chain in order: a v1 entry of `audit-<org>`, or a linked event after the switch. */
+export type ChainItem = StoredEntry | LinkedItem;
 export type StoredCheckpoint = { note: string };
 
 export type ChainSource = {
   orgId: string;
-  entries: AsyncIterable<StoredEntry>;
+  entries: AsyncIterable<ChainItem> | Iterable<ChainItem>;
   checkpoints: readonly StoredCheckpoint[];
   /** The key checkpoints must be signed with. */
   key: { name: string; publicKey: Uint8Array };
@@ -177,6 +184,8 @@ export async function verifyChain(source: ChainSource): Promise<VerifyReport> {
   // stretch is unverifiable (reported as the gap), not a second break.
   let gapSeen = false;
   let linkUnverifiable = false;
+  /** The sequence number of the switch entry, once seen (0: a version 1 chain so far). */
+  let switchedAt = 0;
   const checkRoots = () => {
     if (gapSeen) return;
     while (nextCp < opened.length && opened[nextCp]!.size === range.size) {
@@ -196,6 +205,20 @@ export async function verifyChain(source: ChainSource): Promise<VerifyReport> {
       gapSeen = true;
       linkUnverifiable = true;
     }
+    if ('linked' in se) {
+      // Version 2: the event is the entry (docs/audit-chain.md, "Version 2").
+      const checked = checkLinked(source.orgId, se, linkUnverifiable ? undefined : prevHash, switchedAt);
+      linkUnverifiable = false;
+      if (seq > watermark) add(checked.problem);
+      if (switchedAt === 0 && checked.switchAt !== undefined) switchedAt = checked.switchAt;
+      prevHash = checked.entryHash;
+      range.append(leafHash(Buffer.from(checked.entryHash, 'hex')));
+      checkRoots();
+      expectedRevision++;
+      tip = seq;
+      continue;
+    }
+    if (switchedAt > 0 && seq > watermark) add({ kind: 'format_mismatch', sequence_number: seq, detail: `a version 1 entry after the chain switched to version 2 at ${switchedAt}` });
     const entryHashHex = typeof se.entry?.entry_hash === 'string' ? se.entry.entry_hash : '';
     if (seq > watermark) {
       const { problem, env } = checkParsed(source.orgId, se, linkUnverifiable ? (se.entry?.prev_hash ?? prevHash) : prevHash);
@@ -235,6 +258,27 @@ export async function verifyChain(source: ChainSource): Promise<VerifyReport> {
 /** Entries of an organization's chain in the live log, in order (decoded as the walk reaches them). */
 export async function* storedEntries(store: EventStore, orgId: string): AsyncGenerator<StoredEntry> {
   for await (const e of store.iterateStream(auditStream(orgId))) yield { revision: e.revision, entry: e.data as unknown as AuditEntry };
+}
+
+/**
+ * The whole chain of an organization in order: its v1 entries, then, once it
+ * switched (the switch event in `audit_switch-<org>`), the switch and the
+ * organization's linked events in log order (docs/audit-chain.md, "Version 2").
+ */
+export async function* chainItems(store: EventStore, orgId: string): AsyncGenerator<ChainItem> {
+  let revision = 0n;
+  for await (const se of storedEntries(store, orgId)) {
+    yield se;
+    revision = se.revision + 1n;
+  }
+  const [sw] = await store.readStream(switchStream(orgId), { maxCount: 1 });
+  if (!sw) return;
+  yield { revision: revision++, linked: sw };
+  for await (const e of store.iterateAll({ after: sw.position })) {
+    // Every business event of the organization after the switch is an entry: one without its link is reported (malformed_entry).
+    if (e.metadata?.org_id !== orgId || isAuditStream(e.streamName)) continue;
+    yield { revision: revision++, linked: e };
+  }
 }
 
 export async function storedCheckpoints(store: EventStore, orgId: string): Promise<{ note: string; verifier_key: string; size: number; root_hash: string; signed_at: string }[]> {
@@ -329,7 +373,7 @@ export async function verifyOrgChain(store: EventStore, orgId: string, key: { na
   const checkpoints = await storedCheckpoints(store, orgId);
   return verifyChain({
     orgId,
-    entries: onEntry ? counted(storedEntries(store, orgId), onEntry) : storedEntries(store, orgId),
+    entries: onEntry ? counted(chainItems(store, orgId), onEntry) : chainItems(store, orgId),
     checkpoints,
     key,
     origin: `${origin}/${orgId}`,

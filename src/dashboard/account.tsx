@@ -63,10 +63,14 @@ export async function accountRoutes(app: FastifyInstance, deps: DashboardDeps, s
     } else if (project) {
       const p = person.projects.find((x) => x.id === project);
       if (!p) return (flash(reply, 'That project is not in this organization.', 'error'), reply.redirect(next, 303));
-      await deps.sessions.update(person.sessionId, { projectId: p.id });
+      // A project is of one environment (test and live are two worlds, issue 60): the switch follows it.
+      await deps.sessions.update(person.sessionId, { projectId: p.id, environment: p.environment });
       flash(reply, `Now working in the project ${p.name}.`);
     } else if (environment === 'test' || environment === 'live') {
-      await deps.sessions.update(person.sessionId, { environment: environment as Environment });
+      // The data shown is a project's: the current one if it is of that environment, else the first of it (the list puts the default first).
+      const here = person.projects.find((x) => x.id === person.projectId);
+      const p = here?.environment === environment ? here : person.projects.find((x) => x.environment === environment);
+      await deps.sessions.update(person.sessionId, { environment: environment as Environment, ...(p ? { projectId: p.id } : {}) });
       flash(reply, environment === 'live' ? 'Showing live data.' : 'Showing test data.');
     }
     return reply.redirect(next, 303);

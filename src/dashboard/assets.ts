@@ -31,6 +31,7 @@ const FILES: Record<string, string> = {
   'passkey.js': own('passkey.js'),
   'approvals-live.js': own('approvals-live.js'),
   'flows.css': own('flows.css'),
+  'money.css': own('money.css'),
   'verify-entry.js': own('verify-entry.js'),
   'noble-ed25519.js': libFile('@noble/ed25519', 'index.js'),
   'htmx.js': libFile('htmx.org', 'dist/htmx.min.js'),

@@ -14,6 +14,11 @@ import { requirePerson } from './session.ts';
 import { notFoundPage } from './refused.tsx';
 import { approvalsRoutes } from './approvals.tsx';
 import { auditPageRoutes } from './audit.tsx';
+import { agentRoutes } from './agents.tsx';
+import { consumerRoutes } from './consumers.tsx';
+import { mandateRoutes } from './mandates.tsx';
+import { pixRoutes } from './pix.tsx';
+import { bankRoutes } from './bank.tsx';
 
 // The dashboard: the people's surface, server-rendered HTML under
 // /dashboard over the same use cases as the HTTP API (never over the API).
@@ -44,6 +49,11 @@ export async function dashboardRoutes(app: FastifyInstance, deps: DashboardDeps)
   await passkeyRoutes(app, deps, signedIn);
   await approvalsRoutes(app, deps, signedIn);
   await auditPageRoutes(app, deps, signedIn);
+  await agentRoutes(app, deps, signedIn);
+  await consumerRoutes(app, deps, signedIn);
+  await mandateRoutes(app, deps, signedIn);
+  await pixRoutes(app, deps, signedIn);
+  await bankRoutes(app, deps, signedIn);
   // Any other path under /dashboard is a person's mistyped or stale link: a page, not the API's JSON 404.
   app.get('/dashboard/*', async (req, reply) => notFoundPage(reply, req.url.split('?')[0]!.slice(0, 200)));
 }

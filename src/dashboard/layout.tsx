@@ -11,11 +11,13 @@ import type { Person } from './session.ts';
 // pages and of other services' pages (the OAuth consent page, the sandbox
 // outbox). Every page is rendered to a string here, with its headers.
 
-export type Active = 'home' | 'approvals' | 'team' | 'keys' | 'audit' | 'account';
+export type Active = 'home' | 'approvals' | 'team' | 'keys' | 'audit' | 'account' | 'agents' | 'consumers';
 
 const NAV: readonly { key: Active; href: string; label: string }[] = [
   { key: 'home', href: '/dashboard', label: 'Home' },
   { key: 'approvals', href: '/dashboard/approvals', label: 'Approvals' },
+  { key: 'agents', href: '/dashboard/agents', label: 'Agents' },
+  { key: 'consumers', href: '/dashboard/consumers', label: 'Consumers' },
   { key: 'team', href: '/dashboard/team', label: 'Team' },
   { key: 'keys', href: '/dashboard/keys', label: 'API keys' },
   { key: 'audit', href: '/dashboard/audit', label: 'Audit' },

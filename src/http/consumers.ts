@@ -56,7 +56,7 @@ function consumerCollectionRoutes(app: FastifyInstance, deps: AppDeps): void {
     method: 'GET',
     url: '/v1/consumers',
     operationId: 'listConsumers',
-    summary: 'List the organization’s consumers (from every project), newest first',
+    summary: 'List the organization’s consumers of the key’s environment (from every project of it), newest first',
     tags: ['consumers'],
     auth: 'api_key',
     scope: 'consumers:read',
@@ -100,13 +100,13 @@ function consumerItemRoutes(app: FastifyInstance, deps: AppDeps): void {
     responses: { 200: Consumer },
     errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
     idempotent: true,
-    async handler({ auth, params, body, run }) {
+    async handler({ auth, params, body, run, deps }) {
       const change = {
         ...(body.display_name !== undefined ? { displayName: body.display_name } : {}),
         ...(body.metadata !== undefined ? { metadata: body.metadata } : {}),
         ...(body.tax_type !== undefined ? { taxType: body.tax_type } : {}),
       };
-      return { status: 200, body: await updateConsumer(run, auth, params.id, change) };
+      return { status: 200, body: await updateConsumer(deps, run, auth, params.id, change) };
     },
   });
 

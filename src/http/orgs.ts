@@ -91,7 +91,7 @@ function apiKeyRoutes(app: FastifyInstance, deps: AppDeps): void {
     responses: {
       201: z.object({ id: z.string(), key: z.string(), name: z.string(), environment: z.enum(['live', 'test']), project_id: z.string().nullable(), scopes: z.array(z.string()), created_at: Timestamp }),
     },
-    errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'insufficient_role'], [404, 'not_found']],
+    errors: [[400, 'invalid_body'], [400, 'environment_mismatch'], [401, 'unauthorized'], [403, 'insufficient_role'], [404, 'not_found']],
     idempotent: true,
     async handler({ auth, body, run }) {
       return { status: 201, body: await createApiKey(run, auth.orgId, body, hashKey) };

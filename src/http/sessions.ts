@@ -111,7 +111,8 @@ function lifecycleRoutes(app: FastifyInstance, deps: AppDeps): void {
     errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden'], [403, 'quota_exceeded'], [403, 'mocks_not_permitted'], [404, 'server_unknown']],
     async handler(ctx) {
       const tenant = await tenantOf(ctx);
-      const environment = ctx.auth.kind === 'api_key' ? ctx.auth.environment : 'test';
+      // The project's environment (test and live are two worlds): a key's is its project's.
+      const environment = ctx.auth.environment ?? 'test';
       const s = await createSession(ctx.deps, ctx.run.bind(ctx), tenant, { servers: ctx.body.servers, userId: ctx.body.user_id, environment, mocks: ctx.body.mocks });
       return { status: 201, body: view(ctx.deps, s, tenant) };
     },

@@ -29,6 +29,8 @@ export type EmbeddedOptions = {
   dataDir: string;
   /** Test clusters trade crash durability for speed; production never does. */
   durable?: boolean;
+  /** 200 unless told: the test suite's one server for all its files (test/run.ts) takes more. */
+  maxConnections?: number;
   log?: (line: string) => void;
 };
 
@@ -290,7 +292,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
       await fs.rm(pwDir, { recursive: true, force: true });
     }
   }
-  const flags = ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=200', '-c', 'lc_messages=C'];
+  const flags = ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', `max_connections=${opts.maxConnections ?? 200}`, '-c', 'lc_messages=C'];
   if (opts.durable === false) flags.push('-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off');
   // The port is picked free just before; another process may take it in between: try again on a new one.
   let started: { child: ChildProcess; port: number } | undefined;

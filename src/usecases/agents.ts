@@ -123,10 +123,15 @@ export async function signAsAgent(ports: Pick<Ports, 'store' | 'vault'>, tenant:
 /** The organization's agents (or the one of `handle`) with their keys. */
 export async function readAgents(ports: Pick<Ports, 'db'>, orgId: string, handle: string | undefined, limit: number): Promise<AgentView[]> {
   const { rows } = await ports.db.query<Omit<AgentView, 'keys'>>(
-    `SELECT handle AS agent_id, did AS agent_did, principal_ref, display_name, status, ${TS('created_at')} AS created_at, ${TS('revoked_at')} AS revoked_at
+    `SELECT ${AGENT_COLUMNS}
      FROM agents WHERE org_id = $1 ${handle !== undefined ? 'AND handle = $3' : ''} ORDER BY agents.created_at, handle LIMIT $2`,
     handle !== undefined ? [orgId, limit, handle] : [orgId, limit],
   );
+  return withKeys(ports, orgId, rows);
+}
+
+/** Agents as read from `agents`, with their keys in order. */
+export async function withKeys(ports: Pick<Ports, 'db'>, orgId: string, rows: Omit<AgentView, 'keys'>[]): Promise<AgentView[]> {
   if (rows.length === 0) return [];
   const { rows: keys } = await ports.db.query<AgentKeyView & { handle: string }>(
     `SELECT handle, kid, ordinal, pubkey, status, ${TS('created_at')} AS created_at, ${TS('retired_at')} AS retired_at, ${TS('revoked_at')} AS revoked_at
@@ -135,6 +140,9 @@ export async function readAgents(ports: Pick<Ports, 'db'>, orgId: string, handle
   );
   return rows.map((r) => ({ ...r, keys: keys.filter((k) => k.handle === r.agent_id).map(({ handle: _h, ...k }) => k) }));
 }
+
+/** The columns of an agent view, from `agents`. */
+export const AGENT_COLUMNS = `handle AS agent_id, did AS agent_did, principal_ref, display_name, status, ${TS('created_at')} AS created_at, ${TS('revoked_at')} AS revoked_at`;
 
 /** One agent by its handle or did:web. */
 export async function getAgent(ports: Pick<Ports, 'db' | 'didDomain'>, tenant: Pick<Tenant, 'orgId'>, agentId: string): Promise<AgentView> {

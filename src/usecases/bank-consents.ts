@@ -1,7 +1,7 @@
 import { consentDecider, consentStream, type Consent, type ConsentState, orphanDecider, orphanStream, ownConsent, slotDecider, slotStream, illegal } from '../../commands/bank-consent.ts';
-import { consumerDecider, consumerStream, ownConsumer } from '../../commands/consumer.ts';
 import { BankError, type Bank } from '../adapters/bank/port.ts';
 import { loadState, Rejection } from '../eventstore/handler.ts';
+import { namedConsumer } from './consumers.ts';
 import { newId } from '../ids.ts';
 import { isoText as TS } from '../postgres/iso-text.ts';
 import type { Ports, RunCommand, Tenant } from './context.ts';
@@ -67,11 +67,7 @@ export type CreateConsentInput = { bank_id: string; consumer_id: string; redirec
 /** Initiate a consent at the bank: the slot taken (or the bank-side consent recorded as an orphan), then the consent written and read back. */
 export async function createBankConsent(ports: ConsentPorts, run: RunCommand, tenant: Tenant, body: CreateConsentInput): Promise<BankConsentRow> {
   const bank = bankOf(ports, body.bank_id);
-  try {
-    ownConsumer((await loadState(ports.store, consumerStream(body.consumer_id), consumerDecider)).state, tenant);
-  } catch {
-    throw new Rejection('not_found', 'consumer not found', { field: 'consumer_id' });
-  }
+  await namedConsumer(ports, tenant, body.consumer_id);
   const slot = slotStream(tenant.orgId, body.consumer_id, body.bank_id);
   const held = (holder: { projectId: string; consentId: string }) =>
     holder.projectId === tenant.projectId

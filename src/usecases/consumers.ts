@@ -1,6 +1,6 @@
-import { type ConsumerState, consumerDecider, consumerStream } from '../../commands/consumer.ts';
+import { type ConsumerState, consumerDecider, consumerStream, ownConsumer } from '../../commands/consumer.ts';
 import { walletRows, type WalletFundingSource, type WalletRow } from '../../projections/consumer.ts';
-import { Rejection } from '../eventstore/handler.ts';
+import { loadState, Rejection } from '../eventstore/handler.ts';
 import { newId } from '../ids.ts';
 import { isoText as TS } from '../postgres/iso-text.ts';
 import type { Ports, RunCommand, Tenant } from './context.ts';
@@ -28,10 +28,43 @@ const COLUMNS = `id, display_name, document, document_source, ${TS('document_ver
 
 export const consumerNotFound = () => new Rejection('not_found', 'consumer not found');
 
-/** The organization's consumer, or undefined when absent or another organization's. */
-export async function readConsumer(ports: Pick<Ports, 'db'>, tenant: Pick<Tenant, 'orgId'>, id: string): Promise<ConsumerView | undefined> {
-  const { rows } = await ports.db.query<ConsumerView>(`SELECT ${COLUMNS} FROM consumers WHERE id = $1 AND org_id = $2`, [id, tenant.orgId]);
+/**
+ * Test and live are two worlds (docs/decisions.md, "Issue 60: errors and
+ * environments"): a consumer is of its home project's environment, and is
+ * seen only from projects of the same one (`$n`: the calling project's id).
+ * A project's environment never changes, so this holds for good.
+ */
+const sameWorld = (n: number) => `(SELECT environment FROM projects WHERE id = consumers.project_id) = (SELECT environment FROM projects WHERE id = $${n})`;
+
+/** The organization's consumer of the calling project's environment, or undefined when absent, of the other environment, or another organization's. */
+export async function readConsumer(ports: Pick<Ports, 'db'>, tenant: Tenant, id: string): Promise<ConsumerView | undefined> {
+  const { rows } = await ports.db.query<ConsumerView>(`SELECT ${COLUMNS} FROM consumers WHERE id = $1 AND org_id = $2 AND ${sameWorld(3)}`, [id, tenant.orgId, tenant.projectId]);
   return rows[0];
+}
+
+/** Refuses (404, as an absent one) a consumer the calling project does not see: another organization's or of the other environment. */
+export async function requireConsumer(ports: Pick<Ports, 'db'>, tenant: Tenant, id: string): Promise<ConsumerView> {
+  const c = await readConsumer(ports, tenant, id);
+  if (!c) throw consumerNotFound();
+  return c;
+}
+
+/**
+ * A consumer a new record names (a mandate, a bank consent), read from its
+ * stream (no read model in between): the organization's, of the calling
+ * project's environment; else 404 `not_found` on `consumer_id`, as an absent one.
+ */
+export async function namedConsumer(ports: Pick<Ports, 'db' | 'store'>, tenant: Tenant, consumerId: string): Promise<void> {
+  const refused = () => new Rejection('not_found', 'consumer not found', { field: 'consumer_id' });
+  const { state } = await loadState(ports.store, consumerStream(consumerId), consumerDecider);
+  let home: string;
+  try {
+    home = ownConsumer(state, tenant).projectId;
+  } catch {
+    throw refused();
+  }
+  const { rows } = await ports.db.query<{ same: boolean | null }>('SELECT (SELECT environment FROM projects WHERE id = $1) = (SELECT environment FROM projects WHERE id = $2) AS same', [home, tenant.projectId]);
+  if (rows[0]?.same !== true) throw refused();
 }
 
 function view(s: Extract<ConsumerState, { status: 'unverified' }>): ConsumerView {
@@ -45,24 +78,26 @@ export async function createConsumer(run: RunCommand, tenant: Tenant, input: { d
 }
 
 export async function updateConsumer(
+  ports: Pick<Ports, 'db'>,
   run: RunCommand,
   tenant: Tenant,
   id: string,
   change: { displayName?: string | null; metadata?: Record<string, unknown>; taxType?: 'PJ' | 'MEI' | 'ME' | 'PF' },
 ): Promise<ConsumerView> {
+  await requireConsumer(ports, tenant, id);
   const r = await run(consumerDecider, consumerStream(id), { type: 'update', tenant, ...change });
   return view(r.state as Extract<ConsumerState, { status: 'unverified' }>);
 }
 
-/** The organization's consumers (from every project), newest first. */
-export async function listConsumers(ports: Pick<Ports, 'db'>, tenant: Pick<Tenant, 'orgId'>, q: { limit: number; verified?: boolean }): Promise<ConsumerView[]> {
-  const params: unknown[] = [tenant.orgId, q.limit];
+/** The organization's consumers of the calling project's environment (from every project of it), newest first. */
+export async function listConsumers(ports: Pick<Ports, 'db'>, tenant: Tenant, q: { limit: number; verified?: boolean }): Promise<ConsumerView[]> {
+  const params: unknown[] = [tenant.orgId, q.limit, tenant.projectId];
   let filter = '';
   if (q.verified !== undefined) {
     params.push(q.verified ? 'verified' : 'unverified');
-    filter = ' AND status = $3';
+    filter = ' AND status = $4';
   }
-  const { rows } = await ports.db.query<ConsumerView>(`SELECT ${COLUMNS} FROM consumers WHERE org_id = $1${filter} ORDER BY consumers.created_at DESC, id LIMIT $2`, params);
+  const { rows } = await ports.db.query<ConsumerView>(`SELECT ${COLUMNS} FROM consumers WHERE org_id = $1 AND ${sameWorld(3)}${filter} ORDER BY consumers.created_at DESC, id LIMIT $2`, params);
   return rows;
 }
 

@@ -1,7 +1,7 @@
 import { agentDecider, agentStream } from '../../commands/agent.ts';
-import { consumerDecider, consumerStream, ownConsumer } from '../../commands/consumer.ts';
 import { type Mandate, mandateDecider, type SlotInput, mandateStream, type MandateState, SPEND_CODES, type SpendCode } from '../../commands/mandate.ts';
 import { loadState, Rejection } from '../eventstore/handler.ts';
+import { namedConsumer } from './consumers.ts';
 import { type AppendGuard, GuardFailed } from '../eventstore/port.ts';
 import { newId } from '../ids.ts';
 import { isoText as TS } from '../postgres/iso-text.ts';
@@ -162,12 +162,7 @@ const granted = (s: MandateState) => (s as Extract<MandateState, { status: 'exis
 
 /** A grant: the consumer must be the organization's; the agent's state decides whether it may be granted (the decider answers). */
 export async function createMandate(c: SpendCtx, b: CreateInput): Promise<Mandate> {
-  const consumer = await loadState(c.ports.store, consumerStream(b.consumer_id), consumerDecider);
-  try {
-    ownConsumer(consumer.state, c.tenant);
-  } catch {
-    throw new Rejection('not_found', 'consumer not found', { field: 'consumer_id' });
-  }
+  await namedConsumer(c.ports, c.tenant, b.consumer_id);
   const agent = DID_SAFE.test(b.agent_id) ? (await loadState(c.ports.store, agentStream(c.tenant.orgId, b.agent_id), agentDecider)).state : { status: 'none' as const };
   const agentActive = agent.status === 'active' && agent.keys.some((k) => k.status === 'active');
   const id = b.mandateId ?? newId('mdt');

@@ -67,8 +67,9 @@ export async function createApiKey(
     scopes,
     keyHash: hashKey(key),
     keyPrefix: key.slice(0, 12),
+    worldProjectId: newId('prj'),
   });
-  const e = r.events[0]!;
+  const e = r.events.find((x) => x.type === 'api_key.created')!;
   const createdAt = e.type === 'api_key.created' ? e.data.created_at : '';
   return { id: keyId, key, name: body.name, environment: body.environment, project_id: projectId, scopes, created_at: createdAt };
 }

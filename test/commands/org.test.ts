@@ -1,5 +1,5 @@
 import t from 'tap';
-import { orgDecider } from '../../commands/org.ts';
+import { type OrgCommand, orgDecider } from '../../commands/org.ts';
 import type { DomainEvent } from '../../events/index.ts';
 import { given } from '../helpers/decider.ts';
 
@@ -18,6 +18,22 @@ const second: DomainEvent = {
 t.test('create_org makes the organization and its default project', async (t) => {
   given(t, orgDecider, []).when({ type: 'create_org', orgId: 'org_1', name: 'Acme', defaultProjectId: 'prj_default', owner }).then(created);
   given(t, orgDecider, created).when({ type: 'create_org', orgId: 'org_1', name: 'Acme', defaultProjectId: 'prj_x', owner }).rejects('org_exists');
+});
+
+t.test("the first key of an environment the organization has no project in opens one (test and live are two worlds)", async (t) => {
+  const liveKey = (keyId: string, projectId: string | null): OrgCommand => ({ type: 'create_api_key', keyId, name: 'l', environment: 'live', projectId, scopes: ['*'], keyHash: 'b'.repeat(64), keyPrefix: 'sk_live_abcd', worldProjectId: 'prj_live' });
+  const keyEvent = (keyId: string): DomainEvent => ({ type: 'api_key.created', data: { key_id: keyId, name: 'l', environment: 'live', project_id: null, scopes: ['*'], key_hash: 'b'.repeat(64), key_prefix: 'sk_live_abcd', created_at: now } });
+  const opened: DomainEvent = { type: 'project.created', data: { project_id: 'prj_live', name: 'Live', slug: 'live', environment: 'live', is_default: false, settings: {}, created_at: now } };
+  given(t, orgDecider, created).when(liveKey('key_l', null)).then([opened, keyEvent('key_l')]);
+  given(t, orgDecider, [...created, opened, keyEvent('key_l')]).when(liveKey('key_m', null)).then([keyEvent('key_m')], 'the second live key opens nothing');
+  given(t, orgDecider, [...created, second]).when(liveKey('key_m', null)).then([keyEvent('key_m')], 'a live project already there');
+  const testLive: DomainEvent = { type: 'project.created', data: { project_id: 'prj_t', name: 'T', slug: 'live', environment: 'test', is_default: false, settings: {}, created_at: now } };
+  given(t, orgDecider, [...created, testLive])
+    .when(liveKey('key_l', null))
+    .then([{ ...opened, data: { ...opened.data, slug: 'live-2' } } as DomainEvent, keyEvent('key_l')], 'a free slug');
+  given(t, orgDecider, created)
+    .when({ type: 'create_api_key', keyId: 'key_t', name: 't', environment: 'test', projectId: null, scopes: ['*'], keyHash: 'c'.repeat(64), keyPrefix: 'sk_test_abcd', worldProjectId: 'prj_x' })
+    .then([{ type: 'api_key.created', data: { key_id: 'key_t', name: 't', environment: 'test', project_id: null, scopes: ['*'], key_hash: 'c'.repeat(64), key_prefix: 'sk_test_abcd', created_at: now } }], 'a test key: the default project is a test one');
 });
 
 t.test('create_project checks the slug rules', async (t) => {
@@ -65,11 +81,14 @@ t.test('users, project members and API keys', async (t) => {
   given(t, orgDecider, created).when({ type: 'remove_project_member', projectId: 'prj_default', userId: 'usr_nobody' }).then([], 'removing an absent override writes nothing');
   const key: DomainEvent = {
     type: 'api_key.created',
-    data: { key_id: 'key_1', name: 'k', environment: 'test', project_id: 'prj_b', scopes: ['*'], key_hash: 'a'.repeat(64), key_prefix: 'sk_test_abcd', created_at: now },
+    data: { key_id: 'key_1', name: 'k', environment: 'live', project_id: 'prj_b', scopes: ['*'], key_hash: 'a'.repeat(64), key_prefix: 'sk_live_abcd', created_at: now },
   };
   given(t, orgDecider, [...created, second])
+    .when({ type: 'create_api_key', keyId: 'key_1', name: 'k', environment: 'live', projectId: 'prj_b', scopes: ['*'], keyHash: 'a'.repeat(64), keyPrefix: 'sk_live_abcd', worldProjectId: 'prj_w' })
+    .then([key], 'bound to a live project: no project opened');
+  given(t, orgDecider, [...created, second])
     .when({ type: 'create_api_key', keyId: 'key_1', name: 'k', environment: 'test', projectId: 'prj_b', scopes: ['*'], keyHash: 'a'.repeat(64), keyPrefix: 'sk_test_abcd' })
-    .then([key]);
+    .rejects('environment_mismatch', 'a test key is never bound to a live project');
   given(t, orgDecider, created)
     .when({ type: 'create_api_key', keyId: 'key_1', name: 'k', environment: 'test', projectId: 'prj_nope', scopes: ['*'], keyHash: 'a'.repeat(64), keyPrefix: 'x' })
     .rejects('not_found');

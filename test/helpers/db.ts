@@ -8,7 +8,13 @@ import { openDb, type Db } from '../../src/postgres/db.ts';
 import { startEmbeddedPostgres, type EmbeddedServer } from '../../src/postgres/embedded.ts';
 
 // Every test file gets its own database on the run's embedded PostgreSQL
-// (started by test/run.ts). A file run alone starts a server of its own.
+// (started by test/run.ts, which `npm test` runs). A file run alone starts a
+// server of its own. A database asked for with `schema: true` (a ledger's)
+// is copied from the run's schema template when the run made one: the
+// service's tables, functions and indexes, every table empty, as migrating
+// an empty database leaves them before its seed rows (which the stores and
+// the read side insert again, idempotently, when they open on it). The
+// migrations still run on it and find nothing to do.
 
 let own: Promise<{ server: EmbeddedServer; dir: string }> | undefined;
 let openCount = 0;
@@ -49,13 +55,25 @@ export const testPoolMax = (fallback: number): number => {
   return Number.isInteger(n) && n > 0 ? n : fallback;
 };
 
-/** A fresh database; dropped (and a private server stopped) when `t` ends. */
-export async function testDatabase(t: Teardown, opts: { poolMax?: number } = {}): Promise<TestDatabase> {
+/** The run's schema template (test/run.ts), named to the files through the environment. */
+export const TEMPLATE_ENV = 'TEST_PG_TEMPLATE';
+
+/** What testDatabase made, by its teardown: how the template is kept instead of dropped. */
+const made = new WeakMap<() => unknown, { name: string; close(): Promise<void> }>();
+
+/**
+ * A fresh database; dropped (and a private server stopped) when `t` ends.
+ * `schema: true` starts it from the run's schema template, if any (a
+ * database the service's migrations will run on anyway); otherwise it is
+ * empty, as `CREATE DATABASE` makes it.
+ */
+export async function testDatabase(t: Teardown, opts: { poolMax?: number; schema?: boolean } = {}): Promise<TestDatabase> {
   const admin = await adminUrl();
   const name = `t_${randomBytes(6).toString('hex')}`;
+  const template = opts.schema ? process.env[TEMPLATE_ENV] : undefined;
   const client = new pg.Client({ connectionString: admin.url });
   await client.connect();
-  await client.query(`CREATE DATABASE ${name}`);
+  await client.query(`CREATE DATABASE ${name}${template ? ` TEMPLATE ${pg.escapeIdentifier(template)}` : ''}`);
   await client.end();
   const url = new URL(admin.url);
   url.pathname = `/${name}`;
@@ -71,8 +89,50 @@ export async function testDatabase(t: Teardown, opts: { poolMax?: number } = {})
     await c.end();
     await admin.stop?.();
   };
+  made.set(drop, { name, close: () => db.close().catch(() => {}) });
   t.teardown(drop);
   return { url: url.toString(), db, drop };
+}
+
+/**
+ * Makes the schema template `template` on the server at `adminUrl`: `build`
+ * opens what a test opens on a fresh database (the migrations run), then
+ * everything it opened is closed, the database is kept under the template's
+ * name and its tables are emptied (sequences restarted).
+ */
+export async function makeSchemaTemplate(adminUrl: string, template: string, build: (t: Teardown) => Promise<unknown>): Promise<void> {
+  const fns: (() => unknown)[] = [];
+  await build({ teardown: (fn) => void fns.push(fn) });
+  let kept: string | undefined;
+  // Last registered first, as tap runs them; testDatabase's own drop only closes its pool here.
+  for (const fn of fns.reverse()) {
+    const db = made.get(fn);
+    if (!db) await fn();
+    else if (kept) throw new Error('the schema template is built on one database');
+    else {
+      await db.close();
+      kept = db.name;
+    }
+  }
+  if (!kept) throw new Error('the schema template build opened no test database');
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  try {
+    await admin.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(template)} WITH (FORCE)`);
+    await admin.query(`ALTER DATABASE ${kept} RENAME TO ${pg.escapeIdentifier(template)}`);
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(adminUrl);
+  url.pathname = `/${template}`;
+  const c = new pg.Client({ connectionString: url.toString() });
+  await c.connect();
+  try {
+    const { rows } = await c.query<{ t: string }>(`SELECT format('%I.%I', schemaname, tablename) AS t FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema')`);
+    if (rows.length) await c.query(`TRUNCATE ${rows.map((r) => r.t).join(', ')} RESTART IDENTITY`);
+  } finally {
+    await c.end();
+  }
 }
 
 /**

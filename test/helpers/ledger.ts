@@ -30,7 +30,7 @@ export type TestLedger = {
 
 /** `store: 'esdb'` puts the log on EventStoreDB: the server at ESDB_URL, else the double on loopback. */
 export async function testLedger(t: Test, opts: { checkpointEveryEntries?: number; checkpointIntervalMs?: number; now?: () => Date; store?: 'postgres' | 'esdb' } = {}): Promise<TestLedger> {
-  const { url, db } = await testDatabase(t);
+  const { url, db } = await testDatabase(t, { schema: true });
   let esdb: EsdbDouble | undefined;
   let store: EventStore;
   if (opts.store === 'esdb') {

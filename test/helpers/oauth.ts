@@ -33,18 +33,26 @@ export function readConsentPage(res: LightMyRequestResponse): { fields: Record<s
   return { fields, cookie: String(setCookie).split(';')[0]!, action };
 }
 
-/** Opens the consent page and submits it with a pasted key, as a browser would. */
+/** Opens the consent page and submits it with a pasted key, then allows (or denies) on the confirmation that names the grant, as a browser would. */
 export async function consent(app: FastifyInstance, authorizeUrl: URL | string, apiKey: string, decision: 'allow' | 'deny' = 'allow'): Promise<LightMyRequestResponse> {
   const u = new URL(String(authorizeUrl));
   const page = await app.inject({ method: 'GET', url: u.pathname + u.search });
   if (page.statusCode !== 200) throw new Error(`consent page answered ${page.statusCode}: ${page.body}`);
   const { fields, cookie, action } = readConsentPage(page);
-  return app.inject({
+  const pasted = await app.inject({
     method: 'POST',
     url: action,
     headers: { 'content-type': 'application/x-www-form-urlencoded', cookie },
     payload: new URLSearchParams({ ...fields, api_key: apiKey, decision }).toString(),
   });
+  return confirmConsent(app, pasted, cookie, decision);
+}
+
+/** The confirmation a valid pasted key leads to (a 200 page with its form), answered with `decision`; any other answer as it is. */
+export async function confirmConsent(app: FastifyInstance, res: LightMyRequestResponse, cookie: string, decision: 'allow' | 'deny' = 'allow'): Promise<LightMyRequestResponse> {
+  if (res.statusCode !== 200 || !res.body.includes('id="grant"')) return res;
+  const { fields, action } = readConsentPage(res);
+  return app.inject({ method: 'POST', url: action, headers: { 'content-type': 'application/x-www-form-urlencoded', cookie }, payload: new URLSearchParams({ ...fields, decision }).toString() });
 }
 
 export type Pkce = { verifier: string; challenge: string };

@@ -197,10 +197,14 @@ t.test('transfer: quote, then execute, both slots checked in the wallet; the sam
   const tooMuch = await cli('POST', `/v1/consumers/${consumer}/wallet/transfer`, { from_currency: 'BRL', to_currency: 'USDC', amount_minor: 301, execute: true });
   t.same([tooMuch.status, tooMuch.body.error.code, tooMuch.body.error.details.decision], [422, 'per_tx_cap_exceeded', 'declined'], "the source slot's own caps");
   t.same(await walletOf(consumer).then((w) => w.find((x) => x.currency === 'BRL')!.available_minor), 750, 'a refused transfer moves nothing');
-  // A live key: the quote says so, and the move is not wired (no live ramp).
+  // A live key: the test consumer is not in live (test and live are two worlds, issue 60).
   const liveKey = api({ authorization: `Bearer ${org.liveKey}` });
-  t.match((await liveKey('POST', `/v1/consumers/${consumer}/wallet/transfer`, body)).body, { executable: false, engine: null, to: { amount_minor: null } });
-  const live = await liveKey('POST', `/v1/consumers/${consumer}/wallet/transfer`, { ...body, execute: true });
+  t.same((await liveKey('POST', `/v1/consumers/${consumer}/wallet/transfer`, body)).status, 404, 'the test consumer from a live key');
+  // A live consumer's live mandate: the quote says so, and the move is not wired (no live ramp).
+  const liveConsumer = (await must(liveKey('POST', '/v1/consumers', { display_name: 'Live Ana' }), 201)).id as string;
+  await must((await mandateCreate(liveConsumer, twoSlots, liveKey)).submit(), 201);
+  t.match((await liveKey('POST', `/v1/consumers/${liveConsumer}/wallet/transfer`, body)).body, { executable: false, engine: null, to: { amount_minor: null } });
+  const live = await liveKey('POST', `/v1/consumers/${liveConsumer}/wallet/transfer`, { ...body, execute: true });
   t.same([live.status, live.body.error.code], [501, 'not_wired']);
   t.equal((await api(other.key)('POST', `/v1/consumers/${consumer}/wallet/transfer`, body)).status, 404, "another organization's consumer");
 });

@@ -1,5 +1,6 @@
 import t from 'tap';
 import { HTTP_BODY_MAX_BYTES, INBOUND_WEBHOOK_MAX_BYTES } from '../../src/limits.ts';
+import { readyLine } from '../../src/startup.ts';
 import { bootstrapOrg, platform, SERVICE_SECRET, testApp } from '../helpers/app.ts';
 
 // Errors that say what to do (issue 60, Errors), within the shapes the
@@ -99,4 +100,12 @@ t.test("a 400's top message says its first issue", async (t) => {
   const one = await inject({ method: 'GET', url: '/v1/projects?limit=nope', headers: org.key });
   t.equal(one.statusCode, 400);
   t.match(one.json().error.message, /^the query is invalid: limit: /);
+});
+
+t.test("the ready line's first URL leads to the dashboard, not a 404", async (t) => {
+  const line = readyLine('http://127.0.0.1:8080/', 0);
+  const first = new URL(/https?:\/\/\S+/.exec(line)![0]);
+  const r = await inject({ method: 'GET', url: first.pathname });
+  t.equal(r.statusCode, 303, line);
+  t.equal(r.headers.location, '/dashboard');
 });

@@ -4,7 +4,7 @@ import type { LightMyRequestResponse } from 'fastify';
 import t from 'tap';
 import { REDACTED, redactText, redactUrl } from '../../src/redact.ts';
 import { bootstrapOrg, SERVICE_SECRET, testApp } from '../helpers/app.ts';
-import { pkce, readConsentPage } from '../helpers/oauth.ts';
+import { confirmConsent, pkce, readConsentPage } from '../helpers/oauth.ts';
 
 // Capabilities and personal data never reach a log line. One HTTP slice
 // crosses every family's secrets with the log captured at its most verbose
@@ -45,7 +45,8 @@ t.before(async () => {
   const state = keep('OAuth state', `st_${'q'.repeat(20)}${Date.now()}`);
   const page = await must('consent page', app.inject({ method: 'GET', url: `/oauth/authorize?${new URLSearchParams({ client_id: String(client.client_id), redirect_uri: 'http://127.0.0.1/cb', response_type: 'code', code_challenge: p.challenge, code_challenge_method: 'S256', state })}` }), 200);
   const { fields, cookie } = readConsentPage(page);
-  const back = await must('consent', app.inject({ method: 'POST', url: '/oauth/authorize', headers: { 'content-type': 'application/x-www-form-urlencoded', cookie }, payload: new URLSearchParams({ ...fields, api_key: org.testKey, decision: 'allow' }).toString() }), 302);
+  const pasted = await must('consent', app.inject({ method: 'POST', url: '/oauth/authorize', headers: { 'content-type': 'application/x-www-form-urlencoded', cookie }, payload: new URLSearchParams({ ...fields, api_key: org.testKey, decision: 'allow' }).toString() }), 200);
+  const back = await must('allow', confirmConsent(app, pasted, cookie), 302);
   const code = keep('OAuth code', new URL(String(back.headers.location)).searchParams.get('code'));
   keep('PKCE verifier', p.verifier);
   const tokens = (await must('token', app.inject({ method: 'POST', url: '/oauth/token', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: 'http://127.0.0.1/cb', client_id: String(client.client_id), code_verifier: p.verifier }).toString() }), 200)).json();

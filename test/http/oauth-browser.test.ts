@@ -39,7 +39,7 @@ if (!found) {
 
   t.test('consent in a browser', async (t) => {
     // A page of its own context: axe-core's Playwright runner needs one (not browser.newPage()).
-    const page = await (await browser.newContext()).newPage();
+    const page = await (await browser.newContext({ locale: 'en-US' })).newPage();
     const res = await page.goto(`http://127.0.0.1:${appPort}/oauth/authorize?${q}`);
     t.equal(res?.status(), 200);
     t.equal(res?.headers()['x-frame-options'], 'DENY');
@@ -48,10 +48,34 @@ if (!found) {
     t.equal(await page.locator('img').count(), 0, 'no injected element');
     t.equal(await page.evaluate(() => (globalThis as unknown as { __pwned?: number }).__pwned), undefined, 'nothing ran');
     t.match(await page.locator('#redirect-host').textContent(), `127.0.0.1:${receiverPort}`);
-    t.match(await page.textContent('body'), /projects:read/);
+    t.equal(await page.locator('#service-name').textContent(), 'Agent Ledger', 'the service being granted is named');
+    t.equal(await page.locator('#client-unverified').textContent(), 'Unverified application', 'a self-registered client is marked unverified');
+    t.equal(await page.locator('#scopes td').first().textContent(), 'Read projects and their settings', 'the scope in words');
+    t.match(await page.textContent('#scopes'), /projects:read/, 'its code beside it');
     await checkLook(t, page, 'the consent page');
 
+    // A wrong key: the form again with the error beside the field, not "start again".
+    await page.fill('#api_key', `sk_live_${'A'.repeat(32)}`);
+    await page.click('button[value="allow"]');
+    await page.locator('#api_key-error').waitFor({ timeout: 30_000 });
+    t.match(await page.locator('#api_key-error').textContent(), /This API key is not valid/);
+    t.equal(await page.locator('#api_key').getAttribute('aria-invalid'), 'true');
+    t.match(await page.locator('.error-summary').textContent(), /There is a problem/);
+    t.match(await page.title(), /^Error: /);
+    t.equal(await page.locator('#client-name').textContent(), evilName, 'the same request, asked again');
+    await checkLook(t, page, 'the consent page with an error');
+
+    // The right key: the confirmation names the organization, environment and project, then Allow.
     await page.fill('#api_key', org.testKey);
+    await page.click('button[value="allow"]');
+    await page.locator('#grant').waitFor({ timeout: 30_000 });
+    t.equal(await page.locator('#grant-org').textContent(), 'Browser', 'the organization');
+    t.match(await page.locator('#grant-environment').textContent(), /^Test/, 'the environment');
+    t.match(await page.locator('#grant-project').textContent(), /every test project/, 'the projects');
+    t.equal(await page.locator('button.btn-primary').textContent(), 'Allow', 'Allow is the primary action');
+    t.equal(await page.locator('#api_key').count(), 0, 'the key is not on the page again');
+    t.notOk((await page.content()).includes(org.testKey), 'nor anywhere in it');
+    await checkLook(t, page, 'the confirmation');
     await Promise.all([page.waitForURL((u) => u.port === String(receiverPort), { timeout: 30_000 }), page.click('button[value="allow"]')]);
     const url = new URL(page.url());
     t.equal(url.pathname, '/callback');

@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap';
 import type { LightMyRequestResponse } from 'fastify';
 import { bootstrapOrg, testApp } from '../helpers/app.ts';
-import { consent, pkce, readConsentPage } from '../helpers/oauth.ts';
+import { confirmConsent, consent, pkce, readConsentPage } from '../helpers/oauth.ts';
 
 // Raw requests for every refusal the issue lists: the consent pages refuse
 // with a 400 HTML page and no Location; registration and the token endpoint
@@ -93,12 +93,14 @@ async function openForm(over: Record<string, string | undefined> = {}) {
 }
 const post = (fields: Record<string, string>, cookie?: string) =>
   app.inject({ method: 'POST', url: '/oauth/authorize', headers: { ...form, ...(cookie ? { cookie } : {}) }, payload: new URLSearchParams(fields).toString() });
+/** The form with a pasted key, then Allow on the confirmation it leads to. */
+const allow = async (fields: Record<string, string>, cookie: string) => confirmConsent(app, await post(fields, cookie), cookie);
 
 t.test('consent: cookie, handle, key, scope', async (t) => {
   const a = await openForm();
   refusedPage(t, await post({ ...a.fields, api_key: org.testKey, decision: 'allow' }), /cookie/);
   refusedPage(t, await post({ ...a.fields, api_key: org.testKey, decision: 'allow' }, 'oauth_consent=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA'), /cookie/);
-  const done = await post({ ...a.fields, api_key: org.testKey, decision: 'allow' }, a.cookie);
+  const done = await allow({ ...a.fields, api_key: org.testKey, decision: 'allow' }, a.cookie);
   t.equal(done.statusCode, 302, 'the form with its cookie succeeds (a refusal without the cookie did not consume the handle)');
   securityHeaders(t, done);
   const loc = new URL(String(done.headers.location));
@@ -120,7 +122,7 @@ t.test('consent: cookie, handle, key, scope', async (t) => {
   const e = await openForm({ scope: '*' });
   refusedPage(t, await post({ ...e.fields, api_key: narrow.key, decision: 'allow' }, e.cookie), /more than this API key holds/);
   const f = await openForm({ scope: 'projects:read' });
-  t.equal((await post({ ...f.fields, api_key: narrow.key, decision: 'allow' }, f.cookie)).statusCode, 302, 'within the key');
+  t.equal((await allow({ ...f.fields, api_key: narrow.key, decision: 'allow' }, f.cookie)).statusCode, 302, 'within the key');
 
   // A revoked key.
   const gone = (await app.inject({ method: 'POST', url: '/v1/api-keys', headers: org.owner, payload: { name: 'gone', environment: 'test' } })).json();
@@ -135,9 +137,30 @@ t.test('consent: cookie, handle, key, scope', async (t) => {
   t.notOk(JSON.stringify(all.map((x) => [x.data, x.metadata])).includes(org.testKey.slice(8)), 'the pasted key is never recorded');
 });
 
+t.test('a wrong key: the form again with the error beside the field; a valid one: the confirmation naming the organization and environment', async (t) => {
+  const a = await openForm({ scope: 'projects:read mandates:write' });
+  const wrong = await post({ ...a.fields, api_key: `sk_test_${'B'.repeat(32)}`, decision: 'allow' }, a.cookie);
+  t.equal(wrong.statusCode, 400);
+  t.equal(wrong.headers.location, undefined, 'never redirected');
+  t.match(wrong.body, /<span class="field-error" id="api_key-error">.*This API key is not valid/);
+  t.notOk(wrong.body.includes('start again'), 'not "start again"');
+  t.match(wrong.body, /Read projects and their settings.*projects:read.*Read and change mandates and their cards.*mandates:write/s, 'the scopes in words beside their codes, as on the first page');
+  const again = readConsentPage(wrong);
+  t.not(again.fields.handle, a.fields.handle, 'a fresh form');
+  const confirm = await post({ ...again.fields, api_key: org.liveKey, decision: 'allow' }, a.cookie);
+  t.equal(confirm.statusCode, 200, confirm.body);
+  t.match(confirm.body, /<td id="grant-org">Refuse<\/td>/, 'the organization');
+  t.match(confirm.body, /<td id="grant-environment"><span class="badge badge-danger">Live<\/span> live data: real money moves<\/td>/, 'the environment');
+  t.match(confirm.body, /<button type="submit" name="decision" value="allow" class="btn btn-primary">Allow<\/button>/, 'Allow is the primary button');
+  t.notOk(confirm.body.includes(org.liveKey), 'the key is not on the page');
+  const done = await confirmConsent(app, confirm, a.cookie);
+  t.equal(done.statusCode, 302);
+  t.match(new URL(String(done.headers.location)).searchParams.get('code'), /^oac_/);
+});
+
 async function code(clientId = client.client_id, redirect = 'https://app.example/cb') {
   const page = await openForm({ client_id: clientId, redirect_uri: redirect });
-  const res = await post({ ...page.fields, api_key: org.testKey, decision: 'allow' }, page.cookie);
+  const res = await allow({ ...page.fields, api_key: org.testKey, decision: 'allow' }, page.cookie);
   return new URL(String(res.headers.location)).searchParams.get('code')!;
 }
 const token = (fields: Record<string, string>) => app.inject({ method: 'POST', url: '/oauth/token', headers: form, payload: new URLSearchParams(fields).toString() });
@@ -181,7 +204,7 @@ t.test('token endpoint refusals', async (t) => {
   t.equal(narrowed.statusCode, 200);
   t.equal(narrowed.json().scope, 'projects:read');
   const c3page = await openForm({ scope: 'projects:read' });
-  const c3 = new URL(String((await post({ ...c3page.fields, api_key: org.testKey }, c3page.cookie)).headers.location)).searchParams.get('code')!;
+  const c3 = new URL(String((await allow({ ...c3page.fields, api_key: org.testKey }, c3page.cookie)).headers.location)).searchParams.get('code')!;
   const small = (await exchange(c3)).json();
   oauthError(t, await token({ grant_type: 'refresh_token', refresh_token: small.refresh_token, client_id: client.client_id, scope: 'projects:write' }), 'invalid_scope');
   oauthError(t, await app.inject({ method: 'POST', url: '/oauth/token', headers: form, payload: `grant_type=refresh_token&refresh_token=${small.refresh_token}&refresh_token=x&client_id=${client.client_id}` }), 'invalid_request');

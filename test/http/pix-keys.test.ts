@@ -4,6 +4,8 @@ import { CNPJ, CPF, CPF_DIGITS, OTHER_CPF, pixApp } from '../helpers/pix.ts';
 const { sandbox, call, consumer, head, org, other } = await pixApp(t);
 const ana = await consumer();
 const keysUrl = `/v1/consumers/${ana}/pix-keys`;
+const liveHeaders = { authorization: `Bearer ${org.liveKey}` };
+const liveAna = (await call('POST', '/v1/consumers', { display_name: 'Live Ana' }, liveHeaders)).json().id as string;
 
 t.test('without a partner account: 422 no_partner_account, nothing written', async (t) => {
   const before = await head();
@@ -31,7 +33,9 @@ t.test('opening the partner account', async (t) => {
   t.equal(kyc.statusCode, 422);
   t.match(kyc.json().error, { code: 'partner_account_refused', details: { provider_code: 'KYC_RECUSADO' } });
   sandbox.refusedDocuments.clear();
-  const live = await call('POST', `/v1/consumers/${ana}/pix/partner-account`, { document: CPF }, { authorization: `Bearer ${org.liveKey}` });
+  const mixed = await call('POST', `/v1/consumers/${ana}/pix/partner-account`, { document: CPF }, liveHeaders);
+  t.equal(mixed.statusCode, 404, 'a live key on the test consumer: not in live (issue 60), the PSP never asked');
+  const live = await call('POST', `/v1/consumers/${liveAna}/pix/partner-account`, { document: CPF }, liveHeaders);
   t.equal(live.statusCode, 501, 'a live key without a configured PSP');
   t.equal(live.json().error.code, 'not_wired');
   const faucet = await call('POST', '/v1/test/pix/partner-accounts', { consumer_id: ana, document: CPF }, { authorization: `Bearer ${org.liveKey}` });

@@ -30,7 +30,7 @@ export type ApiKeyAuth = {
 };
 
 /** A person acting through the platform credential; `projectId` on calls that act in one project (mode key_or_service). */
-export type ServiceAuth = { kind: 'service'; orgId: string; userId: string; role: Role; projectId?: string };
+export type ServiceAuth = { kind: 'service'; orgId: string; userId: string; role: Role; projectId?: string; /** The project's environment, with projectId. */ environment?: 'live' | 'test' };
 export type PlatformAuth = { kind: 'platform' };
 export type OpenAuth = { kind: 'open' };
 export type Auth = ApiKeyAuth | ServiceAuth | PlatformAuth | OpenAuth;
@@ -101,6 +101,9 @@ const noBearer = (req: FastifyRequest, resourceMetadata?: string, send = SEND_KE
   const m = missingBearer(req, send);
   return unauthorized(m.why, { noCredential: m.none, ...(resourceMetadata ? { resourceMetadata } : {}) });
 };
+
+type Environment = 'live' | 'test';
+type ProjectRef = { id: string; environment: Environment };
 
 type KeyRow = { key_id: string; org_id: string; project_id: string | null; environment: 'live' | 'test'; scopes: string[]; key_hash: string; revoked_at: string | null };
 
@@ -236,14 +239,22 @@ export class Authenticator {
     })) as KeyRow | null;
   }
 
-  /** The project an unbound key acts in: the named one if it is the organization's, else the default. */
-  private async resolveProject(orgId: string, wanted: string | undefined): Promise<string | null> {
-    return (await this.cache.get(`project:${orgId}:${wanted ?? ''}`, async () => {
+  /**
+   * A project of the organization with its environment: the named one; else,
+   * for `environment`, the default project when it is of that environment and
+   * otherwise the first one made in it (test and live are two worlds: a key
+   * acts only in projects of its own environment, docs/decisions.md "Issue 60:
+   * errors and environments"); without `environment`, the default project.
+   */
+  private async project(orgId: string, wanted: string | undefined, environment: Environment | undefined): Promise<ProjectRef | null> {
+    return (await this.cache.get(`project:${orgId}:${wanted ?? ''}:${wanted ? '' : (environment ?? '')}`, async () => {
       const { rows } = wanted
-        ? await this.db.query<{ id: string }>('SELECT id FROM projects WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL', [orgId, wanted])
-        : await this.db.query<{ id: string }>('SELECT id FROM projects WHERE org_id = $1 AND is_default AND deleted_at IS NULL', [orgId]);
-      return rows[0]?.id ?? null;
-    })) as string | null;
+        ? await this.db.query<ProjectRef>('SELECT id, environment FROM projects WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL', [orgId, wanted])
+        : environment
+          ? await this.db.query<ProjectRef>('SELECT id, environment FROM projects WHERE org_id = $1 AND environment = $2 AND deleted_at IS NULL ORDER BY is_default DESC, position LIMIT 1', [orgId, environment])
+          : await this.db.query<ProjectRef>('SELECT id, environment FROM projects WHERE org_id = $1 AND is_default AND deleted_at IS NULL', [orgId]);
+      return rows[0] ?? null;
+    })) as ProjectRef | null;
   }
 
   async authenticate(req: FastifyRequest, mode: AuthMode, scope: string | undefined, minRole: Role | undefined): Promise<Auth> {
@@ -295,10 +306,11 @@ export class Authenticator {
     if (mode === 'key_or_service') {
       const header = req.headers['x-svc-project'];
       const wanted = typeof header === 'string' && header.trim() !== '' ? header.trim() : undefined;
-      const projectId = wanted === undefined || /^[\x21-\x7e]{1,200}$/.test(wanted) ? await this.resolveProject(auth.orgId, wanted) : null;
-      if (!projectId) throw wanted ? forbidden('x-svc-project names no project of this organization') : projectResolutionFailed();
-      auth.projectId = projectId;
-      auth.role = await this.projectRole(auth, projectId);
+      const project = wanted === undefined || /^[\x21-\x7e]{1,200}$/.test(wanted) ? await this.project(auth.orgId, wanted, undefined) : null;
+      if (!project) throw wanted ? forbidden('x-svc-project names no project of this organization') : projectResolutionFailed();
+      auth.projectId = project.id;
+      auth.environment = project.environment;
+      auth.role = await this.projectRole(auth, project.id);
     }
     if (minRole && ROLE_RANK[auth.role] < ROLE_RANK[minRole]) throw insufficientRole(minRole);
     return auth;
@@ -321,17 +333,18 @@ export class Authenticator {
     const header = req.headers['x-svc-project'];
     const wanted = typeof header === 'string' && header.trim() !== '' ? header.trim() : undefined;
     if (wanted !== undefined && !/^[\x21-\x7e]{1,200}$/.test(wanted)) throw forbidden('x-svc-project names no project of this organization');
-    let projectId: string | undefined;
-    if (row.project_id) {
-      if (wanted && wanted !== row.project_id) throw forbidden('this API key is bound to another project');
-      projectId = row.project_id;
-    } else if (wanted) {
-      if (!(await this.resolveProject(row.org_id, wanted))) throw forbidden('x-svc-project names no project of this organization');
-      projectId = wanted;
-    } else {
-      projectId = (await this.resolveProject(row.org_id, undefined)) ?? undefined;
+    if (row.project_id && wanted && wanted !== row.project_id) throw forbidden('this API key is bound to another project');
+    const named = row.project_id ?? wanted;
+    const project = await this.project(row.org_id, named, row.environment);
+    if (!project) {
+      if (named) throw forbidden('x-svc-project names no project of this organization');
+      throw forbidden(`this organization has no ${row.environment} project for a ${row.environment} key: create one with POST /v1/projects and "environment": "${row.environment}", then send its id in x-svc-project`);
     }
-    if (!projectId) throw projectResolutionFailed();
+    // Test and live are two worlds: a key never acts in a project of the other environment.
+    if (project.environment !== row.environment) {
+      throw forbidden(`${named === row.project_id ? 'this API key is bound to' : 'x-svc-project names'} a ${project.environment} project and this is a ${row.environment} key: a ${row.environment} key acts only in ${row.environment} projects; use a ${project.environment} key for it`);
+    }
+    const projectId = project.id;
     const scopes = grant ? grant.scopes.filter((x) => hasScope(row.scopes, x)) : row.scopes;
     const auth: ApiKeyAuth = { kind: 'api_key', orgId: row.org_id, projectId, projectBound: row.project_id !== null, environment: row.environment, keyId: row.key_id, scopes, ...(grant ? { grantId: grant.grantId } : {}) };
     this.opts.usage?.seen(row.key_id);

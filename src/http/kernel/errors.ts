@@ -68,6 +68,7 @@ export const REJECTION_STATUS: Record<string, number> = {
   slug_invalid: 400,
   slug_reserved: 400,
   slug_conflict: 400,
+  environment_mismatch: 400,
   cannot_delete_default: 409,
   cannot_delete_last_project: 409,
   cannot_delete_with_consumer_records: 409,

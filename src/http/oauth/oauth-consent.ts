@@ -3,19 +3,22 @@ import { PKCE_VALUE } from '../../../commands/oauth.ts';
 import { randomString } from '../../ids.ts';
 import { OAUTH_CONSENT_TTL_MS, OAUTH_STATE_MAX_CHARS } from '../../limits.ts';
 import { oauthClient } from '../../usecases/oauth-clients.ts';
-import { type ConsentRequest, grantConsent, migrateConsent, openConsent, takeConsent } from '../../usecases/oauth-consent.ts';
+import { checkPastedKey, CONSENT_KEY_REFUSED, type ConsentRequest, grantConsent, migrateConsent, openConsent, requestOf, takeConsent } from '../../usecases/oauth-consent.ts';
+import { Rejection } from '../../eventstore/handler.ts';
 import { migratePasteGuard, PasteGuard } from '../../usecases/oauth-paste-guard.ts';
 import { API_KEY_PATTERN, hashKey } from '../kernel/auth.ts';
 import { redirectUriMatches } from '../../usecases/oauth-redirects.ts';
 import { type OAuthShared, param } from './oauth-common.ts';
-import { CONSENT_PAGES, cookieName, readCookie, refuse, sendError, sendPage } from './oauth-consent-page.ts';
+import { askBody, CONSENT_PAGES, confirmBody, cookieName, readCookie, refuse, sendError, sendPage } from './oauth-consent-page.ts';
 import type { AppDeps } from '../kernel/route.ts';
-import { escapeHtml, securityHeaders } from '../kernel/html.ts';
+import { securityHeaders } from '../kernel/html.ts';
 
 // The consent pages (spec Part 4.1): GET /oauth/authorize checks the request
 // and shows who asks for what; POST /oauth/authorize takes the pasted API key
-// and answers 302 to the client with a code. Every failure is a 400 HTML page,
-// never a redirect. CSRF: the checked request is stored server side under a
+// and shows what it grants (organization, environment, project, scopes), or
+// the form again with an inline error after a wrong key; the confirmation's
+// Allow answers 302 to the client with a code. Every other failure is a 400
+// HTML page, never a redirect. CSRF: the checked request is stored server side under a
 // one-time handle that the form carries, bound to a cookie (the use cases of
 // src/usecases/oauth-consent.ts). The pages' HTML and refusals are in
 // oauth-consent-page.ts.
@@ -56,20 +59,8 @@ async function consentPage({ deps, shared, guard, cookie }: Consent, req: Fastif
   const handle = await openConsent(deps.db, guard, now, cookieValue, request);
   reply.header('set-cookie', `${cookie.name}=${cookieValue}; ${cookie.attrs}; Max-Age=${OAUTH_CONSENT_TTL_MS / 1000}`);
   const target = new URL(request.redirectUri);
-  const name = clientName ?? `An unnamed application (${request.clientId})`;
-  const asked = request.scopes
-    ? `<ul>${request.scopes.map((s) => `<li><code>${escapeHtml(s)}</code></li>`).join('')}</ul>`
-    : '<p>Every scope the API key you paste holds.</p>';
-  const body = `<h1>Authorize <span id="client-name">${escapeHtml(name)}</span></h1>
-<p>This application asks for access to your account with these scopes:</p>${asked}
-<p>After you decide you will be sent to <strong id="redirect-host">${escapeHtml(target.host)}</strong>.</p>
-<div class="panel"><form method="post" action="/oauth/authorize">
-<input type="hidden" name="handle" value="${handle}">
-<div class="field"><label for="api_key">API key</label><span class="hint" id="api_key-hint">Paste an API key of your account. The application never sees it; it gets its own revocable tokens, limited to the scopes above.</span>
-<input type="password" id="api_key" name="api_key" autocomplete="off" aria-describedby="api_key-hint" required></div>
-<div class="actions"><button type="submit" name="decision" value="allow" class="btn btn-primary">Allow</button><button type="submit" name="decision" value="deny" class="btn btn-secondary" formnovalidate>Deny</button></div>
-</form></div>`;
-  return sendPage(reply, 200, `Authorize ${name}`, body, target.origin);
+  const page = askBody({ clientName, clientId: request.clientId, redirect: target, handle, scopes: request.scopes });
+  return sendPage(reply, 200, page.title, page.body, target.origin);
 }
 
 /** The authorization request's parameters, checked in order against the registered client (the first problem is the page's refusal). */
@@ -123,8 +114,24 @@ async function consentDecision({ deps, shared, guard, cookie }: Consent, req: Fa
   };
   if (decision === 'deny') return finish({ error: 'access_denied' });
 
+  if (pending.key_id !== null) {
+    // The confirmation's Allow: the grant for the key it is bound to.
+    const code = await grantConsent(deps, { pending, requestId: String(req.id), now });
+    return finish({ code });
+  }
+  // The form where a key is pasted: a valid key leads to the confirmation, a wrong one to the form again with its error.
+  const client = await oauthClient(deps.db, pending.client_id);
+  const cookieValue = readCookie(req, cookie.name)!;
+  const asker = (handle: string) => ({ clientName: client?.client_name ?? null, clientId: pending.client_id, redirect: back, handle });
   const key = param(body, 'api_key');
-  if (typeof key !== 'string' || !API_KEY_PATTERN.test(key.trim())) throw refuse('The API key is not valid.');
-  const code = await grantConsent(deps, guard, { pending, attempt: attempt!, keyHash: hashKey(key.trim()), requestId: String(req.id), now });
-  return finish({ code });
+  try {
+    if (typeof key !== 'string' || !API_KEY_PATTERN.test(key.trim())) throw new Rejection(CONSENT_KEY_REFUSED, 'This API key is not valid: an API key is sk_test_ or sk_live_ followed by 32 letters and digits. Paste a key of your account.');
+    const granted = await checkPastedKey(deps, guard, { pending, attempt: attempt!, keyHash: hashKey(key.trim()) });
+    const page = confirmBody({ ...asker(await openConsent(deps.db, guard, now, cookieValue, requestOf(pending), granted.keyId)), key: granted });
+    return sendPage(reply, 200, page.title, page.body, back.origin);
+  } catch (err) {
+    if (!(err instanceof Rejection && err.code === CONSENT_KEY_REFUSED)) throw err;
+    const page = askBody({ ...asker(await openConsent(deps.db, guard, now, cookieValue, requestOf(pending))), scopes: pending.scopes, error: err.message });
+    return sendPage(reply, 400, page.title, page.body, back.origin);
+  }
 }

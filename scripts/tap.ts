@@ -1,0 +1,54 @@
+import { spawn } from 'node:child_process';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+
+// How `npm test` (test/run.ts) and `npm run test:unit` run tap: its own
+// runner (its terminal reporter on a terminal, plain TAP otherwise), without
+// the "# No coverage generated" line (scripts/tap-quiet-coverage.mjs), then
+// the slowest files of the run, read from the per-file results tap keeps in
+// .tap/test-results.
+
+const root = path.resolve(import.meta.dirname, '..');
+const RESULTS = path.join(root, '.tap', 'test-results');
+
+/** Runs tap with `args` and `env`; resolves with its exit code after printing the slowest files. */
+export async function runTap(args: string[], env: NodeJS.ProcessEnv = process.env, slowest = 10): Promise<number> {
+  const started = Date.now();
+  const code = await new Promise<number>((resolve) => {
+    const child = spawn(process.execPath, ['--import', path.join(root, 'scripts/tap-quiet-coverage.mjs'), path.join(root, 'node_modules/tap/dist/esm/run.mjs'), ...args], { stdio: 'inherit', cwd: root, env });
+    child.on('exit', (c, sig) => resolve(c ?? (sig ? 1 : 0)));
+  });
+  process.stdout.write(await slowestFiles(started, Date.now(), slowest));
+  return code;
+}
+
+export type FileTime = { file: string; ms: number; ok: boolean };
+
+/** The per-file results tap wrote since `since` (ms epoch): each file's duration (its closing `# time=`) and outcome. */
+export async function fileTimes(since: number, dir = RESULTS): Promise<FileTime[]> {
+  const entries = await fs.readdir(dir, { recursive: true }).catch(() => [] as string[]);
+  const out: FileTime[] = [];
+  for (const rel of entries) {
+    if (!rel.endsWith('.tap')) continue;
+    const file = path.join(dir, rel);
+    const stat = await fs.stat(file);
+    if (stat.mtimeMs < since) continue;
+    const text = await fs.readFile(file, 'utf8');
+    const times = [...text.matchAll(/^# time=([\d.]+)ms$/gm)];
+    const last = times.at(-1);
+    // No closing time: the file was killed (its timeout) or crashed; it ran at least until its results were last written.
+    out.push({ file: rel.slice(0, -'.tap'.length), ms: last ? Number(last[1]) : stat.mtimeMs - since, ok: !!last && !/^not ok /m.test(text) });
+  }
+  return out.sort((a, b) => b.ms - a.ms);
+}
+
+/** The closing note: the `n` slowest files of the run and the sum of all files' times against the run's wall time. */
+export async function slowestFiles(since: number, until: number, n: number, dir = RESULTS): Promise<string> {
+  const times = await fileTimes(since, dir);
+  if (times.length < 2) return '';
+  const sec = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+  const sum = times.reduce((s, f) => s + f.ms, 0);
+  const width = Math.max(...times.slice(0, n).map((f) => f.file.length));
+  const lines = times.slice(0, n).map((f) => `#   ${sec(f.ms).padStart(8)}  ${f.ok ? f.file : `${f.file.padEnd(width)}  (failed)`}`);
+  return `\n# The ${Math.min(n, times.length)} slowest of ${times.length} files (each file's own time; they run several at once):\n${lines.join('\n')}\n# All files: ${sec(sum)} in ${sec(until - since)} of wall time.\n`;
+}
