@@ -148,6 +148,9 @@ export function errorCodes(r: RouteSpec): Map<number, string[]> {
   if (r.body) {
     add(400, 'invalid_body');
     add(400, 'invalid_json');
+  }
+  // Any request that carries a body meets the body parsers first, whether the route reads one or not.
+  if (r.body || (r.method !== 'GET' && r.method !== 'OPTIONS')) {
     add(413, 'payload_too_large');
     add(415, 'unsupported_media_type');
   }
