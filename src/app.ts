@@ -146,6 +146,8 @@ export type BuildOptions = {
   mailFrom?: string;
   /** Sign-in codes asked per address and per client address in SIGNIN_REFILL_WINDOW_S (defaults from limits.ts). */
   signInBursts?: { perAddress: number; perClient: number };
+  /** Hooks added before any route, so they see every answer (the test suite's response validator, test/helpers/contract.ts). */
+  hooks?: (app: FastifyInstance) => void;
 };
 
 /** The status views (and their streams) of a tool call. */
@@ -233,6 +235,7 @@ function createFastify(opts: BuildOptions): { app: FastifyInstance; registered: 
   });
   // Every route fastify registers, so a test can hold the OpenAPI document to all of them (and a request no route takes is told which would).
   const registered: { method: string; url: string }[] = [];
+  opts.hooks?.(app);
   registerBodyParsers(app);
   registerErrorHandling(app, registered);
   app.addHook('onRoute', (r) => {

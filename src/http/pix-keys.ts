@@ -47,7 +47,7 @@ export async function pixKeyRoutes(app: FastifyInstance, deps: AppDeps): Promise
     errors: [
       [400, 'invalid_body'], [400, 'pix_key_invalid'], [401, 'unauthorized'], [403, 'forbidden'], [403, 'pix_key_document_mismatch'], [404, 'not_found'],
       [409, 'pix_key_ownership_unverified'], [409, 'pix_key_registration_uncertain'], [422, 'no_partner_account'], [422, 'pix_key_provider_refused'],
-      [500, 'framework default {statusCode, error, message, code}'], [501, 'not_wired'], [502, 'pix_key_provider_unavailable'],
+      [500, 'pix_key_provider_malformed'], [501, 'not_wired'], [502, 'pix_key_provider_unavailable'],
     ],
     async handler({ auth, params, body, run, deps }) {
       return { status: 201, body: await registerPixKey(deps, run, auth, params.consumerId, body) };

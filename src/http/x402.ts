@@ -80,6 +80,7 @@ function executionRoutes(app: FastifyInstance, deps: AppDeps): void {
       [400, 'unsupported_asset'],
       [401, 'bad_signature'],
       [401, 'signer_mismatch'],
+      [403, 'policy_denied'],
       [409, 'authorization_already_used'],
       [422, 'authorization_not_yet_valid'],
       [422, 'authorization_expired'],

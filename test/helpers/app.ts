@@ -1,6 +1,7 @@
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import type { Test } from 'tap';
 import { randomBytes } from 'node:crypto';
+import { appendFileSync } from 'node:fs';
 import { buildApp, type BuildOptions } from '../../src/app.ts';
 import { PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { openDb, type Db } from '../../src/postgres/db.ts';
@@ -18,6 +19,7 @@ import { defaultWebhookConfig, WebhookDispatcher, type WebhookConfig } from '../
 import type { RateLimitConfig } from '../../src/http/kernel/ratelimit.ts';
 import type { OAuthOptions } from '../../src/http/oauth/oauth-common.ts';
 import { testPoolMax } from './db.ts';
+import { ContractCheck } from './contract.ts';
 import { testLedger, type TestLedger } from './ledger.ts';
 import { Catalog } from '../../src/providers/catalog.ts';
 import { HttpProvider } from '../../src/adapters/providers/http-provider.ts';
@@ -82,6 +84,7 @@ export async function testApp(t: Test, opts: { readWaitMs?: number; sessionQuota
     await sandboxMerchants.start();
     t.teardown(() => sandboxMerchants!.stop());
   }
+  const contract = new ContractCheck();
   const app = await buildApp({
     vault,
     ...(sandboxMerchants ? { merchants: sandboxMerchants.sites() } : {}),
@@ -107,8 +110,21 @@ export async function testApp(t: Test, opts: { readWaitMs?: number; sessionQuota
     ...(opts.oauth ? { oauth: opts.oauth } : {}),
     ...(opts.auditWitnesses ? { auditWitnesses: opts.auditWitnesses } : {}),
     ...opts.app,
+    hooks: (a) => {
+      contract.install(a);
+      opts.app?.hooks?.(a);
+    },
   });
   t.teardown(() => app.close());
+  await contract.load(app);
+  t.teardown(() => {
+    if (contract.violations.length === 0) return;
+    // CONTRACT_LOG=<file>: a survey, the violations appended as JSON lines instead of failing.
+    if (process.env.CONTRACT_LOG) return appendFileSync(process.env.CONTRACT_LOG, contract.violations.map((v) => `${JSON.stringify(v)}\n`).join(''));
+    const report = contract.report();
+    console.error(`answers the OpenAPI document does not describe:\n${report}`);
+    t.fail(`${contract.violations.length} answers the OpenAPI document does not describe:\n${report}`);
+  });
   return { app, ledger, vault, webhooks, x402, sandboxProviders, providerRuntime: providers, sandboxMerchants };
 }
 

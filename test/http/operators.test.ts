@@ -1,13 +1,12 @@
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
 import { buildApp } from '../../src/app.ts';
-import { launchChromium } from '../../src/adapters/browser/chromium.ts';
 import { bootstrapOrg, testApp } from '../helpers/app.ts';
 import { until } from '../helpers/wait.ts';
 
 // What an operator and an integrator expect: /metrics that moves with the
-// traffic and never names a tenant, an API reference page in a real browser,
-// and log lines that carry the request id a user sees in an error.
+// traffic and never names a tenant, and log lines that carry the request id a
+// user sees in an error (the reference page: test/http/docs-browser.test.ts).
 
 const { app, ledger, vault } = await testApp(t);
 const org = await bootstrapOrg(app, 'Operators');
@@ -78,24 +77,3 @@ t.test('a failing request: its request_id is in the error envelope and on its lo
   t.notOk(lines.join('\n').includes(org.key.authorization!.slice(7)), 'the credential is not logged');
 });
 
-t.test('/docs: the API reference renders in headless Chromium, from the package, no CDN', async (t) => {
-  const page = await app.inject({ method: 'GET', url: '/docs' });
-  t.equal(page.statusCode, 200);
-  t.notMatch(page.body, /https?:\/\/(?!127\.0\.0\.1)[^"']*\.(js|css)/, 'no outside script or style');
-  const json = await app.inject({ method: 'GET', url: '/docs/json' });
-  t.same(json.json(), (await app.inject({ method: 'GET', url: '/openapi.json' })).json(), 'the same document as /openapi.json');
-  const base = await app.listen({ host: '127.0.0.1', port: 0 });
-  const browser = await launchChromium();
-  t.teardown(() => browser.close());
-  const tab = await browser.newPage();
-  const outside: string[] = [];
-  tab.on('request', (r) => {
-    if (!r.url().startsWith(base)) outside.push(r.url());
-  });
-  // Tags start collapsed (docExpansion none: the API has well over a hundred operations); a deep link opens one.
-  await tab.goto(`${base}/docs#/consumers/getConsumerWallet`, { timeout: 120_000 });
-  const op = tab.locator('.opblock', { hasText: 'getConsumerWallet' });
-  await op.first().waitFor({ timeout: 120_000 });
-  t.match(await op.first().innerText(), /\/v1\/consumers\/\{id\}\/wallet/, 'the wallet operation is on the page');
-  t.same(outside, [], 'the page asked nothing outside this service');
-});

@@ -2,6 +2,10 @@ import { z } from 'zod';
 import { businessEventTypes as eventTypes } from '../../../events/index.ts';
 import type { RouteSpec } from './route.ts';
 import { ErrorEnvelope } from './schemas.ts';
+import { ERROR_SHAPES, errorResponses } from './openapi-errors.ts';
+import { examples } from './openapi-examples.ts';
+import { FIELD_DESCRIPTIONS } from './openapi-fields.ts';
+import { INTRODUCTION, PRODUCT, TAG_DISPLAY, TAG_GROUPS } from './openapi-guide.ts';
 
 // The OpenAPI 3.1 document, generated from the route declarations themselves:
 // every operation with its security, parameters, body, responses and error codes.
@@ -88,6 +92,7 @@ function pageOperation(p: PageSpec): Json {
   return {
     operationId: p.operationId,
     summary: p.summary,
+    description: "An HTML page for a person's browser, not for an API client. **Credential:** none.",
     tags: p.tags,
     security: [],
     parameters,
@@ -96,7 +101,57 @@ function pageOperation(p: PageSpec): Json {
   };
 }
 
+/** The exception shapes some operation answers in (an unused component is noise in the reference). */
+function usedShapes(paths: Json): Json {
+  const text = JSON.stringify(paths);
+  return Object.fromEntries(Object.entries(ERROR_SHAPES).filter(([name]) => text.includes(`"#/components/schemas/${name}"`)));
+}
+
+const CREDENTIAL: Record<string, string> = {
+  open: 'No credential.',
+  api_key: 'An API key (`Authorization: Bearer sk_…`), or an OAuth access token acting as one',
+  platform: 'The platform secret.',
+  service: 'The platform secret with the acting user in `x-svc-user`.',
+  human_session: 'The platform secret with the acting user in `x-svc-user` (a person, not an agent).',
+  org_admin: 'An API key, or the platform secret with an admin in `x-svc-user`.',
+  key_or_service: 'An API key, or the platform secret with the acting user in `x-svc-user`.',
+};
+
+/** What the operation takes, said once for readers: its credential, scope and role, and whether a repeat is safe. */
+function access(r: RouteSpec): string {
+  const who = CREDENTIAL[r.auth] ?? '';
+  const parts = [`**Credential:** ${who}${r.auth === 'api_key' ? (r.scope ? ` with the scope \`${r.scope}\`.` : '.') : ''}`];
+  if (r.actingUser && r.auth === 'api_key') parts.push('An admin of the organization named in `x-svc-user` beside the key.');
+  if (r.minRole) parts.push(`**Role:** at least \`${r.minRole}\`.`);
+  if (r.idempotent) parts.push('**Idempotent:** send an `Idempotency-Key` to repeat it safely.');
+  if (r.deprecated) parts.push('**Deprecated:** kept with its shapes; prefer the replacement named in the summary.');
+  return parts.join(' ');
+}
+
+/** A recorded example (contracts/examples), as a named example: the reference shows it in place of one made from the schema. */
+const recorded = (value: unknown): Json => ({ recorded: { summary: 'Recorded from the test suite', value } });
+
+/** Gives every property without a description of its own the shared one of its name (src/http/kernel/openapi-fields.ts). */
+function describeFields(s: unknown): void {
+  if (Array.isArray(s)) return s.forEach(describeFields);
+  if (!s || typeof s !== 'object') return;
+  const props = (s as Json).properties as Record<string, Json> | undefined;
+  if (props && typeof props === 'object') {
+    for (const [name, p] of Object.entries(props)) {
+      if (p && typeof p === 'object' && p.description === undefined && p.$ref === undefined && FIELD_DESCRIPTIONS[name]) p.description = FIELD_DESCRIPTIONS[name];
+    }
+  }
+  for (const [k, v] of Object.entries(s as Json)) if (k !== 'example' && k !== 'examples') describeFields(v);
+}
+
 export function buildOpenApi(routes: readonly RouteSpec[], serverUrl: string, pages: readonly PageSpec[] = []): Json {
+  const doc = buildDocument(routes, serverUrl, pages);
+  describeFields(doc.paths);
+  describeFields((doc.components as Json).schemas);
+  return doc;
+}
+
+function buildDocument(routes: readonly RouteSpec[], serverUrl: string, pages: readonly PageSpec[]): Json {
   const paths: Record<string, Record<string, Json>> = {};
   for (const p of pages) (paths[p.url] ??= {})[p.method.toLowerCase()] = pageOperation(p);
   for (const r of routes) {
@@ -121,18 +176,15 @@ export function buildOpenApi(routes: readonly RouteSpec[], serverUrl: string, pa
     }
     // A route that also streams: its events under text/event-stream beside the JSON answer.
     if (r.sse) (((responses['200'] ??= { description: 'Success' }) as Json).content ??= {} as Json)['text/event-stream' as never] = { schema: strip(jsonSchema(r.sse, 'output')) } as never;
-    const byStatus = new Map<number, string[]>();
-    for (const [status, code] of r.errors ?? []) byStatus.set(status, [...(byStatus.get(status) ?? []), code]);
-    for (const [status, codes] of byStatus) {
-      responses[String(status)] = {
-        description: `Error codes: ${codes.join(', ')}`,
-        content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorEnvelope' } } },
-      };
+    // A status the route declares a body for keeps that body (the x402 402, OAuth's error object); the codes name it.
+    for (const [status, documented] of Object.entries(errorResponses(r))) {
+      const declared = responses[status] as Json | undefined;
+      responses[status] = declared?.content ? { ...declared, description: documented.description } : documented;
     }
     const op: Json = {
       operationId: r.operationId,
       summary: r.summary,
-      ...(r.description ? { description: r.description } : {}),
+      description: [r.description, access(r)].filter(Boolean).join('\n\n'),
       tags: r.tags,
       // An API key route that also needs a person (an admin in x-svc-user): both, together.
       security: r.actingUser && r.auth === 'api_key' ? [{ apiKey: [], actingUser: [] }] : SECURITY[r.auth],
@@ -142,19 +194,20 @@ export function buildOpenApi(routes: readonly RouteSpec[], serverUrl: string, pa
       'x-error-codes': (r.errors ?? []).map(([status, code]) => ({ status, code })),
       ...(r.scope ? { 'x-scope': r.scope } : {}),
     };
+    const example = examples().get(r.operationId);
     if (r.body) {
-      op.requestBody = { required: !r.bodyOptional, content: { 'application/json': { schema: strip(jsonSchema(r.body, 'input')) } } };
+      op.requestBody = { required: !r.bodyOptional, content: { 'application/json': { schema: strip(jsonSchema(r.body, 'input')), ...(example?.request !== undefined ? { examples: recorded(example.request) } : {}) } } };
     }
+    const answered = example && (responses[String(example.status)]?.content as Json | undefined)?.['application/json'];
+    if (answered) (answered as Json).examples = recorded(example.response);
     (paths[path] ??= {})[r.method.toLowerCase()] = op;
   }
   return {
     openapi: '3.1.0',
-    info: {
-      title: 'Agent commerce ledger API',
-      version: '1.0.0',
-      description: `Event-sourced ledger for agent commerce. Subscribable event types: ${eventTypes.join(', ')}.`,
-    },
-    servers: [{ url: serverUrl }],
+    info: { title: PRODUCT, version: '1.0.0', description: INTRODUCTION },
+    servers: [{ url: serverUrl, description: 'This service' }],
+    tags: TAG_GROUPS.flatMap((g) => g.tags.map(([name, description]) => ({ name, description, 'x-displayName': TAG_DISPLAY[name] ?? name[0]!.toUpperCase() + name.slice(1).replace(/-/g, ' ') }))),
+    'x-tagGroups': TAG_GROUPS.map((g) => ({ name: g.name, tags: g.tags.map(([name]) => name) })),
     paths,
     components: {
       securitySchemes: {
@@ -162,7 +215,7 @@ export function buildOpenApi(routes: readonly RouteSpec[], serverUrl: string, pa
         platformSecret: { type: 'http', scheme: 'bearer', description: 'The platform secret of the service-auth subtree.' },
         actingUser: { type: 'apiKey', in: 'header', name: 'x-svc-user', description: 'The acting user.' },
       },
-      schemas: { ...shared, ErrorEnvelope: stripId(strip(jsonSchema(ErrorEnvelope, 'output'))) },
+      schemas: { ...shared, ErrorEnvelope: stripId(strip(jsonSchema(ErrorEnvelope, 'output'))), ...usedShapes(paths) },
     },
     'x-event-types': eventTypes,
   };

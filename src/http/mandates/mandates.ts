@@ -189,7 +189,7 @@ function mandateTransitionRoutes(app: FastifyInstance, deps: AppDeps): void {
     params: z.object({ id: IdParam }),
     body: ApiSpendBody,
     responses: { 201: SpendResult },
-    errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden'], [403, 'mandate_agent_mismatch'], ...spendErrors],
+    errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden'], [403, 'mandate_agent_mismatch'], [403, 'policy_denied'], ...spendErrors],
     idempotent: true,
     async handler(ctx) {
       const c = { run: ctx.run, ports: ctx.deps, tenant: ctx.auth };

@@ -149,6 +149,7 @@ function tokenRoute(app: FastifyInstance, deps: AppDeps, { limits, scopes }: OAu
       [400, 'unsupported_grant_type'],
       [400, 'invalid_scope'],
       [401, 'invalid_client'],
+      [415, 'invalid_request'],
       [429, 'rate_limited'],
     ],
     async handler({ req, reply }) {
