@@ -6,7 +6,8 @@ import type { Projection } from '../src/projector/projection.ts';
 
 export const auditProjection: Projection = {
   name: 'audit',
-  version: 1,
+  // 2: each entry keeps its source event's id (a person's search finds an entry by the event id).
+  version: 2,
   tables: {
     audit_events: (t) => `CREATE TABLE ${t} (
       org_id text NOT NULL,
@@ -16,10 +17,12 @@ export const auditProjection: Projection = {
       payload jsonb,
       prev_hash text NOT NULL,
       entry_hash text NOT NULL,
+      source_event_id text,
       position text COLLATE "C" NOT NULL,
       PRIMARY KEY (org_id, sequence_number)
     );
-    CREATE INDEX ON ${t} (org_id, event_type text_pattern_ops, sequence_number)`,
+    CREATE INDEX ON ${t} (org_id, event_type text_pattern_ops, sequence_number);
+    CREATE INDEX ON ${t} (org_id, source_event_id)`,
     audit_checkpoints: (t) => `CREATE TABLE ${t} (
       org_id text NOT NULL,
       size bigint NOT NULL,
@@ -68,9 +71,9 @@ export const auditProjection: Projection = {
     switch (e.type) {
       case 'audit.entry_sealed':
         await tx.query(
-          `INSERT INTO ${t.audit_events} (org_id, sequence_number, event_type, happened_at, payload, prev_hash, entry_hash, position)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING`,
-          [org, e.data.sequence_number, e.data.event_type, e.data.happened_at, e.data.payload === null ? null : JSON.stringify(e.data.payload), e.data.prev_hash, e.data.entry_hash, pos],
+          `INSERT INTO ${t.audit_events} (org_id, sequence_number, event_type, happened_at, payload, prev_hash, entry_hash, source_event_id, position)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING`,
+          [org, e.data.sequence_number, e.data.event_type, e.data.happened_at, e.data.payload === null ? null : JSON.stringify(e.data.payload), e.data.prev_hash, e.data.entry_hash, e.data.source.event_id, pos],
         );
         return;
       case 'audit.checkpoint_signed':
@@ -140,7 +143,7 @@ auditProjection.applyBatch = async (tx, events, t) => {
     const e = parseEvent(ev.type, ev.data);
     if (e.type !== 'audit.entry_sealed') continue;
     const d = e.data;
-    entries.push({ org_id: ev.metadata.org_id, sequence_number: d.sequence_number, event_type: d.event_type, happened_at: d.happened_at, payload: d.payload === null ? null : JSON.stringify(d.payload), prev_hash: d.prev_hash, entry_hash: d.entry_hash, position: ev.position });
+    entries.push({ org_id: ev.metadata.org_id, sequence_number: d.sequence_number, event_type: d.event_type, happened_at: d.happened_at, payload: d.payload === null ? null : JSON.stringify(d.payload), prev_hash: d.prev_hash, entry_hash: d.entry_hash, source_event_id: d.source.event_id, position: ev.position });
   }
   for (const o of others) o.catch(() => {});
   if (entries.length === 0) {
@@ -148,9 +151,9 @@ auditProjection.applyBatch = async (tx, events, t) => {
     return;
   }
   const inserted = tx.query(
-    `INSERT INTO ${t.audit_events} (org_id, sequence_number, event_type, happened_at, payload, prev_hash, entry_hash, position)
-     SELECT org_id, sequence_number, event_type, happened_at, payload::jsonb, prev_hash, entry_hash, position
-     FROM json_to_recordset($1::json) AS x(org_id text, sequence_number bigint, event_type text, happened_at timestamptz, payload text, prev_hash text, entry_hash text, position text)
+    `INSERT INTO ${t.audit_events} (org_id, sequence_number, event_type, happened_at, payload, prev_hash, entry_hash, source_event_id, position)
+     SELECT org_id, sequence_number, event_type, happened_at, payload::jsonb, prev_hash, entry_hash, source_event_id, position
+     FROM json_to_recordset($1::json) AS x(org_id text, sequence_number bigint, event_type text, happened_at timestamptz, payload text, prev_hash text, entry_hash text, source_event_id text, position text)
      ON CONFLICT DO NOTHING`,
     [JSON.stringify(entries)],
     // Prepared once per connection and table (planning it each batch cost more than running it).

@@ -40,6 +40,9 @@ export function pageOf(f: Found): string {
       return `/dashboard/usage#${enc(f.id)}`;
     case 'agent':
       return `/dashboard/agents/${enc(f.id)}`;
+    case 'event':
+      // The audit explorer on the event's day, its entry first.
+      return `/dashboard/audit?from=${enc(f.day ?? '')}&to=${enc(f.day ?? '')}&before=${Number(f.id) + 1}#verify-${enc(f.id)}`;
   }
 }
 

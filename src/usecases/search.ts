@@ -19,9 +19,21 @@ export type Kind =
   | 'mcp_call'
   | 'counterparty'
   | 'api_key'
-  | 'agent';
+  | 'agent'
+  | 'event';
 
-export type Found = { kind: Kind; id: string; /** The thing's parent, for a kind shown on its parent's page (a paid call's server). */ parent?: string };
+export type Found = {
+  kind: Kind;
+  /** The thing's id; for an event, its entry's sequence number in the organization's audit chain. */
+  id: string;
+  /** The thing's parent, for a kind shown on its parent's page (a paid call's server). */
+  parent?: string;
+  /** For an event: the UTC day it happened (YYYY-MM-DD), where the audit explorer finds it. */
+  day?: string;
+};
+
+/** An event id (the log's UUIDs, as webhook deliveries and the audit entries carry them). */
+const EVENT_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 type Lookup = { prefix: string; kind: Kind; table: string; parent?: string };
 
@@ -57,6 +69,13 @@ export async function findById(db: Queryable, orgId: string, text: string): Prom
   const id = /^\d{1,30}$/.test(q) ? `tc_${q}` : q;
   const known = ID_KINDS.find((l) => id.startsWith(l.prefix));
   if (known) return inTable(db, known, orgId, id);
+  if (EVENT_ID.test(id)) {
+    const { rows } = await db.query<{ seq: string; day: string }>(
+      `SELECT sequence_number::text AS seq, to_char(happened_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day FROM audit_events WHERE org_id = $1 AND source_event_id = $2`,
+      [orgId, id.toLowerCase()],
+    );
+    return rows[0] ? { kind: 'event', id: rows[0].seq, day: rows[0].day } : undefined;
+  }
   if (id.startsWith('key_')) {
     const { rows } = await db.query('SELECT 1 FROM api_keys WHERE key_id = $1 AND org_id = $2', [id, orgId]);
     return rows.length > 0 ? { kind: 'api_key', id } : undefined;

@@ -12,7 +12,7 @@ import { checkLook } from './look-checks.ts';
 if (!(await findChromium())) {
   t.skip('no Chromium found (CHROMIUM_PATH, /usr/bin/chromium or @sparticuz/chromium): the search tests did not run', async () => {});
 } else {
-  const { app, sandboxProviders } = await testApp(t, { providers: true });
+  const { app, ledger, sandboxProviders } = await testApp(t, { providers: true });
   const seed = async (name: string) => {
     const org = await bootstrapOrg(app, name);
     const post = async (url: string, payload: Record<string, unknown>) => {
@@ -61,6 +61,21 @@ if (!(await findChromium())) {
     t.equal((await find(mine.consumer.id)).pathname, `/dashboard/consumers/${mine.consumer.id}`, 'a consumer, from another page');
     await page.goto(`${base}/dashboard`);
     t.equal((await find('buyer-findco')).pathname, '/dashboard/agents/buyer-findco', 'an agent by its handle');
+  });
+
+  t.test("an event id (a webhook's x-svc-event-id) opens the audit explorer at the event's entry", async (t) => {
+    const eventOf = async (orgId: string) =>
+      (await ledger.db.query<{ id: string }>(`SELECT event_id::text AS id FROM es_events WHERE event_type = 'mandate.created' AND metadata->>'org_id' = $1`, [orgId])).rows[0]!.id;
+    await ledger.settle();
+    await page.goto(`${base}/dashboard`);
+    const at = await find(await eventOf(mine.org.orgId));
+    t.equal(at.pathname, '/dashboard/audit', 'the audit page');
+    const seq = at.hash.replace('#verify-', '');
+    t.match(seq, /^\d+$/, 'at an entry of the chain');
+    const row = page.locator(`tr:has(#verify-${seq})`);
+    t.match(await row.textContent(), 'mandate.created', "the entry of the event's type is listed");
+    const other = await eventOf(theirs.org.orgId);
+    t.equal((await find(other)).pathname, '/dashboard/search', "another organization's event is nothing found");
   });
 
   t.test("another organization's id is nothing found, as an id nobody made", async (t) => {
