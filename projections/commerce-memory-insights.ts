@@ -142,7 +142,7 @@ export async function topCounterparties(db: Queryable, s: Scope, w: Window): Pro
   const { rows } = await db.query<Omit<TopRow, 'payment_count' | 'total_payment_minor'> & { payment_count: string; total_payment_minor: string }>(
     `WITH agg AS (
        SELECT counterparty_id, sum(p) AS p, sum(s) AS s FROM (${union}) AS pieces GROUP BY counterparty_id HAVING sum(p) > 0
-     ), top AS (SELECT * FROM agg ORDER BY p DESC, s DESC, counterparty_id COLLATE "C" LIMIT $${params.length})
+     ), top AS (SELECT * FROM agg ORDER BY agg.p DESC, agg.s DESC, counterparty_id COLLATE "C" LIMIT $${params.length})
      SELECT c.id AS counterparty_id, c.name, c.kind, top.p::text AS payment_count, top.s::text AS total_payment_minor
      FROM top JOIN counterparties c ON c.id = top.counterparty_id
      ORDER BY top.p DESC, top.s DESC, c.id COLLATE "C"`,

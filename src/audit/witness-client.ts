@@ -102,7 +102,7 @@ export class WitnessSubmitter {
       [orgId, [...UNWITNESSED_TYPES]],
     )).rows[0];
     if (!last) return null;
-    const cp = (await this.db.query<Target>('SELECT size::int, root_hash, note FROM audit_checkpoints WHERE org_id = $1 AND size >= $2 ORDER BY size LIMIT 1', [orgId, last.s])).rows[0];
+    const cp = (await this.db.query<Target>('SELECT size::int, root_hash, note FROM audit_checkpoints WHERE org_id = $1 AND size >= $2 ORDER BY audit_checkpoints.size LIMIT 1', [orgId, last.s])).rows[0];
     return cp ?? null;
   }
 

@@ -33,13 +33,13 @@ async function cosignedCheckpoint(ports: Pick<Ports, 'db'>, orgId: string): Prom
 }
 
 async function latest(ports: Pick<Ports, 'db'>, orgId: string): Promise<Checkpoint | undefined> {
-  return (await ports.db.query<Checkpoint>('SELECT size::int, root_hash, note FROM audit_checkpoints WHERE org_id = $1 ORDER BY size DESC LIMIT 1', [orgId])).rows[0];
+  return (await ports.db.query<Checkpoint>('SELECT size::int, root_hash, note FROM audit_checkpoints WHERE org_id = $1 ORDER BY audit_checkpoints.size DESC LIMIT 1', [orgId])).rows[0];
 }
 
 /** Every signed checkpoint, oldest first, and the keys that signed them. */
 export async function listCheckpoints(ports: Pick<Ports, 'db'>, orgId: string) {
   const { rows } = await ports.db.query<Checkpoint & { signed_at: string; verifier_key: string }>(
-    `SELECT size::int, root_hash, note, ${TS('signed_at')} AS signed_at, verifier_key FROM audit_checkpoints WHERE org_id = $1 ORDER BY size`,
+    `SELECT size::int, root_hash, note, ${TS('signed_at')} AS signed_at, verifier_key FROM audit_checkpoints WHERE org_id = $1 ORDER BY audit_checkpoints.size`,
     [orgId],
   );
   return { origin: originOf(orgId), verifier_keys: [...new Set(rows.map((r) => r.verifier_key))], checkpoints: rows.map(({ verifier_key: _v, ...r }) => r) };

@@ -174,7 +174,7 @@ export async function listAuditEvents(
     where += type.endsWith('.') ? ` AND event_type LIKE $${params.length}` : ` AND event_type = $${params.length}`;
   }
   const { rows } = await ports.db.query<AuditEventView>(
-    `SELECT sequence_number::int, event_type, ${TS('happened_at')} AS happened_at, payload, prev_hash, entry_hash FROM audit_events WHERE ${where} ORDER BY sequence_number DESC LIMIT $4`,
+    `SELECT sequence_number::int, event_type, ${TS('happened_at')} AS happened_at, payload, prev_hash, entry_hash FROM audit_events WHERE ${where} ORDER BY audit_events.sequence_number DESC LIMIT $4`,
     params,
   );
   return { events: rows, next_before_sequence: rows.length === q.limit ? rows[rows.length - 1]!.sequence_number : null };

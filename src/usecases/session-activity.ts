@@ -49,7 +49,7 @@ export async function toolCallPage(ports: Pick<Ports, 'db'>, t: Tenant, q: { ses
     params.push(q.before);
     where += ` AND seq < $${params.length}::bigint`;
   }
-  const { rows } = await ports.db.query<CallRow & { seq: string }>(`SELECT ${CALL_COLUMNS} FROM tool_calls WHERE ${where} ORDER BY seq DESC LIMIT $3`, params);
+  const { rows } = await ports.db.query<CallRow & { seq: string }>(`SELECT ${CALL_COLUMNS} FROM tool_calls WHERE ${where} ORDER BY tool_calls.seq DESC LIMIT $3`, params);
   const last = rows[rows.length - 1];
   return { rows: rows.map(({ seq: _seq, ...r }) => r), next: rows.length === q.limit && last ? last.seq : null };
 }

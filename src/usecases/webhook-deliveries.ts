@@ -27,7 +27,7 @@ function dispatcher(ports: Ports): WebhookDispatcher {
 /** Deliveries of an endpoint, newest first. */
 export async function listDeliveries(ports: Ports, tenant: Tenant, id: string, limit: number): Promise<DeliveryRow[]> {
   await readEndpoint(ports, tenant, id);
-  const { rows } = await ports.db.query<DeliveryRow>(`SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE trigger_id = $1 ORDER BY id DESC LIMIT $2`, [id, limit]);
+  const { rows } = await ports.db.query<DeliveryRow>(`SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE trigger_id = $1 ORDER BY webhook_deliveries.id DESC LIMIT $2`, [id, limit]);
   return rows;
 }
 
@@ -35,7 +35,7 @@ export async function listDeliveries(ports: Ports, tenant: Tenant, id: string, l
 export async function listDeadLetters(ports: Ports, tenant: Tenant, id: string, limit: number): Promise<{ id: string; event_id: string; attempt: number; created_at: string }[]> {
   await readEndpoint(ports, tenant, id);
   const { rows } = await ports.db.query<{ id: string; event_id: string; attempt: number; created_at: string }>(
-    `SELECT id::text, event_id::text, attempt, ${TS('created_at')} AS created_at FROM webhook_deliveries WHERE trigger_id = $1 AND status = 'dead' ORDER BY id DESC LIMIT $2`,
+    `SELECT id::text, event_id::text, attempt, ${TS('created_at')} AS created_at FROM webhook_deliveries WHERE trigger_id = $1 AND status = 'dead' ORDER BY webhook_deliveries.id DESC LIMIT $2`,
     [id, limit],
   );
   return rows;

@@ -41,7 +41,7 @@ type Waiting = { key: string | null; resolve: (a: Admitted) => void; reject: (e:
 const ADMIT = `WITH req AS (SELECT k, count(*)::int AS n FROM unnest($1::text[]) AS k GROUP BY k),
 took AS (
   INSERT INTO rate_limit_cells AS c (key, tat, pending, admitted)
-  SELECT k, $2::float8 + LEAST(n, $5::int) * $3::float8, n, LEAST(n, $5::int) FROM req ORDER BY k
+  SELECT k, $2::float8 + LEAST(n, $5::int) * $3::float8, n, LEAST(n, $5::int) FROM req ORDER BY req.k
   ON CONFLICT (key) DO UPDATE SET
     tat = GREATEST(c.tat, $2::float8) + LEAST(EXCLUDED.pending, GREATEST(0, floor(($2::float8 + $4::float8 - GREATEST(c.tat, $2::float8)) / $3::float8)))::int * $3::float8,
     admitted = LEAST(EXCLUDED.pending, GREATEST(0, floor(($2::float8 + $4::float8 - GREATEST(c.tat, $2::float8)) / $3::float8)))::int,
