@@ -5,6 +5,9 @@ import path from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { buildApp } from '../src/app.ts';
 import { findChromium, launchChromium } from '../src/adapters/browser/chromium.ts';
+import { HttpBank } from '../src/adapters/bank/http-bank.ts';
+import { SandboxBank } from '../src/adapters/bank/sandbox-bank.ts';
+import { openPix } from '../src/adapters/psp/config.ts';
 import { HttpProvider } from '../src/adapters/providers/http-provider.ts';
 import { SandboxProviders } from '../src/adapters/providers/sandbox-providers.ts';
 import { Vault } from '../src/adapters/vault.ts';
@@ -55,7 +58,15 @@ try {
   const port = await freeLoopbackPort();
   const base = `http://127.0.0.1:${port}`;
   const catalog = Catalog.load();
+  // The sandbox bank and PSP, as `npm start` runs them: a bank consent's statement and a Pix charge.
+  const bank = new SandboxBank(3);
+  const bankUrl = await bank.start();
+  stops.unshift(() => bank.stop());
+  const pix = await openPix({ SANDBOX_PSP: 'on' }, base);
+  stops.unshift(() => pix.stop());
   const app = await buildApp({
+    banks: new Map([['sandbox-bank', new HttpBank('sandbox-bank', { baseUrl: bankUrl, clientId: bank.clientId, clientSecret: bank.clientSecret })]]),
+    pix: pix.deps,
     vault: await Vault.open(db, randomBytes(32)),
     db,
     store,
@@ -163,7 +174,18 @@ try {
   await shoot('consumer', `/dashboard/consumers/${consumer.id}`, contexts);
   await shoot('mandates', '/dashboard/mandates', contexts);
   await shoot('mandate', `/dashboard/mandates/${mandate.id}`, contexts);
-  console.log('skipped pix-charge and bank-consent: this script wires no PSP and no bank (test/dashboard/money.test.ts checks their look)');
+  // A Pix charge and a bank consent with its statement, through the API.
+  await post(`/v1/consumers/${consumer.id}/pix/partner-account`, { document: '529.982.247-25' });
+  await post(`/v1/consumers/${consumer.id}/pix-keys`, { key_type: 'EVP' });
+  const charge = await post(`/v1/consumers/${consumer.id}/pix/charges`, { amount_minor: 4590 });
+  if (charge.charge_id) await shoot('pix-charge', `/dashboard/consumers/${consumer.id}/charges/${charge.charge_id}`, contexts);
+  else console.log(`skipped pix-charge: ${JSON.stringify(charge).slice(0, 200)}`);
+  const consent = await post('/v1/bank-consents', { bank_id: 'sandbox-bank', consumer_id: consumer.id, redirect_url: 'https://app.example.com/ofb/return', scopes: ['ACCOUNTS_READ', 'TRANSACTIONS_READ'] });
+  const back = consent.authorisation_url ? new URL((await fetch(consent.authorisation_url, { redirect: 'manual' })).headers.get('location') ?? 'x:') : undefined;
+  const code = back?.searchParams.get('code');
+  if (code) await post(`/v1/bank-consents/${consent.id}/callback`, { auth_code: code });
+  if (consent.id && code) await shoot('bank-consent', `/dashboard/bank-consents/${consent.id}`, contexts);
+  else console.log(`skipped bank-consent: ${JSON.stringify(consent).slice(0, 200)}`);
   await shoot('webhooks', '/dashboard/webhooks', contexts);
   if (endpoint.id) await shoot('webhook-endpoint', `/dashboard/webhooks/${endpoint.id}`, contexts);
   await shoot('connections', '/dashboard/connections', contexts);
