@@ -141,7 +141,13 @@ t.test('after a crash between the organization append and the cascade, the react
   // What the request writes first, and nothing more: the process "dies" before its cascade.
   const r = await handleCommand(ledger.store, orgDecider, orgStream(org.orgId), { type: 'delete_project', projectId: crashedId }, { orgId: org.orgId, projectId: null, actor: { kind: 'system', id: 'test' }, requestId: null, now: () => new Date() });
   t.same(r.events.map((e) => e.type).at(-1), 'project.deleted');
-  await until(async () => JSON.stringify(await remaining(crashed)) === JSON.stringify(none), 'the reactor to delete the crashed project\'s records');
+  // The reactor deletes the records, then releases the session's quota claim and the connection's slot: wait for all of it.
+  const released = async () => {
+    const quota = (await ledger.store.readStream(`session_quota-${crashed.orgId}`)).filter((e) => (e.data as { session_id: string }).session_id === crashed.sessionId);
+    const slot = await ledger.store.readStream(`connection_slot-${crashed.orgId}.${crashed.projectId}.acme-payments.${crashed.userId}`);
+    return quota.at(-1)?.type === 'session_quota.released' && slot.at(-1)?.type === 'connection_slot.released';
+  };
+  await until(async () => JSON.stringify(await remaining(crashed)) === JSON.stringify(none) && (await released()), 'the reactor to delete the crashed project\'s records and release its claims');
   await isGone(t, crashed);
   await isIntact(t, kept);
   await isIntact(t, elsewhere);
