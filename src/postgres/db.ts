@@ -86,6 +86,11 @@ export function openDb(url: string, opts: { max?: number; applicationName?: stri
   // An idle client's error (server restart, network) must not crash the process;
   // the next checkout opens a fresh connection.
   pool.on('error', () => {});
+  // A connection the server ends (a failover, pg_terminate_backend) can emit
+  // 'error' more than once: the pool's query listens for one ('once'), and a
+  // second with no listener would end the process. The failing query and the
+  // pool already carry the error; this listener only keeps the process up.
+  pool.on('connect', (client) => client.on('error', () => {}));
 
   const listeners = new Set<{ stop: () => Promise<void> }>();
 
