@@ -1,8 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
-import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { mcpServerSdk } from '../adapters/mcp/sdk.ts';
 import type { RunCommand } from '../usecases/context.ts';
 import { executeTool, ToolUnresolved } from '../usecases/session-tools.ts';
 import { activeSession, getSession, type SessionRow } from '../usecases/sessions.ts';
@@ -21,7 +20,8 @@ import { tenantOf } from './kernel/auth.ts';
 
 export const mcpToolName = (serverId: string, tool: string) => `${serverId}.${tool}`;
 
-function mcpServer(deps: AppDeps, run: RunCommand, s: SessionRow): Server {
+async function mcpServer(deps: AppDeps, run: RunCommand, s: SessionRow): Promise<Server> {
+  const { Server, ListToolsRequestSchema, CallToolRequestSchema } = await mcpServerSdk();
   const server = new Server({ name: `session-${s.id}`, version: '1.0.0' }, { capabilities: { tools: {} } });
   server.setRequestHandler(ListToolsRequestSchema, async () => ({
     tools: s.servers.flatMap((id) => {
@@ -87,8 +87,9 @@ export async function sessionMcpRoutes(app: FastifyInstance, deps: AppDeps): Pro
     errors: [[401, 'unauthorized'], [403, 'forbidden'], ...MCP_ORIGIN_ERRORS, [404, 'not_found'], [409, 'session_closed']],
     async handler(ctx: Ctx<{ id: string }, unknown, unknown, never>) {
       const s = await activeSession(ctx.deps, await tenantOf(ctx as never), ctx.params.id);
+      const { WebStandardStreamableHTTPServerTransport } = await mcpServerSdk();
       const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-      const server = mcpServer(ctx.deps, ctx.run.bind(ctx), s);
+      const server = await mcpServer(ctx.deps, ctx.run.bind(ctx), s);
       await server.connect(transport);
       const headers = new Headers();
       for (const [k, v] of Object.entries(ctx.req.headers)) if (typeof v === 'string') headers.set(k, v);

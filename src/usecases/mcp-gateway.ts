@@ -1,6 +1,6 @@
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
-import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolRequest, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import type { CallToolRequest, CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { mcpServerSdk } from '../adapters/mcp/sdk.ts';
 import { mcpCallDecider, mcpCallStream } from '../../commands/mcp.ts';
 import type { Network } from '../adapters/chain/x402.ts';
 import { callUpstreamTool, listUpstreamToolsFull, type Upstream, UpstreamError } from '../adapters/mcp/upstream.ts';
@@ -182,6 +182,7 @@ async function callUpstream(g: Gateway, settled: Settled, request: CallToolReque
 
 /** The MCP exchange itself, through the SDK's server transport (the body handed over parsed; only the headers that say how to speak MCP pass). */
 async function exchange(mcp: Server, slug: string, body: GatewayRequest['body'], reqHeaders: RequestHeaders) {
+  const { WebStandardStreamableHTTPServerTransport } = await mcpServerSdk();
   const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
   await mcp.connect(transport);
   const headers = new Headers();
@@ -213,6 +214,7 @@ export async function runMcpGateway(ports: Ports, input: GatewayRequest): Promis
   }
 
   const g: Gateway = { ports, cfg, server, priced, network, ctx, upstream: await upstreamOf(ports, server) };
+  const { Server, ListToolsRequestSchema, CallToolRequestSchema } = await mcpServerSdk();
   const mcp = new Server({ name: `gateway:${server.slug}`, version: '1.0.0' }, { capabilities: { tools: {} } });
   mcp.setRequestHandler(ListToolsRequestSchema, () => listTools(g));
   mcp.setRequestHandler(CallToolRequestSchema, (request) => callTool(g, pricing, leg, request));

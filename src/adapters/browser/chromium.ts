@@ -1,5 +1,5 @@
 import fs from 'node:fs';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 
 // One way to start a headless Chromium for every feature that drives a browser
 // (OAuth consent tests, the API reference page test, the browser worker).
@@ -8,6 +8,11 @@ import { chromium, type Browser } from 'playwright-core';
 
 const DEBIAN_CHROMIUM = '/usr/bin/chromium';
 const BASE_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'];
+
+let loaded: Promise<typeof import('playwright-core')> | undefined;
+
+/** playwright-core, loaded on first use (~0.5 s of CPU that a process which never drives a browser does not pay). */
+export const playwright = (): Promise<typeof import('playwright-core')> => (loaded ??= import('playwright-core'));
 
 let resolved: Promise<{ executablePath: string; args: string[] } | null> | undefined;
 
@@ -32,5 +37,5 @@ export function findChromium(): Promise<{ executablePath: string; args: string[]
 export async function launchChromium(): Promise<Browser> {
   const found = await findChromium();
   if (!found) throw new Error('chromium_unavailable');
-  return chromium.launch({ executablePath: found.executablePath, args: [...new Set(found.args)], headless: true });
+  return (await playwright()).chromium.launch({ executablePath: found.executablePath, args: [...new Set(found.args)], headless: true });
 }

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { BROWSER_MAX_CONTEXTS, BROWSER_MAX_CONTEXTS_PER_ORG } from '../../limits.ts';
-import { launchChromium } from './chromium.ts';
+import { launchChromium, playwright } from './chromium.ts';
 import { ContextSlots, NoSlot, type Lease, type SharedHoldings, type SlotLimits, type SlotState, type SlotWait } from './slots.ts';
 
 // The browser worker port: isolated browser contexts for signup runs and
@@ -168,7 +168,7 @@ const limitsOf = (o: WorkerOptions): WorkerLimits => ({
 
 export const embeddedWorker = (o: WorkerOptions = {}): BrowserWorker => new PooledWorker('embedded', launchChromium, limitsOf(o), o.instanceUrl);
 /** A Chromium reached over the DevTools protocol (http://host:9222 or ws://...). */
-export const remoteWorker = (url: string, o: WorkerOptions = {}): BrowserWorker => new PooledWorker('remote', () => chromium.connectOverCDP(url, { timeout: 10_000 }), limitsOf(o), o.instanceUrl);
+export const remoteWorker = (url: string, o: WorkerOptions = {}): BrowserWorker => new PooledWorker('remote', async () => (await playwright()).chromium.connectOverCDP(url, { timeout: 10_000 }), limitsOf(o), o.instanceUrl);
 
 /**
  * Runs `steps` under the worker's bounds: rejects with drive_deadline_exceeded

@@ -1,7 +1,7 @@
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { type AllowedTargets, guardedRequest } from '../outbound-http.ts';
+import { mcpClientSdk } from './sdk.ts';
 
 // MCP upstreams (merchants' tool servers), reached as a real MCP client over
 // Streamable HTTP with the SDK, every byte through the guarded outbound client
@@ -47,6 +47,7 @@ function guardedFetch(allow: AllowedTargets, timeoutMs: number): typeof fetch {
 const isTimeout = (err: unknown) => /timed? ?out|timeout/i.test(String((err as Error)?.message ?? err)) || (err as { code?: number })?.code === -32001;
 
 async function connect(u: Upstream, allow: AllowedTargets, t: UpstreamTimeouts, opMs: number): Promise<Client> {
+  const { Client, StreamableHTTPClientTransport } = await mcpClientSdk();
   const transport = new StreamableHTTPClientTransport(new URL(u.url), { requestInit: { headers: u.headers }, fetch: guardedFetch(allow, Math.max(t.connectMs, opMs)) });
   const client = new Client({ name: 'agent-ledger-gateway', version: '1.0.0' });
   try {

@@ -1,18 +1,15 @@
-import {
-  generateAuthenticationOptions,
-  generateRegistrationOptions,
-  verifyAuthenticationResponse,
-  verifyRegistrationResponse,
-  type AuthenticationResponseJSON,
-  type AuthenticatorTransport,
-  type RegistrationResponseJSON,
-} from '@simplewebauthn/server';
+import type { AuthenticationResponseJSON, AuthenticatorTransport, RegistrationResponseJSON } from '@simplewebauthn/server';
 
 // WebAuthn (passkeys) through @simplewebauthn/server, the one file that
 // imports it. The relying party is this service: its id is the host of
 // PUBLIC_BASE_URL, and a response must come from that origin (or, the same
 // host on another port, the address a request was made to: a service behind
-// no proxy in development).
+// no proxy in development). The library is loaded on first use (~0.3 s of CPU
+// that a process which never meets a passkey does not pay), outside the
+// try blocks, so a failure to load it is not read as a refused credential.
+
+let loaded: Promise<typeof import('@simplewebauthn/server')> | undefined;
+const webauthn = () => (loaded ??= import('@simplewebauthn/server'));
 
 export type RelyingParty = { id: string; name: string; origins: string[] };
 export type StoredPasskey = { credentialId: string; publicKey: string; counter: number; transports: string[] };
@@ -31,7 +28,8 @@ export function relyingParty(baseUrl: string, requestOrigin?: string): RelyingPa
   return { id: u.hostname, name: 'Agent Ledger', origins };
 }
 
-export function registrationOptions(rp: RelyingParty, user: { id: string; email: string }, existing: StoredPasskey[]) {
+export async function registrationOptions(rp: RelyingParty, user: { id: string; email: string }, existing: StoredPasskey[]) {
+  const { generateRegistrationOptions } = await webauthn();
   return generateRegistrationOptions({
     rpName: rp.name,
     rpID: rp.id,
@@ -44,6 +42,7 @@ export function registrationOptions(rp: RelyingParty, user: { id: string; email:
 }
 
 export async function verifyRegistration(rp: RelyingParty, response: unknown, challenge: string): Promise<StoredPasskey | null> {
+  const { verifyRegistrationResponse } = await webauthn();
   try {
     const r = await verifyRegistrationResponse({ response: response as RegistrationResponseJSON, expectedChallenge: challenge, expectedOrigin: rp.origins, expectedRPID: rp.id, requireUserVerification: false });
     if (!r.verified) return null;
@@ -54,7 +53,8 @@ export async function verifyRegistration(rp: RelyingParty, response: unknown, ch
   }
 }
 
-export function authenticationOptions(rp: RelyingParty) {
+export async function authenticationOptions(rp: RelyingParty) {
+  const { generateAuthenticationOptions } = await webauthn();
   return generateAuthenticationOptions({ rpID: rp.id, userVerification: 'preferred', allowCredentials: [] });
 }
 
@@ -67,6 +67,7 @@ export function userHandleOf(response: unknown): { userId: string; credentialId:
 }
 
 export async function verifyAuthentication(rp: RelyingParty, response: unknown, challenge: string, p: StoredPasskey): Promise<boolean> {
+  const { verifyAuthenticationResponse } = await webauthn();
   try {
     const r = await verifyAuthenticationResponse({
       response: response as AuthenticationResponseJSON,
