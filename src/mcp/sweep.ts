@@ -46,7 +46,7 @@ export async function runSweep(d: SweepDeps, ctx: CommandContext): Promise<Sweep
     await run({ type: 'release', holder, reason: 'the address seed could not be read' });
     throw err;
   }
-  const destination = platformWallet(seed);
+  const destination = await platformWallet(seed);
   const networkOf = (env: 'live' | 'test'): Network | undefined => (env === 'live' ? d.x402?.live : d.x402?.test);
   let failed = false;
   let reason = '';

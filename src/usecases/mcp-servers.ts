@@ -151,7 +151,7 @@ export async function registerServer(c: UseCaseCtx, environment: 'live' | 'test'
   // Provision first: a failure leaves nothing behind.
   let payto: string;
   try {
-    payto = serverAddress(await orgSeed(ports.store, ports.vault, commandContext(c)), serverId);
+    payto = await serverAddress(await orgSeed(ports.store, ports.vault, commandContext(c)), serverId);
   } catch (err) {
     if (err instanceof PaytoUnavailable) throw new Rejection('payto_provisioning_failed', 'the receiving address could not be provisioned; nothing was created', { retriable: true });
     throw err;
