@@ -2,9 +2,8 @@ import type { Test } from 'tap';
 import { generateSigningKey, type SigningKey } from '../../src/audit/note.ts';
 import { handleCommand, type CommandContext, type Decider, type HandleOptions } from '../../src/eventstore/handler.ts';
 import { PostgresEventStore } from '../../src/eventstore/postgres.ts';
-import { EventStoreDbStore } from '../../src/eventstore/eventstoredb.ts';
 import type { EventStore } from '../../src/eventstore/port.ts';
-import { EsdbDouble } from '../../tools/esdb-double/server.ts';
+import type { EsdbDouble } from '../../tools/esdb-double/server.ts';
 import type { Db } from '../../src/postgres/db.ts';
 import { startReadSide, type ReadSide } from '../../src/readside.ts';
 import { AUDIT_ORIGIN } from '../../src/runtime.ts';
@@ -34,6 +33,8 @@ export async function testLedger(t: Test, opts: { checkpointEveryEntries?: numbe
   let esdb: EsdbDouble | undefined;
   let store: EventStore;
   if (opts.store === 'esdb') {
+    // Loaded here: the gRPC client and the double cost every other file ~0.25 s of CPU to import.
+    const [{ EventStoreDbStore }, { EsdbDouble }] = await Promise.all([import('../../src/eventstore/eventstoredb.ts'), import('../../tools/esdb-double/server.ts')]);
     const target = process.env.ESDB_URL ?? (esdb = await EsdbDouble.start()).url;
     store = await EventStoreDbStore.open(target);
   } else {
