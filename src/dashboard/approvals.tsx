@@ -50,8 +50,8 @@ export async function approvalsRoutes(app: FastifyInstance, deps: Deps, signedIn
     if (isFragment(req)) return sendFragment(reply, region);
     return sendPage(
       reply,
-      <Shell person={person} title="Approvals" active="approvals" path="/dashboard/approvals" notice={takeFlash(req, reply)} scripts={['approvals-live.js']} styles={['flows.css']}>
-        <p class="lede" data-approvals-stream="/dashboard/approvals/events" data-live="off" id="live">
+      <Shell person={person} title="Approvals" active="approvals" path="/dashboard/approvals" notice={takeFlash(req, reply)} scripts={['live.js']} styles={['flows.css']}>
+        <p class="lede" data-live-stream="/dashboard/approvals/events" data-live-event="approval" data-live-fires="approvals-changed" data-live="off" id="live">
           Calls your policies held until a person decides. This list updates by itself while it is open.
         </p>
         {region}
@@ -97,8 +97,8 @@ export async function approvalsRoutes(app: FastifyInstance, deps: Deps, signedIn
     if (isFragment(req)) return sendFragment(reply, detail);
     return sendPage(
       reply,
-      <Shell person={person} title={`Approval ${a.id}`} active="approvals" path={`/dashboard/approvals/${a.id}`} notice={takeFlash(req, reply)} scripts={['approvals-live.js']} styles={['flows.css']}>
-        <p class="lede" data-approvals-stream="/dashboard/approvals/events" data-live="off" id="live">
+      <Shell person={person} title={`Approval ${a.id}`} active="approvals" path={`/dashboard/approvals/${a.id}`} notice={takeFlash(req, reply)} scripts={['live.js']} styles={['flows.css']}>
+        <p class="lede" data-live-stream="/dashboard/approvals/events" data-live-event="approval" data-live-fires="approvals-changed" data-live="off" id="live">
           <a href="/dashboard/approvals">All approvals</a>
         </p>
         {detail}
