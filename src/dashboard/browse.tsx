@@ -138,8 +138,14 @@ export function notFoundIn(reply: FastifyReply, person: Person, active: Active, 
   );
 }
 
-/** Whether the person is an admin or owner in the current project (a project override raises or narrows the organization role, except for owners). */
-export const adminHere = async (deps: DashboardDeps, person: Person) => atLeast(await roleInProject(deps.db, person.userId, person.role, person.projectId), 'admin');
+/**
+ * Whether the person is an admin or owner for a thing of a project (a project override raises or narrows the
+ * organization role, except for owners), or of the whole organization (`null`: the organization role).
+ */
+export const adminOf = async (deps: DashboardDeps, person: Person, projectId: string | null) => atLeast(projectId ? await roleInProject(deps.db, person.userId, person.role, projectId) : person.role, 'admin');
+
+/** Whether the person is an admin or owner in the current project. */
+export const adminHere = (deps: DashboardDeps, person: Person) => adminOf(deps, person, person.projectId);
 
 /**
  * A write's gate: from this origin with the session's CSRF token, by an admin or owner in the current project.
