@@ -31,9 +31,7 @@ function AgentsPage({ req, agents, next, now, notice }: { req: FastifyRequest; a
     <Shell person={person} title="Agents" active="agents" path="/dashboard/agents" notice={notice}>
       <p>The identities your programs act as: each signs with an Ed25519 key kept in the vault, and is known to others by its did:web document.</p>
       <BrowseList req={req} caption="Agents, newest first" columns={columns} rows={agents} id="agents" empty="No agents yet." cursor="before" next={next} label="agents">
-        <p>
-          Register one with <code>POST /v1/agents</code>.
-        </p>
+        <p>Register one with <code>POST /v1/agents</code>.</p>
       </BrowseList>
     </Shell>
   );

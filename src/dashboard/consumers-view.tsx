@@ -29,9 +29,7 @@ export function ConsumersPage({ req, consumers, next, now, notice }: { req: Fast
         The people and companies your agents spend for. Each has a wallet per currency, the mandates that authorize the agents, bank consents and Pix. <a href="/dashboard/mandates">All mandates</a>
       </p>
       <BrowseList req={req} caption="Consumers, newest first" columns={columns} rows={consumers} id="consumers" empty="No consumers yet." cursor="before" next={next} label="consumers">
-        <p>
-          Create one with <code>POST /v1/consumers</code>.
-        </p>
+        <p>Create one with <code>POST /v1/consumers</code>.</p>
       </BrowseList>
     </Shell>
   );
