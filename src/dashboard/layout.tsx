@@ -159,7 +159,13 @@ function Nav({ person, active }: { person: Person; active: Active }) {
     <nav class="nav" aria-label="Dashboard">
       <details class="nav-menu">
         <summary>
-          Menu{here ? <span class="nav-here">: {here}</span> : null}
+          <span>Menu</span>
+          {here ? (
+            <span class="nav-here">
+              <span class="visually-hidden">, this page: </span>
+              {here}
+            </span>
+          ) : null}
         </summary>
         <ul>
           {NAV.map((n) => (
