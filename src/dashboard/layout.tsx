@@ -154,7 +154,7 @@ function Switchers({ person, back }: { person: Person; back: string }) {
  * always on a wide screen).
  */
 function Nav({ person, active }: { person: Person; active: Active }) {
-  const here = active === 'account' ? 'Account' : NAV.find((n) => n.key === active)?.label;
+  const here = active === 'account' ? 'Account' : active === 'search' ? 'Search' : NAV.find((n) => n.key === active)?.label;
   return (
     <nav class="nav" aria-label="Dashboard">
       <details class="nav-menu">
