@@ -22,7 +22,8 @@ import { AuditVerifier } from '../src/audit/health.ts';
 // Both targets are warmed up first, then loaded in alternating rounds; each
 // figure is the median round's ratio.
 // Beside each rate at 50 connections: the CPU this process (both servers) and PostgreSQL spent per request.
-// Run: npm run bench:http-command   (BENCH_SECONDS=5 per round, ROUNDS=3, WARMUP_SECONDS=3; ONLY50=1 skips one connection)
+// Run: npm run bench:http-command   (BENCH_SECONDS=5 per round, ROUNDS=3, WARMUP_SECONDS=3; ONLY50=1 skips one connection;
+// AUDIT_FORMAT=2 writes the audit chain in version 2: each fact carries its link)
 //
 // WITHOUT_AUDIT_CHAIN=1 is an experiment, never a way to run the service: in
 // this process only, the append transaction's seal answers without sealing
@@ -73,7 +74,7 @@ try {
   // The service.
   const db = openDb(await pgServer.database('bench_command'), { max: Number(process.env.POOL ?? '10') });
   const store = await PostgresEventStore.open(db);
-  const readSide = await startReadSide(db, store, { signingKey: generateSigningKey('bench'), origin: 'agent-ledger/audit' });
+  const readSide = await startReadSide(db, store, { signingKey: generateSigningKey('bench'), origin: 'agent-ledger/audit', format: process.env.AUDIT_FORMAT === '2' ? 2 : 1 });
   const { app, auth, mandate } = await benchOrg(db, store, readSide);
   process.stderr.write(`creating ${MANDATES} mandates...\n`);
   const mandateIds: string[] = [];

@@ -28,8 +28,11 @@ export type TestLedger = {
   settle(): Promise<void>;
 };
 
+/** The audit chain's format a test ledger seals in unless told: AUDIT_FORMAT=2 runs the suite on version 2. */
+export const testAuditFormat = (): 1 | 2 => (process.env.AUDIT_FORMAT === '2' ? 2 : 1);
+
 /** `store: 'esdb'` puts the log on EventStoreDB: the server at ESDB_URL, else the double on loopback. */
-export async function testLedger(t: Test, opts: { checkpointEveryEntries?: number; checkpointIntervalMs?: number; now?: () => Date; store?: 'postgres' | 'esdb' } = {}): Promise<TestLedger> {
+export async function testLedger(t: Test, opts: { checkpointEveryEntries?: number; checkpointIntervalMs?: number; now?: () => Date; store?: 'postgres' | 'esdb'; auditFormat?: 1 | 2 } = {}): Promise<TestLedger> {
   const { url, db } = await testDatabase(t, { schema: true });
   let esdb: EsdbDouble | undefined;
   let store: EventStore;
@@ -43,7 +46,7 @@ export async function testLedger(t: Test, opts: { checkpointEveryEntries?: numbe
   const readSide = await startReadSide(
     db,
     store,
-    { signingKey: key, origin: AUDIT_ORIGIN, checkpointEveryEntries: opts.checkpointEveryEntries ?? 4, checkpointIntervalMs: opts.checkpointIntervalMs ?? 60_000 },
+    { signingKey: key, origin: AUDIT_ORIGIN, checkpointEveryEntries: opts.checkpointEveryEntries ?? 4, checkpointIntervalMs: opts.checkpointIntervalMs ?? 60_000, format: opts.auditFormat ?? testAuditFormat() },
     undefined,
     { reactors: false, ...(opts.now ? { now: opts.now } : {}) },
   );
