@@ -876,9 +876,17 @@ export class PostgresEventStore implements EventStore {
     if (!inline) {
       rows = (await this.db.query<AppendRow>(PostgresEventStore.APPEND_SQL, params, { name: 'es_append_v8' })).rows;
       if (rows.length !== batch.length) throw new Error(`es_append answered ${rows.length} rows for ${batch.length} appends`);
-      // Each attempt commits on its own: a chain another process moved meanwhile is linked again, a bounded number of times.
-      for (let round = 0; round < 8 && rows.some((r) => r.link_ok === false); round++) {
-        ({ items, rows } = await this.relink(batch, items, rows, async (p) => (await this.db.query<AppendRow>(PostgresEventStore.APPEND_SQL, [...p, known], { name: 'es_append_v8' })).rows));
+      // A chain another process moved since this one last wrote it: linked again, in a transaction whose
+      // first append takes the log-head lock, so its second attempt links on a head nothing else can move.
+      if (rows.some((r) => r.link_ok === false)) {
+        const first = { items, rows };
+        ({ items, rows } = await this.db.transaction(async (tx) => {
+          let r = first;
+          for (let round = 0; round < 2 && r.rows.some((x) => x.link_ok === false); round++) {
+            r = await this.relink(batch, r.items, r.rows, async (p) => (await tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, [...p, known], { name: 'es_append_v8' })).rows);
+          }
+          return r;
+        }));
       }
     } else {
       // Inline followers: the read models and the audit chain advance in the

@@ -75,7 +75,11 @@ export async function testLedger(t: Test, opts: { checkpointEveryEntries?: numbe
     run: (decider, stream, command, ctx, o) => handleCommand(store, decider, stream, command, ctx, o),
     async settle() {
       const head = await store.headPosition();
-      if (!(await readSide.waitFor(head, 60_000))) throw new Error('read side did not catch up');
+      if (!(await readSide.waitFor(head, 60_000))) {
+        // Which follower is behind, and why: what a failing test needs to say.
+        const { rows } = await db.query<{ name: string; position: string; status: string; error: string | null }>(`SELECT name, position, status, error FROM checkpoints WHERE position < $1 OR error IS NOT NULL ORDER BY checkpoints.name`, [head]);
+        throw new Error(`read side did not catch up to ${head}: ${JSON.stringify(rows)}; sealer: ${readSide.sealer.lastError ?? 'no error'}`);
+      }
     },
   };
   return ledger;
