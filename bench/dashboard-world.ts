@@ -144,3 +144,20 @@ export async function openWorld(url: string): Promise<World> {
     },
   };
 }
+
+/**
+ * An agent (`buyer`) of the organization with a consumer's BRL mandate to
+ * spend at `shop` for a month (a large total cap, 1 000.00 a spend): what the
+ * cases that need spends start from. `spend(i)` asks one spend through the API
+ * (its raw answer: a policy may hold or refuse it).
+ */
+export async function spendingAgent(world: World, org: Org) {
+  await org.post('/v1/agents', { agent_id: 'buyer', principal_ref: 'p' });
+  const consumer = await org.post('/v1/consumers', { display_name: 'Ana' });
+  const mandate = await org.post('/v1/mandates', {
+    consumer_id: consumer.id, agent_id: 'buyer', purpose: 'bench', merchant_allowlist: ['shop'], merchant_pin_kind: 'merchant-id',
+    cap_minor: '100000000000', per_tx_cap_minor: '100000', currency: 'BRL', expires_at: Math.floor(Date.now() / 1000) + 86_400 * 30,
+  });
+  const spend = (i: number) => world.app.inject({ method: 'POST', url: `/v1/consumers/mandates/${mandate.id}/spend`, headers: org.key, payload: { amount_minor: String(100 + (i % 1000)), currency: 'BRL', merchant: 'shop' } });
+  return { consumer, mandate, spend };
+}

@@ -5,12 +5,11 @@ import os from 'node:os';
 import path from 'node:path';
 import Fastify from 'fastify';
 import { z } from 'zod';
-import { Vault } from '../src/adapters/vault.ts';
-import { buildApp } from '../src/app.ts';
 import { generateSigningKey } from '../src/audit/note.ts';
 import { PostgresEventStore } from '../src/eventstore/postgres.ts';
 import { openDb } from '../src/postgres/db.ts';
 import { startReadSide } from '../src/readside.ts';
+import { benchOrg } from './spend-app.ts';
 import { benchPostgres, cpuMeter, cpuText } from './harness.ts';
 import { Sealer } from '../src/audit/sealer.ts';
 import { VerifierThread } from '../src/audit/verifier-thread.ts';
@@ -76,29 +75,12 @@ try {
   const db = openDb(await pgServer.database('bench_command'), { max: Number(process.env.POOL ?? '10') });
   const store = await PostgresEventStore.open(db);
   const readSide = await startReadSide(db, store, { signingKey: generateSigningKey('bench'), origin: 'agent-ledger/audit', format: process.env.AUDIT_FORMAT === '2' ? 2 : 1 });
-  const secret = 'svc_bench_secret_0123456789abcdefghijklmnop';
-  const app = await buildApp({ vault: await Vault.open(db, randomBytes(32)), db, store, readSide, serviceSecret: secret, baseUrl: 'http://127.0.0.1', logLevel: 'warn', rateLimit: { burst: 1e9, perSecond: 1e9 } });
-  const platform = { authorization: `Bearer ${secret}` };
-  const org = (await app.inject({ method: 'POST', url: '/v1/orgs', headers: platform, payload: { name: 'Bench', owner_email: 'bench@example.com' } })).json();
-  const key = (await app.inject({ method: 'POST', url: '/v1/api-keys', headers: { ...platform, 'x-svc-user': org.owner.user_id }, payload: { name: 'bench', environment: 'test' } })).json().key;
-  const auth = { authorization: `Bearer ${key}` };
-  await app.inject({ method: 'POST', url: '/v1/agents', headers: auth, payload: { agent_id: 'buyer', principal_ref: 'p' } });
-  const consumer = (await app.inject({ method: 'POST', url: '/v1/consumers', headers: auth, payload: {} })).json();
+  const { app, auth, mandate } = await benchOrg(db, store, readSide);
   process.stderr.write(`creating ${MANDATES} mandates...\n`);
   const mandateIds: string[] = [];
-  const expires = Math.floor(Date.now() / 1000) + 86_400;
   for (let i = 0; i < MANDATES; i += 25) {
-    const batch = await Promise.all(
-      Array.from({ length: Math.min(25, MANDATES - i) }, () =>
-        app.inject({
-          method: 'POST',
-          url: '/v1/mandates',
-          headers: auth,
-          payload: { consumer_id: consumer.id, agent_id: 'buyer', purpose: 'bench', merchant_allowlist: ['shop@pix.example'], merchant_pin_kind: 'pix-key', cap_minor: '1000000', per_tx_cap_minor: '1000', currency: 'BRL', expires_at: expires },
-        }),
-      ),
-    );
-    for (const r of batch) mandateIds.push(r.json().id);
+    const batch = await Promise.all(Array.from({ length: Math.min(25, MANDATES - i) }, () => mandate('1000000')));
+    for (const m of batch) mandateIds.push(m.id);
   }
   const ours = await app.listen({ host: '127.0.0.1', port: 0 });
 

@@ -3,8 +3,6 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { Vault } from '../src/adapters/vault.ts';
-import { buildApp } from '../src/app.ts';
 import { generateSigningKey } from '../src/audit/note.ts';
 import { forgetStates } from '../src/eventstore/handler.ts';
 import { PostgresEventStore } from '../src/eventstore/postgres.ts';
@@ -13,6 +11,7 @@ import type { NewEvent } from '../src/eventstore/port.ts';
 import { openDb } from '../src/postgres/db.ts';
 import { startReadSide } from '../src/readside.ts';
 import { benchPostgres } from './harness.ts';
+import { benchOrg } from './spend-app.ts';
 
 // bench/stream-length: a spend on one mandate whose stream already holds 10,
 // 1 000 and 100 000 events (approved spends), over loopback HTTP with one
@@ -41,34 +40,20 @@ try {
   const db = openDb(await pgServer.database('bench_stream'), { max: 10 });
   const store = await PostgresEventStore.open(db);
   const readSide = await startReadSide(db, store, { signingKey: generateSigningKey('bench'), origin: 'agent-ledger/audit' });
-  const secret = 'svc_bench_secret_0123456789abcdefghijklmnop';
-  const app = await buildApp({ vault: await Vault.open(db, randomBytes(32)), db, store, readSide, serviceSecret: secret, baseUrl: 'http://127.0.0.1', logLevel: 'warn', rateLimit: { burst: 1e9, perSecond: 1e9 } });
-  const platform = { authorization: `Bearer ${secret}` };
-  const org = (await app.inject({ method: 'POST', url: '/v1/orgs', headers: platform, payload: { name: 'Bench', owner_email: 'bench@example.com' } })).json();
-  const key = (await app.inject({ method: 'POST', url: '/v1/api-keys', headers: { ...platform, 'x-svc-user': org.owner.user_id }, payload: { name: 'bench', environment: 'test' } })).json().key;
-  const auth = { authorization: `Bearer ${key}` };
-  await app.inject({ method: 'POST', url: '/v1/agents', headers: auth, payload: { agent_id: 'buyer', principal_ref: 'p' } });
-  const consumer = (await app.inject({ method: 'POST', url: '/v1/consumers', headers: auth, payload: {} })).json();
+  const { app, auth, mandate: newMandate, spendOn } = await benchOrg(db, store, readSide);
   const ours = await app.listen({ host: '127.0.0.1', port: 0 });
   const rows: string[] = [];
   const restarts: string[] = [];
   const p50s: number[] = [];
   const spendOnce = async (mandateId: string): Promise<number> => {
     const t0 = performance.now();
-    const r = await app.inject({ method: 'POST', url: `/v1/consumers/mandates/${mandateId}/spend`, headers: auth, payload: { amount_minor: '1', currency: 'BRL', merchant: 'shop@pix.example' } });
+    const r = await spendOn(mandateId);
     if (r.statusCode !== 201) throw new Error(r.body);
     return performance.now() - t0;
   };
   for (const n of LENGTHS) {
-    const mandate = (
-      await app.inject({
-        method: 'POST',
-        url: '/v1/mandates',
-        headers: auth,
-        payload: { consumer_id: consumer.id, agent_id: 'buyer', purpose: 'bench', merchant_allowlist: ['shop@pix.example'], merchant_pin_kind: 'pix-key', cap_minor: '1000000000000', per_tx_cap_minor: '1000', currency: 'BRL', expires_at: Math.floor(Date.now() / 1000) + 86_400 },
-      })
-    ).json();
-    const spend = await app.inject({ method: 'POST', url: `/v1/consumers/mandates/${mandate.id}/spend`, headers: auth, payload: { amount_minor: '1', currency: 'BRL', merchant: 'shop@pix.example' } });
+    const mandate = await newMandate('1000000000000');
+    const spend = await spendOn(mandate.id);
     if (spend.statusCode !== 201) throw new Error(spend.body);
     // The history: copies of that approved spend, appended straight to the stream.
     const stream = `mandate-${mandate.id}`;
@@ -88,7 +73,7 @@ try {
     if (!(await readSide.waitFor(await store.headPosition(), 120_000))) throw new Error('read side behind');
     // One spend first: the process folds the history once (as after a restart), then from its cached state.
     const warm = Date.now();
-    await app.inject({ method: 'POST', url: `/v1/consumers/mandates/${mandate.id}/spend`, headers: auth, payload: { amount_minor: '1', currency: 'BRL', merchant: 'shop@pix.example' } });
+    await spendOn(mandate.id);
     process.stderr.write(`first spend after writing the history: ${Date.now() - warm} ms\n`);
     // A restart: the process forgets every folded state. First without snapshots (as before them)...
     const snapshots = snapshotsOf(store)!;

@@ -7,6 +7,7 @@ import { buildApp } from '../src/app.ts';
 import { findChromium, launchChromium } from '../src/adapters/browser/chromium.ts';
 import { HttpBank } from '../src/adapters/bank/http-bank.ts';
 import { SandboxBank } from '../src/adapters/bank/sandbox-bank.ts';
+import { SandboxMerchants } from '../src/adapters/merchants/sandbox-merchants.ts';
 import { openPix } from '../src/adapters/psp/config.ts';
 import { HttpProvider } from '../src/adapters/providers/http-provider.ts';
 import { SandboxProviders } from '../src/adapters/providers/sandbox-providers.ts';
@@ -64,7 +65,12 @@ try {
   stops.unshift(() => bank.stop());
   const pix = await openPix({ SANDBOX_PSP: 'on' }, base);
   stops.unshift(() => pix.stop());
+  // The sandbox shops, for a hosted connect's live view (the app's embedded browser worker opens their login page).
+  const merchants = new SandboxMerchants();
+  await merchants.start();
+  stops.unshift(() => merchants.stop());
   const app = await buildApp({
+    merchants: merchants.sites(),
     banks: new Map([['sandbox-bank', new HttpBank('sandbox-bank', { baseUrl: bankUrl, clientId: bank.clientId, clientSecret: bank.clientSecret })]]),
     pix: pix.deps,
     vault: await Vault.open(db, randomBytes(32)),
@@ -126,8 +132,8 @@ try {
 
   let taken = 0;
   /** Photographs `url` at every width in `from` contexts; a 404 is a page that does not exist yet. */
-  async function shoot(name: string, url: string, from: Map<number, BrowserContext>, before?: (page: Page) => Promise<void>): Promise<void> {
-    for (const width of WIDTHS) {
+  async function shoot(name: string, url: string, from: Map<number, BrowserContext>, before?: (page: Page) => Promise<void>, widths: readonly number[] = WIDTHS): Promise<void> {
+    for (const width of widths) {
       const page = await from.get(width)!.newPage();
       const problems: string[] = [];
       page.on('pageerror', (err) => problems.push(`a script failed: ${err.message}`));
@@ -156,7 +162,6 @@ try {
   await shoot('oauth-consent', authorize, signedOut);
   await shoot('connect-link-refused', `/v1/connections/callback?state=lt_${'x'.repeat(40)}&code=c`, signedOut);
   await shoot('live-view-ended', `/connect/live/${randomBytes(32).toString('base64url')}`, signedOut);
-  console.log('skipped live-view: a live merchant session needs the browser worker (see test/http/hosted-connect.test.ts)');
 
   // Signed in through the pages with the code the outbox shows.
   for (const width of WIDTHS) await signIn(browser, contexts.get(width)!, base, sandbox.url);
@@ -197,14 +202,30 @@ try {
   const toolCallId = (toolCall.tool_call_id ?? toolCall.error?.details?.tool_call_id) as string | undefined;
   if (toolCallId) await shoot('tool-call', `/dashboard/tool-calls/${toolCallId}`, contexts);
   else console.log(`note: the tool call was not recorded: ${JSON.stringify(toolCall).slice(0, 200)}`);
+  // A hosted connect started through the API: its live view shows the shop's login page (the remote screen drawn).
+  for (const width of WIDTHS) {
+    const started = await post('/v1/cart/merchant-a/connect/start', {});
+    if (!started.live_view_url) {
+      console.log(`skipped live-view: ${JSON.stringify(started).slice(0, 200)}`);
+      break;
+    }
+    const drawn = (page: Page) => page.waitForFunction(() => (document.getElementById('screen') as HTMLImageElement | null)?.naturalWidth, undefined, { timeout: 15_000 }).then(() => undefined);
+    await shoot('live-view', new URL(started.live_view_url).pathname, signedOut, drawn, [width]);
+  }
+  // A registered MCP server with paid tools (no paid call: that needs the local chain, see test/dashboard/mcp-servers.test.ts).
+  const mcpPayload = { consumer_id: consumer.id, name: 'Acme tools', slug: 'acme-tools', upstream_url: 'https://tools.acme.example/mcp', platform_fee_bps: 1000, tools: [{ tool_name: 'quote', description: 'A delivery quote', price: '0.25' }, { tool_name: 'forecast', price: '0.5' }] };
+  const mcp = (await app.inject({ method: 'POST', url: '/v1/mcp-servers', headers: { ...api, 'x-svc-user': org.owner.user_id }, payload: mcpPayload })).json();
   await shoot('mcp-servers', '/dashboard/mcp-servers', contexts);
-  console.log('skipped mcp-server: a paid MCP server needs a reachable upstream and the local chain (see test/dashboard/mcp-servers.test.ts)');
+  if (mcp.id) await shoot('mcp-server', `/dashboard/mcp-servers/${mcp.id}`, contexts);
+  else console.log(`skipped mcp-server: ${JSON.stringify(mcp).slice(0, 200)}`);
   await shoot('usage', '/dashboard/usage', contexts);
   await shoot('policies', '/dashboard/policies', contexts);
   if (policyId) await shoot('policy', `/dashboard/policies/${policyId}`, contexts);
   await shoot('memory', '/dashboard/memory', contexts);
   await shoot('counterparty', `/dashboard/memory/${supplier.id}`, contexts);
   await shoot('search', '/dashboard/search', contexts);
+  // The navigation on a phone, opened.
+  await shoot('nav-menu-open', '/dashboard/webhooks', contexts, (page) => page.click('.nav-menu > summary'), [375]);
   console.log(`${taken} screenshots in ${path.relative(process.cwd(), OUT)}`);
 } finally {
   for (const stop of stops) await stop().catch((err: unknown) => console.error('cleanup:', err instanceof Error ? err.message : err));

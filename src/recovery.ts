@@ -37,6 +37,10 @@ import { rebuildProjection, type ProjectionRunner } from './projector/runner.ts'
 
 export const REWIND_INCIDENT_KIND = 'log_rewound';
 
+/** The length of an organization's chain as the database holds it: its head once switched to version 2, else its v1 stream's. */
+const CHAIN_LENGTH = (org: string) =>
+  `coalesce((SELECT h.sequence FROM audit_chain_head h WHERE h.org_id = ${org}), (SELECT max(e.stream_revision) + 1 FROM es_events e WHERE e.stream_name = 'audit-' || ${org}), 0)`;
+
 
 export type RecoveryLog = (level: 'warn' | 'error' | 'info', msg: string, fields?: Record<string, unknown>) => void;
 
@@ -144,7 +148,7 @@ export class Recovery {
     // A chain's state row ahead of its stream: dropped with its tree, so the sealer reloads the chain from the stream.
     const { rows } = await this.db.query<{ org_id: string }>(
       `SELECT s.org_id FROM audit_chain_state s
-       WHERE s.sequence > coalesce((SELECT max(e.stream_revision) + 1 FROM es_events e WHERE e.stream_name = 'audit-' || s.org_id), 0)`,
+       WHERE s.sequence > ${CHAIN_LENGTH('s.org_id')}`,
     );
     for (const r of rows) {
       await this.db.transaction(async (tx) => {
@@ -158,7 +162,7 @@ export class Recovery {
   private async openIncidents(rewind: LogRewind, chains: readonly ChainEvidence[]): Promise<string[]> {
     const ids: string[] = [];
     for (const c of chains) {
-      const held = Number((await this.db.query<{ n: string }>('SELECT coalesce(max(stream_revision) + 1, 0)::text AS n FROM es_events WHERE stream_name = $1', [auditStream(c.orgId)])).rows[0]!.n);
+      const held = Number((await this.db.query<{ n: string }>(`SELECT ${CHAIN_LENGTH('$1::text')}::text AS n`, [c.orgId])).rows[0]!.n);
       if (c.sequence <= held) continue;
       const signed = (await this.db.query<{ size: string | null; root: string | null }>('SELECT checkpoint_size::text AS size, checkpoint_root AS root FROM audit_chain_state WHERE org_id = $1', [c.orgId])).rows[0];
       const detail =

@@ -1,4 +1,4 @@
-import type { PageCase } from '../dashboard-world.ts';
+import { type PageCase, spendingAgent } from '../dashboard-world.ts';
 
 // The Approvals page: an organization whose policy holds every spend for a
 // person; 200 held spends through the API, 20 of them decided, copied up to
@@ -9,16 +9,11 @@ export default {
   name: 'Approvals',
   table: 'approvals',
   async seed(world, org, rows) {
-    await org.post('/v1/agents', { agent_id: 'buyer', principal_ref: 'p' });
-    const consumer = await org.post('/v1/consumers', { display_name: 'Ana' });
-    const mandate = await org.post('/v1/mandates', {
-      consumer_id: consumer.id, agent_id: 'buyer', purpose: 'bench', merchant_allowlist: ['shop'], merchant_pin_kind: 'merchant-id',
-      cap_minor: '100000000000', per_tx_cap_minor: '100000', currency: 'BRL', expires_at: Math.floor(Date.now() / 1000) + 86_400 * 30,
-    });
+    const { spend } = await spendingAgent(world, org);
     await org.post('/v1/policies', { name: 'a person decides', type: 'approval-required', config: { approval_ttl_seconds: 604_800 } });
     const held: string[] = [];
     await world.many('held spends', Math.min(rows, 200), async (i) => {
-      const res = await world.app.inject({ method: 'POST', url: `/v1/consumers/mandates/${mandate.id}/spend`, headers: org.key, payload: { amount_minor: String(100 + (i % 1000)), currency: 'BRL', merchant: 'shop' } });
+      const res = await spend(i);
       if (res.statusCode !== 403) throw new Error(`a held spend answers 403, got ${res.statusCode}: ${res.body.slice(0, 200)}`);
       held.push(res.json().approval_id);
     });

@@ -1,4 +1,4 @@
-import type { PageCase } from '../dashboard-world.ts';
+import { type PageCase, spendingAgent } from '../dashboard-world.ts';
 
 // The Policies page: an organization whose one policy allows every spend, so
 // each spend is a recorded decision (`policy.decided`); 200 spends through the
@@ -11,14 +11,12 @@ export default {
   name: 'Policy decisions',
   table: 'policy_decisions',
   async seed(world, org, rows) {
-    await org.post('/v1/agents', { agent_id: 'buyer', principal_ref: 'p' });
-    const consumer = await org.post('/v1/consumers', { display_name: 'Ana' });
-    const mandate = await org.post('/v1/mandates', {
-      consumer_id: consumer.id, agent_id: 'buyer', purpose: 'bench', merchant_allowlist: ['shop'], merchant_pin_kind: 'merchant-id',
-      cap_minor: '100000000000', per_tx_cap_minor: '100000', currency: 'BRL', expires_at: Math.floor(Date.now() / 1000) + 86_400 * 30,
-    });
+    const { spend } = await spendingAgent(world, org);
     await org.post('/v1/policies', { name: 'spends are fine', type: 'allow', tools: ['mandate.spend'] }, org.key);
-    await world.many('allowed spends', Math.min(rows, 200), (i) => org.post(`/v1/consumers/mandates/${mandate.id}/spend`, { amount_minor: String(100 + (i % 1000)), currency: 'BRL', merchant: 'shop' }));
+    await world.many('allowed spends', Math.min(rows, 200), async (i) => {
+      const res = await spend(i);
+      if (res.statusCode !== 201) throw new Error(`an allowed spend answers 201, got ${res.statusCode}: ${res.body.slice(0, 200)}`);
+    });
     await world.multiply('policy_decisions', org.orgId, rows, {
       decision_id: "src.decision_id || '_' || g",
       at: "src.at - g * interval '1 second'",

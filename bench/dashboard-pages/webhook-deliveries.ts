@@ -1,3 +1,4 @@
+import { sumRecordedAttempts } from '../../src/reactors/webhooks.ts';
 import type { PageCase } from '../dashboard-world.ts';
 
 // An endpoint's page (Webhooks): its deliveries, dead letters and attempts per
@@ -26,7 +27,9 @@ export default {
       );
       process.stderr.write(`  webhook deliveries: ${from + n}/${rows}\n`);
     }
-    await world.db.query('ANALYZE webhook_deliveries; ANALYZE webhook_attempts; ANALYZE webhook_events');
+    // The hourly sums, as the dispatcher keeps them for attempts it records.
+    await sumRecordedAttempts(world.db, endpoint.id);
+    await world.db.query('ANALYZE webhook_deliveries; ANALYZE webhook_attempts; ANALYZE webhook_events; ANALYZE webhook_attempts_hourly');
     return { page: `/dashboard/webhooks/${endpoint.id}`, api: `/v1/webhook-endpoints/${endpoint.id}/deliveries?limit=50`, apiHeaders: org.key };
   },
   pageRows: (html) => (html.match(/data-delivery=/g) ?? []).length,

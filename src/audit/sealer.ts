@@ -328,6 +328,7 @@ export class Sealer {
       if (page.length < 5000) break;
       from = page[page.length - 1]!.revision + 1n;
     }
+    if (await this.catchUpLinked(chain)) caughtUp = true;
     const [last] = await this.store.readStream(checkpointStream(orgId), { direction: 'backwards', maxCount: 1 });
     if (last) {
       const d = last.data as unknown as CheckpointEventData;
@@ -335,6 +336,35 @@ export class Sealer {
     }
     if (caughtUp || !row) await this.saveState(this.db, chain);
     return chain;
+  }
+
+  /**
+   * A switched chain whose state row is behind its head (dropped by a
+   * recovery, or never written): its linked entries after the row are read
+   * from the log, in order, from the row's last source. Only then; a chain
+   * whose row is current reads nothing. Answers whether it moved.
+   */
+  private async catchUpLinked(chain: Chain): Promise<boolean> {
+    const { rows } = await this.db.query<{ sequence: string }>('SELECT sequence::text FROM audit_chain_head WHERE org_id = $1', [chain.orgId]);
+    if (!rows[0]) return false;
+    chain.format = 2;
+    const head = Number(rows[0].sequence);
+    if (chain.sequence >= head) return false;
+    const hashes: Buffer[] = [];
+    const start = chain.sequence;
+    for await (const e of this.store.iterateAll({ after: chain.lastSourcePosition })) {
+      if (e.metadata?.org_id !== chain.orgId || !isLinked(e)) continue;
+      const link = linkOf(e);
+      if (!link || link.sequence_number <= chain.sequence) continue;
+      if (link.sequence_number !== chain.sequence + 1 || link.prev_hash !== chain.tipHash) throw new Error(`audit chain ${chain.orgId}: linked entry ${link.sequence_number} does not follow ${chain.sequence}`);
+      chain.tipHash = entryHashOf(e)!;
+      chain.sequence++;
+      chain.lastSourcePosition = e.position;
+      hashes.push(leafHash(Buffer.from(chain.tipHash, 'hex')));
+      if (chain.sequence >= head) break;
+    }
+    await storeNodes(this.db, chain.orgId, appendLeaves(start, hashes, chain.edge));
+    return chain.sequence > start;
   }
 
   /** Fills a chain from its stored state row; answers whether there was one. */

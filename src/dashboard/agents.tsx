@@ -3,8 +3,8 @@ import { Rejection } from '../eventstore/handler.ts';
 import { agentSpends, agentToolCalls, browseAgents } from '../usecases/agent-activity.ts';
 import { didDocument, getAgent, revokeAgent, revokeAgentKey, rotateAgentKey } from '../usecases/agents.ts';
 import { AgentView } from './agents-view.tsx';
-import { Badge, type Column, EmptyState, Table, Time } from './components.tsx';
-import { action, adminHere, confirmed, ListPages, notFoundIn, queryOf } from './browse.tsx';
+import { Badge, type Column, Time } from './components.tsx';
+import { action, adminHere, BrowseList, confirmed, notFoundIn, queryOf } from './browse.tsx';
 import { type DashboardDeps, formField, personRun, takeFlash } from './context.ts';
 import { DASHBOARD_HEADERS, Shell, sendPage } from './layout.tsx';
 import type { AgentView as Agent } from '../usecases/agents.ts';
@@ -30,16 +30,9 @@ function AgentsPage({ req, agents, next, now, notice }: { req: FastifyRequest; a
   return (
     <Shell person={person} title="Agents" active="agents" path="/dashboard/agents" notice={notice}>
       <p>The identities your programs act as: each signs with an Ed25519 key kept in the vault, and is known to others by its did:web document.</p>
-      {agents.length === 0 ? (
-        <EmptyState title="No agents yet.">
-          <p>
-            Register one with <code>POST /v1/agents</code>.
-          </p>
-        </EmptyState>
-      ) : (
-        <Table caption="Agents, newest first" columns={columns} rows={agents} id="agents" />
-      )}
-      <ListPages req={req} cursor="before" next={next} label="agents" />
+      <BrowseList req={req} caption="Agents, newest first" columns={columns} rows={agents} id="agents" empty="No agents yet." cursor="before" next={next} label="agents">
+        <p>Register one with <code>POST /v1/agents</code>.</p>
+      </BrowseList>
     </Shell>
   );
 }

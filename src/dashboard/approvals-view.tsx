@@ -6,7 +6,7 @@ import { formatMinor } from './money.ts';
 // which policy, how long is left), the history, and one approval with its
 // input verbatim and the form that decides it. Live regions reload themselves
 // through htmx when the page's event stream says something changed
-// (assets/approvals-live.js); each is also served alone (?fragment=1).
+// (assets/live.js); each is also served alone (?fragment=1).
 
 /** An amount of the held call's input (amount_minor and currency) as a person reads it, or null when it names none. */
 export function amountText(input: Record<string, unknown>): string | null {

@@ -4,10 +4,10 @@ import type { VNode } from 'preact';
 import { Rejection } from '../eventstore/handler.ts';
 import { ApprovalFeed, type ApprovalChange } from '../usecases/approval-feed.ts';
 import { approvalQueue, decideApproval, deciders, findApproval } from '../usecases/approvals.ts';
-import { roleInProject } from '../usecases/team.ts';
 import { ApprovalDetail, QueueRegion } from './approvals-view.tsx';
-import { atLeast, csrfOk, flash, formField, personRun, takeFlash, type DashboardDeps } from './context.ts';
+import { csrfOk, flash, formField, personRun, takeFlash, type DashboardDeps } from './context.ts';
 import { DASHBOARD_HEADERS, Shell, sendPage } from './layout.tsx';
+import { adminOf, notFoundIn } from './browse.tsx';
 import { refusedPage, roleRefusedPage } from './refused.tsx';
 import type { Person } from './session.ts';
 
@@ -29,7 +29,6 @@ type Deps = DashboardDeps;
 const isFragment = (req: FastifyRequest) => (req.query as Record<string, unknown> | undefined)?.fragment !== undefined;
 const sendFragment = (reply: FastifyReply, node: VNode) => reply.headers(DASHBOARD_HEADERS).type('text/html; charset=utf-8').send(render(node));
 /** Deciding needs admin in the held call's project (a project override raises or narrows the organization role, except for owners), as POST /v1/approvals/:id/decide. */
-const mayDecide = async (deps: Deps, person: Person, projectId: string | null) => atLeast(projectId ? await roleInProject(deps.db, person.userId, person.role, projectId) : person.role, 'admin');
 
 export async function approvalsRoutes(app: FastifyInstance, deps: Deps, signedIn: preHandlerHookHandler): Promise<void> {
   const feed = new ApprovalFeed(deps.db, deps.readSide.progress);
@@ -50,8 +49,8 @@ export async function approvalsRoutes(app: FastifyInstance, deps: Deps, signedIn
     if (isFragment(req)) return sendFragment(reply, region);
     return sendPage(
       reply,
-      <Shell person={person} title="Approvals" active="approvals" path="/dashboard/approvals" notice={takeFlash(req, reply)} scripts={['approvals-live.js']} styles={['flows.css']}>
-        <p class="lede" data-approvals-stream="/dashboard/approvals/events" data-live="off" id="live">
+      <Shell person={person} title="Approvals" active="approvals" path="/dashboard/approvals" notice={takeFlash(req, reply)} scripts={['live.js']} styles={['flows.css']}>
+        <p class="lede" data-live-stream="/dashboard/approvals/events" data-live-event="approval" data-live-fires="approvals-changed" data-live="off" id="live">
           Calls your policies held until a person decides. This list updates by itself while it is open.
         </p>
         {region}
@@ -92,13 +91,13 @@ export async function approvalsRoutes(app: FastifyInstance, deps: Deps, signedIn
     const person = req.person!;
     const id = (req.params as { id: string }).id;
     const a = ID.test(id) ? await findApproval(deps, person.orgId, id) : undefined;
-    if (!a) return notFound(reply, person);
-    const detail = <ApprovalDetail a={a} people={await deciders(deps, person.orgId, [a])} now={deps.now()} csrf={person.csrfToken} mayDecide={await mayDecide(deps, person, a.project_id)} />;
+    if (!a) return notFoundIn(reply, person, 'approvals', 'approval', { href: '/dashboard/approvals', label: 'the approvals' }, 'This organization');
+    const detail = <ApprovalDetail a={a} people={await deciders(deps, person.orgId, [a])} now={deps.now()} csrf={person.csrfToken} mayDecide={await adminOf(deps, person, a.project_id)} />;
     if (isFragment(req)) return sendFragment(reply, detail);
     return sendPage(
       reply,
-      <Shell person={person} title={`Approval ${a.id}`} active="approvals" path={`/dashboard/approvals/${a.id}`} notice={takeFlash(req, reply)} scripts={['approvals-live.js']} styles={['flows.css']}>
-        <p class="lede" data-approvals-stream="/dashboard/approvals/events" data-live="off" id="live">
+      <Shell person={person} title={`Approval ${a.id}`} active="approvals" path={`/dashboard/approvals/${a.id}`} notice={takeFlash(req, reply)} scripts={['live.js']} styles={['flows.css']}>
+        <p class="lede" data-live-stream="/dashboard/approvals/events" data-live-event="approval" data-live-fires="approvals-changed" data-live="off" id="live">
           <a href="/dashboard/approvals">All approvals</a>
         </p>
         {detail}
@@ -111,8 +110,8 @@ export async function approvalsRoutes(app: FastifyInstance, deps: Deps, signedIn
     if (!csrfOk(req, deps.baseUrl, person)) return refusedPage(reply);
     const id = (req.params as { id: string }).id;
     const a = ID.test(id) ? await findApproval(deps, person.orgId, id) : undefined;
-    if (!a) return notFound(reply, person);
-    if (!(await mayDecide(deps, person, a.project_id))) return roleRefusedPage(reply, person, 'admin', 'approvals');
+    if (!a) return notFoundIn(reply, person, 'approvals', 'approval', { href: '/dashboard/approvals', label: 'the approvals' }, 'This organization');
+    if (!(await adminOf(deps, person, a.project_id))) return roleRefusedPage(reply, person, 'admin', 'approvals');
     const back = `/dashboard/approvals/${encodeURIComponent(a.id)}`;
     const decision = formField(req.body, 'decision');
     const reason = formField(req.body, 'reason').trim().slice(0, 1000) || null;
@@ -138,16 +137,4 @@ async function alreadyText(deps: Deps, person: Person, id: string, code: string)
   if (code === 'approval_expired' || now?.status === 'expired') return 'It expired before it was decided; nothing ran. The agent has to ask again.';
   const by = now?.decided_by ? ((await deciders(deps, person.orgId, [now])).get(now.decided_by) ?? now.decided_by) : 'someone else';
   return `Already ${now?.status === 'denied' ? 'denied' : 'approved'} by ${by}: your decision was not recorded.`;
-}
-
-function notFound(reply: FastifyReply, person: Person) {
-  return sendPage(
-    reply,
-    <Shell person={person} title="No such approval" active="approvals" notice={{ text: 'Nothing was changed.', tone: 'error' }}>
-      <p id="not-found">
-        This organization has no approval with that id. See the <a href="/dashboard/approvals">approvals</a>.
-      </p>
-    </Shell>,
-    404,
-  );
 }

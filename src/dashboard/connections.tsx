@@ -7,12 +7,11 @@ import { finishHostedConnect, type HostedStart, startHostedConnect } from '../us
 import { providerOf, searchCatalog, verifyConnection } from '../usecases/providers.ts';
 import { connectionPage } from '../usecases/session-activity.ts';
 import { workerOf } from '../usecases/signup-runner.ts';
-import { roleInProject } from '../usecases/team.ts';
-import { Badge, Button, type Column, EmptyState, Pagination, PostForm, Table, Time } from './components.tsx';
-import { atLeast, csrfOk, type DashboardDeps, flash, rejectionText, takeFlash } from './context.ts';
+import { action, adminHere, BrowseList, notFoundIn, queryOf, SENT, writeRefused } from './browse.tsx';
+import { Badge, Button, type Column, PostForm, Table, Time } from './components.tsx';
+import { type DashboardDeps, flash, rejectionText, takeFlash } from './context.ts';
 import { Shell, sendPage } from './layout.tsx';
 import { projectRun } from './project-run.ts';
-import { refusedPage, roleRefusedPage } from './refused.tsx';
 import type { Person } from './session.ts';
 
 // Connections: the providers of the catalog and the project's connections to
@@ -30,7 +29,6 @@ const MERCHANT_LABEL: Record<HostedMerchant, string> = { 'merchant-a': 'Merchant
 
 type Deps = DashboardDeps;
 const tenantOf = (p: Person) => ({ orgId: p.orgId, projectId: p.projectId });
-const mayWrite = async (deps: Deps, p: Person) => atLeast(await roleInProject(deps.db, p.userId, p.role, p.projectId), 'admin');
 const STATUS_TONE = { connected: 'ok', pending: 'warn', revoked: 'danger', expired: 'neutral' } as const;
 const ConnectionStatus = ({ status }: { status: ConnectionRow['status'] }) => <Badge tone={STATUS_TONE[status]}>{status}</Badge>;
 
@@ -41,9 +39,8 @@ export async function connectionRoutes(app: FastifyInstance, deps: Deps, signedI
 
   const listPage = async (req: FastifyRequest, reply: FastifyReply, started?: Started, refusal?: string) => {
     const person = req.person!;
-    const after = (req.query as Record<string, unknown> | undefined)?.after;
-    const page = await connectionPage(deps, tenantOf(person), { after: typeof after === 'string' && after.length <= 400 ? after : undefined, limit: PAGE });
-    const writer = await mayWrite(deps, person);
+    const page = await connectionPage(deps, tenantOf(person), { after: queryOf(req, 'after'), limit: PAGE });
+    const writer = await adminHere(deps, person);
     const now = deps.now();
     const catalog = searchCatalog(deps, {}).servers;
     const connected = new Set(page.rows.filter((c) => c.status === 'connected').map((c) => c.server_id));
@@ -61,14 +58,7 @@ export async function connectionRoutes(app: FastifyInstance, deps: Deps, signedI
         {started ? <HostedStarted started={started} csrf={person.csrfToken} /> : null}
         <p class="lede">The credentials this project's agents call providers with. We keep them encrypted and never show them.</p>
         <h2>Connections</h2>
-        {page.rows.length === 0 ? (
-          <EmptyState title="No connections yet." />
-        ) : (
-          <>
-            <Table caption="Connections, newest first" columns={columns} rows={page.rows} id="connections" />
-            <Pagination {...(after ? { prev: '/dashboard/connections' } : {})} next={page.next ? `/dashboard/connections?after=${page.next}` : undefined} />
-          </>
-        )}
+        <BrowseList req={req} caption="Connections, newest first" columns={columns} rows={page.rows} id="connections" empty="No connections yet." cursor="after" next={page.next} label="connections" path="/dashboard/connections" />
         {writer ? (
           <div class="panel" id="hosted">
             <h2>Connect a shop account</h2>
@@ -104,35 +94,15 @@ export async function connectionRoutes(app: FastifyInstance, deps: Deps, signedI
     );
   };
 
-  /**
-   * A write's gate: same origin with the CSRF token, and admin in the project. True when it refused (the refusal is sent):
-   * a boolean, since an async function returning the (thenable) reply would resolve to undefined.
-   */
-  const gate = async (req: FastifyRequest, reply: FastifyReply): Promise<boolean> => {
-    const person = req.person!;
-    if (!csrfOk(req, deps.baseUrl, person)) {
-      refusedPage(reply);
-      return true;
-    }
-    if (await mayWrite(deps, person)) return false;
-    roleRefusedPage(reply, person, 'admin', 'connections');
-    return true;
-  };
+  const gate = (req: FastifyRequest, reply: FastifyReply) => writeRefused(deps, req, reply, 'connections');
   const connectionOf = async (req: FastifyRequest, reply: FastifyReply): Promise<ConnectionRow | null> => {
     const id = (req.params as { id: string }).id;
     const c = ID.test(id) ? await readConnection(deps, tenantOf(req.person!), id) : undefined;
     if (c) return c;
-    sendPage(
-      reply,
-      <Shell person={req.person!} title="No such connection" active="connections" notice={{ text: 'Nothing was changed.', tone: 'error' }}>
-        <p id="not-found">
-          This project has no connection with that id. See the <a href="/dashboard/connections">connections</a>.
-        </p>
-      </Shell>,
-      404,
-    );
+    notFoundIn(reply, req.person!, 'connections', 'connection', { href: '/dashboard/connections', label: 'the connections' });
     return null;
   };
+  const back = (req: FastifyRequest) => `/dashboard/connections/${encodeURIComponent((req.params as { id: string }).id)}`;
 
   app.get('/dashboard/connections', { preHandler: signedIn }, (req, reply) => listPage(req, reply));
 
@@ -140,7 +110,7 @@ export async function connectionRoutes(app: FastifyInstance, deps: Deps, signedI
     const c = await connectionOf(req, reply);
     if (!c) return reply;
     const person = req.person!;
-    const writer = await mayWrite(deps, person);
+    const writer = await adminHere(deps, person);
     const now = deps.now();
     const base = `/dashboard/connections/${encodeURIComponent(c.id)}`;
     return sendPage(
@@ -197,28 +167,27 @@ export async function connectionRoutes(app: FastifyInstance, deps: Deps, signedI
     );
   });
 
-  app.post('/dashboard/connections/:id/verify', { preHandler: signedIn }, async (req, reply) => {
-    if (await gate(req, reply)) return reply;
-    const c = await connectionOf(req, reply);
-    if (!c) return reply;
-    const person = req.person!;
-    try {
+  action(app, deps, signedIn, '/dashboard/connections/:id/verify', {
+    active: 'connections',
+    back,
+    refusal: (r) => `Not verified: ${rejectionText(r)}`,
+    act: async (req, person, reply) => {
+      const c = await connectionOf(req, reply);
+      if (!c) return SENT;
       const r = await verifyConnection(deps, providerOf(deps, c.server_id), { ...tenantOf(person), environment: person.environment }, c.user_id, String(req.id));
-      flash(reply, `Verified: ${c.server_id} accepted the stored credential (${r.latency_ms} ms)${r.account?.name ? `, account ${r.account.name}` : ''}.`);
-    } catch (err) {
-      if (!(err instanceof Rejection)) throw err;
-      flash(reply, `Not verified: ${rejectionText(err)}`, 'error');
-    }
-    return reply.redirect(`/dashboard/connections/${encodeURIComponent(c.id)}`, 303);
+      return `Verified: ${c.server_id} accepted the stored credential (${r.latency_ms} ms)${r.account?.name ? `, account ${r.account.name}` : ''}.`;
+    },
   });
 
-  app.post('/dashboard/connections/:id/revoke', { preHandler: signedIn }, async (req, reply) => {
-    if (await gate(req, reply)) return reply;
-    const c = await connectionOf(req, reply);
-    if (!c) return reply;
-    const r = await revokeConnection({ ports: deps, tenant: tenantOf(req.person!), run: projectRun(deps, req, req.person!) }, c.id);
-    flash(reply, r.already ? 'It was already revoked.' : 'Revoked: the credential is deleted; calls through it are refused.');
-    return reply.redirect(`/dashboard/connections/${encodeURIComponent(c.id)}`, 303);
+  action(app, deps, signedIn, '/dashboard/connections/:id/revoke', {
+    active: 'connections',
+    back,
+    act: async (req, person, reply) => {
+      const c = await connectionOf(req, reply);
+      if (!c) return SENT;
+      const r = await revokeConnection({ ports: deps, tenant: tenantOf(person), run: projectRun(deps, req, person) }, c.id);
+      return r.already ? 'It was already revoked.' : 'Revoked: the credential is deleted; calls through it are refused.';
+    },
   });
 
   for (const merchant of HOSTED_MERCHANTS) {

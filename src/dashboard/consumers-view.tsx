@@ -4,7 +4,7 @@ import type { ChargeLine, MandateLine, Page, ReceivementLine } from '../usecases
 import type { ConsumerView } from '../usecases/consumers.ts';
 import type { WalletRow } from '../../projections/consumer.ts';
 import { Badge, Button, type Column, Copyable, EmptyState, ErrorSummary, Field, type FieldError, PostForm, Table, Time } from './components.tsx';
-import { CapBar, Facts, ListPages } from './browse.tsx';
+import { BrowseList, CapBar, Facts, ListPages } from './browse.tsx';
 import { Shell } from './layout.tsx';
 import { MandateTable } from './mandates-view.tsx';
 import { formatMinor } from './money.ts';
@@ -28,16 +28,9 @@ export function ConsumersPage({ req, consumers, next, now, notice }: { req: Fast
       <p>
         The people and companies your agents spend for. Each has a wallet per currency, the mandates that authorize the agents, bank consents and Pix. <a href="/dashboard/mandates">All mandates</a>
       </p>
-      {consumers.length === 0 ? (
-        <EmptyState title="No consumers yet.">
-          <p>
-            Create one with <code>POST /v1/consumers</code>.
-          </p>
-        </EmptyState>
-      ) : (
-        <Table caption="Consumers, newest first" columns={columns} rows={consumers} id="consumers" />
-      )}
-      <ListPages req={req} cursor="before" next={next} label="consumers" />
+      <BrowseList req={req} caption="Consumers, newest first" columns={columns} rows={consumers} id="consumers" empty="No consumers yet." cursor="before" next={next} label="consumers">
+        <p>Create one with <code>POST /v1/consumers</code>.</p>
+      </BrowseList>
     </Shell>
   );
 }

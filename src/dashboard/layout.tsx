@@ -147,6 +147,45 @@ function Switchers({ person, back }: { person: Person; back: string }) {
   );
 }
 
+/**
+ * The navigation: a row of links on a wide screen; on a phone a disclosure
+ * (<details>: a button saying where you are, the links when opened), which
+ * works with the keyboard and without script (dashboard.css shows its content
+ * always on a wide screen).
+ */
+function Nav({ person, active }: { person: Person; active: Active }) {
+  const here = active === 'account' ? 'Account' : active === 'search' ? 'Search' : NAV.find((n) => n.key === active)?.label;
+  return (
+    <nav class="nav" aria-label="Dashboard">
+      <details class="nav-menu">
+        <summary>
+          <span>Menu</span>
+          {here ? (
+            <span class="nav-here">
+              <span class="visually-hidden">, this page: </span>
+              {here}
+            </span>
+          ) : null}
+        </summary>
+        <ul>
+          {NAV.map((n) => (
+            <li>
+              <a href={n.href} aria-current={n.key === active ? 'page' : undefined}>
+                {n.label}
+              </a>
+            </li>
+          ))}
+          <li>
+            <a href="/dashboard/account" aria-current={active === 'account' ? 'page' : undefined}>
+              {person.email}
+            </a>
+          </li>
+        </ul>
+      </details>
+    </nav>
+  );
+}
+
 type ShellProps = {
   person: Person;
   title: string;
@@ -179,22 +218,7 @@ export function Shell({ person, title, active, notice, path, scripts, styles, ch
             {person.environment === 'live' ? 'Live data: real money moves.' : 'Test data: nothing here moves real money.'}
           </div>
         </header>
-        <nav class="nav" aria-label="Dashboard">
-          <ul>
-            {NAV.map((n) => (
-              <li>
-                <a href={n.href} aria-current={n.key === active ? 'page' : undefined}>
-                  {n.label}
-                </a>
-              </li>
-            ))}
-            <li>
-              <a href="/dashboard/account" aria-current={active === 'account' ? 'page' : undefined}>
-                {person.email}
-              </a>
-            </li>
-          </ul>
-        </nav>
+        <Nav person={person} active={active} />
         <main class="main" id="main" tabIndex={-1}>
           <NoticeRegion notice={notice} />
           <h1>{title}</h1>

@@ -4,8 +4,9 @@ import { Pattern } from '../policy/config.ts';
 import { createPolicy, getPolicy, listPolicies, type PolicyRow, updatePolicy } from '../usecases/policies.ts';
 import { decisionCounts, listDecisions, OUTCOMES, type Outcome } from '../usecases/policy-decisions.ts';
 import { Button, ErrorSummary, Field, type FieldError, PostForm, Select } from './components.tsx';
-import { atLeast, csrfOk, type DashboardDeps, flash, formField, personRun, rejectionText, takeFlash } from './context.ts';
+import { csrfOk, type DashboardDeps, flash, formField, personRun, rejectionText, takeFlash } from './context.ts';
 import { Shell, sendPage } from './layout.tsx';
+import { adminOf, notFoundIn } from './browse.tsx';
 import { DecisionFilter, DecisionTable, EnableForm, PolicySettings, PolicyTable } from './policies-view.tsx';
 import { refusedPage, roleRefusedPage } from './refused.tsx';
 import type { Person } from './session.ts';
@@ -46,7 +47,7 @@ export async function policiesRoutes(app: FastifyInstance, deps: DashboardDeps, 
     const decision = outcomeOf(q.decision);
     const [policies, counts, decisions] = await Promise.all([listPolicies(deps, person.orgId), decisionCounts(deps.db, person.orgId), listDecisions(deps.db, person.orgId, { decision, cursor: q.cursor, limit: PAGE })]);
     const names = new Map(policies.map((p) => [p.id, p.name]));
-    const admin = atLeast(person.role, 'admin');
+    const admin = await adminOf(deps, person, null);
     return sendPage(
       reply,
       <Shell person={person} title="Policies" active="policies" path="/dashboard/policies" notice={takeFlash(req, reply)} styles={['flows.css']}>
@@ -66,7 +67,7 @@ export async function policiesRoutes(app: FastifyInstance, deps: DashboardDeps, 
   app.post('/dashboard/policies', { preHandler: signedIn }, async (req, reply) => {
     const person = req.person!;
     if (!csrfOk(req, deps.baseUrl, person)) return refusedPage(reply);
-    if (!atLeast(person.role, 'admin')) return roleRefusedPage(reply, person, 'admin', 'policies');
+    if (!(await adminOf(deps, person, null))) return roleRefusedPage(reply, person, 'admin', 'policies');
     const values: NewForm = { name: formField(req.body, 'name').trim(), type: formField(req.body, 'type'), tools: formField(req.body, 'tools') };
     const errors: FieldError[] = [];
     if (values.name.length < 1 || values.name.length > 200) errors.push({ field: 'policy-name', message: 'Enter a name of 1 to 200 characters' });
@@ -88,7 +89,7 @@ export async function policiesRoutes(app: FastifyInstance, deps: DashboardDeps, 
   app.get('/dashboard/policies/:id', { preHandler: signedIn }, async (req, reply) => {
     const person = req.person!;
     const p = await find(deps, person, (req.params as { id: string }).id);
-    if (!p) return notFound(reply, person);
+    if (!p) return notFoundIn(reply, person, 'policies', 'policy', { href: '/dashboard/policies', label: 'the policies' }, 'This organization');
     const q = query(req);
     const decision = outcomeOf(q.decision);
     const base = `/dashboard/policies/${encodeURIComponent(p.id)}`;
@@ -100,7 +101,7 @@ export async function policiesRoutes(app: FastifyInstance, deps: DashboardDeps, 
           <a href="/dashboard/policies">All policies</a>
         </p>
         <PolicySettings p={p} />
-        {atLeast(person.role, 'admin') ? <EnableForm p={p} csrf={person.csrfToken} /> : <p id="cannot-change">Changing policies needs the admin role; ask an admin or owner.</p>}
+        {(await adminOf(deps, person, null)) ? <EnableForm p={p} csrf={person.csrfToken} /> : <p id="cannot-change">Changing policies needs the admin role; ask an admin or owner.</p>}
         <h2 id="decisions-title">Its decisions</h2>
         <DecisionFilter action={base} value={decision ?? ''} />
         <DecisionTable rows={decisions.rows} now={deps.now()} names={new Map([[p.id, p.name]])} caption={`What “${p.name}” decided, newest first`} prev={q.cursor ? href(base, decision ?? '') : undefined} next={decisions.next ? href(base, decision ?? '', decisions.next) : undefined} />
@@ -112,8 +113,8 @@ export async function policiesRoutes(app: FastifyInstance, deps: DashboardDeps, 
     const person = req.person!;
     if (!csrfOk(req, deps.baseUrl, person)) return refusedPage(reply);
     const p = await find(deps, person, (req.params as { id: string }).id);
-    if (!p) return notFound(reply, person);
-    if (!atLeast(person.role, 'admin')) return roleRefusedPage(reply, person, 'admin', 'policies');
+    if (!p) return notFoundIn(reply, person, 'policies', 'policy', { href: '/dashboard/policies', label: 'the policies' }, 'This organization');
+    if (!(await adminOf(deps, person, null))) return roleRefusedPage(reply, person, 'admin', 'policies');
     const enabled = formField(req.body, 'enabled') === 'true';
     try {
       await updatePolicy(ctx(deps, req, person), p.id, { enabled });
@@ -150,14 +151,3 @@ function NewPolicy({ csrf, form }: { csrf: string; form?: { errors: FieldError[]
   );
 }
 
-function notFound(reply: FastifyReply, person: Person) {
-  return sendPage(
-    reply,
-    <Shell person={person} title="No such policy" active="policies" notice={{ text: 'Nothing was changed.', tone: 'error' }}>
-      <p id="not-found">
-        This organization has no policy with that id. See the <a href="/dashboard/policies">policies</a>.
-      </p>
-    </Shell>,
-    404,
-  );
-}

@@ -1,11 +1,12 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest, preHandlerHookHandler } from 'fastify';
+import type { FastifyInstance, FastifyRequest, preHandlerHookHandler } from 'fastify';
 import { render } from 'preact-render-to-string';
 import { watchLogs } from '../usecases/log-stream.ts';
 import { listSessions } from '../usecases/session-history.ts';
 import { type CallRow, toolCallPage } from '../usecases/session-activity.ts';
 import { readSession, type SessionRecord } from '../usecases/sessions.ts';
 import { canonicalToolCallId, readStatusRow, readToolCall, statusView, type PaymentStatusView, type VerificationStatusView } from '../usecases/tool-calls.ts';
-import { Badge, type Column, EmptyState, Pagination, Table, Time } from './components.tsx';
+import { BrowseList, notFoundIn } from './browse.tsx';
+import { Badge, type Column, Table, Time } from './components.tsx';
 import { type DashboardDeps, takeFlash } from './context.ts';
 import { DASHBOARD_HEADERS, Shell, sendPage } from './layout.tsx';
 import type { Person } from './session.ts';
@@ -18,6 +19,7 @@ import type { Person } from './session.ts';
 // only, as GET /v1/sessions, /v1/tool-calls and their status views.
 
 const PAGE = 50;
+const SESSIONS = { href: '/dashboard/sessions', label: 'the sessions' };
 const ID = /^[A-Za-z0-9_-]{1,100}$/;
 type Deps = DashboardDeps;
 const tenantOf = (p: Person) => ({ orgId: p.orgId, projectId: p.projectId });
@@ -41,20 +43,13 @@ function callColumns(now: Date, withSession: boolean): Column<CallRow>[] {
 }
 
 /** A session's calls, newest first: the region the live stream reloads (also served alone with ?fragment=1). */
-function CallsRegion({ s, rows, next, now }: { s: SessionRecord; rows: CallRow[]; next: string | null; now: Date }) {
+function CallsRegion({ req, s, rows, next, now }: { req: FastifyRequest; s: SessionRecord; rows: CallRow[]; next: string | null; now: Date }) {
   const base = `/dashboard/sessions/${encodeURIComponent(s.id)}`;
   return (
     <div id="calls-live" hx-get={`${base}?fragment=1`} hx-trigger="calls-changed from:body" hx-swap="outerHTML">
-      {rows.length === 0 ? (
-        <EmptyState title="No tool calls yet.">
-          <p>Each call the agent makes in this session appears here as it runs.</p>
-        </EmptyState>
-      ) : (
-        <>
-          <Table caption={`Tool calls of this session, newest first (${s.tool_call_count} in all)`} columns={callColumns(now, false)} rows={rows} id="calls" />
-          <Pagination next={next ? `${base}?before=${next}` : undefined} />
-        </>
-      )}
+      <BrowseList req={req} caption={`Tool calls of this session, newest first (${s.tool_call_count} in all)`} columns={callColumns(now, false)} rows={rows} id="calls" empty="No tool calls yet." cursor="before" next={next} label="tool calls">
+        <p>Each call the agent makes in this session appears here as it runs.</p>
+      </BrowseList>
     </div>
   );
 }
@@ -89,14 +84,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: Deps, signedIn: 
         <p class="lede">
           Agents' sessions in this project, each with the tool calls it made. All calls, newest first: <a href="/dashboard/tool-calls">tool calls</a>.
         </p>
-        {page.sessions.length === 0 ? (
-          <EmptyState title="No sessions yet." />
-        ) : (
-          <>
-            <Table caption="Sessions, newest first" columns={columns} rows={page.sessions} id="sessions" />
-            <Pagination {...(cursor ? { prev: '/dashboard/sessions' } : {})} next={page.next_cursor ? `/dashboard/sessions?cursor=${page.next_cursor}` : undefined} />
-          </>
-        )}
+        <BrowseList req={req} caption="Sessions, newest first" columns={columns} rows={page.sessions} id="sessions" empty="No sessions yet." cursor="cursor" next={page.next_cursor} label="sessions" />
       </Shell>,
     );
   });
@@ -105,15 +93,15 @@ export async function sessionRoutes(app: FastifyInstance, deps: Deps, signedIn: 
     const person = req.person!;
     const id = (req.params as { id: string }).id;
     const s = ID.test(id) ? await readSession(deps, tenantOf(person), id) : undefined;
-    if (!s) return notFound(reply, person, 'This project has no session with that id.');
+    if (!s) return notFoundIn(reply, person, 'sessions', 'session', SESSIONS);
     const page = await toolCallPage(deps, tenantOf(person), { sessionId: s.id, before: query(req, 'before'), limit: PAGE });
     const now = deps.now();
-    const region = <CallsRegion s={s} rows={page.rows} next={page.next} now={now} />;
+    const region = <CallsRegion req={req} s={s} rows={page.rows} next={page.next} now={now} />;
     if (query(req, 'fragment') !== undefined) return reply.headers(DASHBOARD_HEADERS).type('text/html; charset=utf-8').send(render(region));
     return sendPage(
       reply,
-      <Shell person={person} title={`Session ${s.id}`} active="sessions" path={`/dashboard/sessions/${s.id}`} notice={takeFlash(req, reply)} scripts={['sessions-live.js']} styles={['flows.css']}>
-        <p class="lede" id="live" data-calls-stream={`/dashboard/sessions/${encodeURIComponent(s.id)}/events`} data-live="off">
+      <Shell person={person} title={`Session ${s.id}`} active="sessions" path={`/dashboard/sessions/${s.id}`} notice={takeFlash(req, reply)} scripts={['live.js']} styles={['flows.css']}>
+        <p class="lede" id="live" data-live-event="call" data-live-fires="calls-changed" data-live-stream={`/dashboard/sessions/${encodeURIComponent(s.id)}/events`} data-live="off">
           <a href="/dashboard/sessions">All sessions</a>. The calls below update by themselves while this page is open.
         </p>
         <dl class="facts">
@@ -182,14 +170,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: Deps, signedIn: 
         <p class="lede">
           Every tool call of this project, newest first. By session: <a href="/dashboard/sessions">sessions</a>.
         </p>
-        {page.rows.length === 0 ? (
-          <EmptyState title="No tool calls yet." />
-        ) : (
-          <>
-            <Table caption="Tool calls, newest first" columns={callColumns(deps.now(), true)} rows={page.rows} id="calls" />
-            <Pagination {...(before ? { prev: '/dashboard/tool-calls' } : {})} next={page.next ? `/dashboard/tool-calls?before=${page.next}` : undefined} />
-          </>
-        )}
+        <BrowseList req={req} caption="Tool calls, newest first" columns={callColumns(deps.now(), true)} rows={page.rows} id="calls" empty="No tool calls yet." cursor="before" next={page.next} label="tool calls" />
       </Shell>,
     );
   });
@@ -199,7 +180,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: Deps, signedIn: 
     const id = canonicalToolCallId((req.params as { id: string }).id);
     const call = id ? await readToolCall(deps, tenantOf(person), id) : undefined;
     const row = id && call ? await readStatusRow(deps, tenantOf(person), id) : undefined;
-    if (!call || !row) return notFound(reply, person, 'This project has no tool call with that id.');
+    if (!call || !row) return notFoundIn(reply, person, 'sessions', 'tool call', SESSIONS);
     const now = deps.now();
     return sendPage(
       reply,
@@ -293,17 +274,5 @@ function VerificationView({ v, now }: { v: VerificationStatusView; now: Date }) 
         </>
       )}
     </section>
-  );
-}
-
-function notFound(reply: FastifyReply, person: Person, text: string) {
-  return sendPage(
-    reply,
-    <Shell person={person} title="Not found" active="sessions" notice={{ text: 'Nothing was changed.', tone: 'error' }}>
-      <p id="not-found">
-        {text} See the <a href="/dashboard/sessions">sessions</a>.
-      </p>
-    </Shell>,
-    404,
   );
 }

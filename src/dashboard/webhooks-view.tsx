@@ -1,6 +1,8 @@
+import type { FastifyRequest } from 'fastify';
 import type { EndpointRow } from '../usecases/webhook-endpoints.ts';
 import type { DeliveryListRow, DeliveryPage, HourCount } from '../usecases/webhook-activity.ts';
-import { Badge, Button, type Column, Copyable, EmptyState, Pagination, PostForm, Table, Time } from './components.tsx';
+import { ListPages } from './browse.tsx';
+import { Badge, Button, type Column, Copyable, EmptyState, PostForm, Table, Time } from './components.tsx';
 
 // What the webhook pages show: endpoints with their status, a secret shown
 // once, the attempts-per-hour chart (uPlot, drawn from the table beside it),
@@ -52,10 +54,10 @@ export function HourChart({ hours, what }: { hours: readonly HourCount[]; what: 
   );
 }
 
-type DeliveriesProps = { endpointId: string; page: DeliveryPage; now: Date; csrf: string; mayWrite: boolean; dead?: boolean; older: (before: string) => string };
+type DeliveriesProps = { endpointId: string; page: DeliveryPage; now: Date; csrf: string; mayWrite: boolean; dead?: boolean; req: FastifyRequest };
 
 /** Deliveries (or dead letters) of an endpoint, newest first, each opening its request and response; dead letters can be redelivered. */
-export function DeliveryTable({ endpointId, page, now, csrf, mayWrite, dead, older }: DeliveriesProps) {
+export function DeliveryTable({ endpointId, page, now, csrf, mayWrite, dead, req }: DeliveriesProps) {
   const base = `/dashboard/webhooks/${encodeURIComponent(endpointId)}`;
   const columns: Column<DeliveryListRow>[] = [
     { label: 'Delivery', cell: (d) => <a href={`${base}/deliveries/${d.id}`} data-delivery={d.id}>#{d.id}</a> },
@@ -82,7 +84,7 @@ export function DeliveryTable({ endpointId, page, now, csrf, mayWrite, dead, old
   return (
     <>
       <Table caption={dead ? 'Dead letters, newest first' : 'Deliveries, newest first'} columns={columns} rows={page.rows} id={dead ? 'dead-letters' : 'deliveries'} />
-      <Pagination next={page.next_before ? older(page.next_before) : undefined} />
+      <ListPages req={req} cursor={dead ? 'dead_before' : 'before'} next={page.next_before} label={dead ? 'dead letters' : 'deliveries'} path={base} />
     </>
   );
 }

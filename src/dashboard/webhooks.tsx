@@ -1,15 +1,14 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, preHandlerHookHandler } from 'fastify';
 import { businessEventTypes } from '../../events/index.ts';
 import { Rejection } from '../eventstore/handler.ts';
-import { roleInProject } from '../usecases/team.ts';
 import { attemptsPerHour, autoPauseCause, deliveryPage } from '../usecases/webhook-activity.ts';
 import { getDelivery, redeliver, replayEvent } from '../usecases/webhook-deliveries.ts';
 import { createEndpoint, type EndpointRow, findEndpoint, listEndpoints, rotateEndpointSecret, updateEndpoint } from '../usecases/webhook-endpoints.ts';
-import { Button, type Column, EmptyState, ErrorSummary, Field, type FieldError, Pagination, PostForm, Select, Table, Time } from './components.tsx';
-import { atLeast, csrfOk, type DashboardDeps, flash, formField, rejectionText, takeFlash } from './context.ts';
+import { Button, type Column, ErrorSummary, Field, type FieldError, PostForm, Select, Time } from './components.tsx';
+import { type DashboardDeps, formField, rejectionText, takeFlash } from './context.ts';
 import { Shell, sendPage } from './layout.tsx';
+import { action, adminHere, BrowseList, notFoundIn, SENT, writeRefused } from './browse.tsx';
 import { projectRun } from './project-run.ts';
-import { refusedPage, roleRefusedPage } from './refused.tsx';
 import type { Person } from './session.ts';
 import { AutoPaused, DeliveryStatus, DeliveryTable, EndpointStatus, HourChart, NewSecret } from './webhooks-view.tsx';
 
@@ -35,7 +34,6 @@ const q = (req: FastifyRequest, name: string) => {
   const v = (req.query as Record<string, unknown> | undefined)?.[name];
   return typeof v === 'string' && v.length <= 100 ? v : undefined;
 };
-const mayWrite = async (deps: Deps, p: Person) => atLeast(await roleInProject(deps.db, p.userId, p.role, p.projectId), 'admin');
 const ucCtx = (deps: Deps, req: FastifyRequest, p: Person) => ({ ports: deps, tenant: tenantOf(p), run: projectRun(deps, req, p) });
 
 export async function webhookRoutes(app: FastifyInstance, deps: Deps, signedIn: preHandlerHookHandler): Promise<void> {
@@ -44,7 +42,7 @@ export async function webhookRoutes(app: FastifyInstance, deps: Deps, signedIn: 
     const before = q(req, 'before');
     const list = await listEndpoints(deps, tenantOf(person), { before, limit: PAGE });
     const hours = await attemptsPerHour(deps, tenantOf(person), { hours: HOURS, now: deps.now() });
-    const writer = await mayWrite(deps, person);
+    const writer = await adminHere(deps, person);
     const now = deps.now();
     const columns: Column<EndpointRow>[] = [
       { label: 'Name', cell: (e) => <a href={`/dashboard/webhooks/${encodeURIComponent(e.id)}`} data-endpoint={e.id}>{e.name}</a> },
@@ -62,14 +60,9 @@ export async function webhookRoutes(app: FastifyInstance, deps: Deps, signedIn: 
         {opts.created ? <NewSecret secret={opts.created.secret} what={`The endpoint ${opts.created.name} signs every delivery with it.`} /> : null}
         <ErrorSummary errors={opts.errors ?? []} />
         <p class="lede">Endpoints of this project: each receives one event type, signed, retried on failure, dead-lettered after the last attempt.</p>
-        {list.triggers.length === 0 ? (
-          <EmptyState title="No endpoints yet.">{writer ? <p>Create one below.</p> : null}</EmptyState>
-        ) : (
-          <>
-            <Table caption="Endpoints, newest first" columns={columns} rows={list.triggers} id="endpoints" />
-            <Pagination {...(before ? { prev: '/dashboard/webhooks' } : {})} next={list.next_before ? `/dashboard/webhooks?before=${encodeURIComponent(list.next_before)}` : undefined} />
-          </>
-        )}
+        <BrowseList req={req} caption="Endpoints, newest first" columns={columns} rows={list.triggers} id="endpoints" empty="No endpoints yet." cursor="before" next={list.next_before} label="endpoints" path="/dashboard/webhooks">
+          {writer ? <p>Create one below.</p> : null}
+        </BrowseList>
         <HourChart hours={hours} what="in this project" />
         {writer ? (
           <div class="panel">
@@ -93,7 +86,7 @@ export async function webhookRoutes(app: FastifyInstance, deps: Deps, signedIn: 
     const person = req.person!;
     const tenant = tenantOf(person);
     const now = deps.now();
-    const writer = await mayWrite(deps, person);
+    const writer = await adminHere(deps, person);
     const before = q(req, 'before');
     const deadBefore = q(req, 'dead_before');
     const base = `/dashboard/webhooks/${encodeURIComponent(e.id)}`;
@@ -160,9 +153,9 @@ export async function webhookRoutes(app: FastifyInstance, deps: Deps, signedIn: 
         )}
         <HourChart hours={hours} what="to this endpoint" />
         <h2>Dead letters</h2>
-        <DeliveryTable endpointId={e.id} page={dead} now={now} csrf={csrf} mayWrite={writer} dead older={(b) => `${base}?dead_before=${b}`} />
+        <DeliveryTable endpointId={e.id} page={dead} now={now} csrf={csrf} mayWrite={writer} dead req={req} />
         <h2>Deliveries</h2>
-        <DeliveryTable endpointId={e.id} page={deliveries} now={now} csrf={csrf} mayWrite={writer} older={(b) => `${base}?before=${b}`} />
+        <DeliveryTable endpointId={e.id} page={deliveries} now={now} csrf={csrf} mayWrite={writer} req={req} />
         {writer ? (
           <div class="panel">
             <h2>Replay an event</h2>
@@ -183,23 +176,11 @@ export async function webhookRoutes(app: FastifyInstance, deps: Deps, signedIn: 
     const id = (req.params as { id: string }).id;
     const e = ID.test(id) ? await findEndpoint(deps, tenantOf(req.person!), id) : undefined;
     if (e) return e;
-    notFound(reply, req.person!, 'This project has no webhook endpoint with that id.');
+    notFoundIn(reply, req.person!, 'webhooks', 'webhook endpoint', WEBHOOKS);
     return null;
   };
-  /**
-   * A write's gate: same origin with the CSRF token, and admin in the project. True when it refused (the refusal is sent):
-   * a boolean, since an async function returning the (thenable) reply would resolve to undefined.
-   */
-  const gate = async (req: FastifyRequest, reply: FastifyReply): Promise<boolean> => {
-    const person = req.person!;
-    if (!csrfOk(req, deps.baseUrl, person)) {
-      refusedPage(reply);
-      return true;
-    }
-    if (await mayWrite(deps, person)) return false;
-    roleRefusedPage(reply, person, 'admin', 'webhooks');
-    return true;
-  };
+  const gate = (req: FastifyRequest, reply: FastifyReply) => writeRefused(deps, req, reply, 'webhooks');
+  const back = (req: FastifyRequest) => `/dashboard/webhooks/${encodeURIComponent((req.params as { id: string }).id)}`;
 
   app.get('/dashboard/webhooks', { preHandler: signedIn }, (req, reply) => listPage(req, reply));
 
@@ -225,17 +206,18 @@ export async function webhookRoutes(app: FastifyInstance, deps: Deps, signedIn: 
     return e ? endpointPage(req, reply, e) : reply;
   });
 
-  app.post('/dashboard/webhooks/:id/status', { preHandler: signedIn }, async (req, reply) => {
-    if (await gate(req, reply)) return reply;
-    const e = await endpointOf(req, reply);
-    if (!e) return reply;
-    const status = formField(req.body, 'status');
-    if (status !== 'active' && status !== 'paused') flash(reply, 'Choose Pause or Resume.', 'error');
-    else {
-      await updateEndpoint(ucCtx(deps, req, req.person!), e.id, { status });
-      flash(reply, status === 'paused' ? 'Paused: events queue for it until you resume it.' : 'Resumed: what queued meanwhile is being sent.');
-    }
-    return reply.redirect(`/dashboard/webhooks/${encodeURIComponent(e.id)}`, 303);
+  action(app, deps, signedIn, '/dashboard/webhooks/:id/status', {
+    active: 'webhooks',
+    back,
+    refusal: (r) => (r.code === 'choose_status' ? 'Choose Pause or Resume.' : undefined),
+    act: async (req, person, reply) => {
+      const e = await endpointOf(req, reply);
+      if (!e) return SENT;
+      const status = formField(req.body, 'status');
+      if (status !== 'active' && status !== 'paused') throw new Rejection('choose_status', 'choose Pause or Resume');
+      await updateEndpoint(ucCtx(deps, req, person), e.id, { status });
+      return status === 'paused' ? 'Paused: events queue for it until you resume it.' : 'Resumed: what queued meanwhile is being sent.';
+    },
   });
 
   app.post('/dashboard/webhooks/:id/rotate', { preHandler: signedIn }, async (req, reply) => {
@@ -257,40 +239,37 @@ export async function webhookRoutes(app: FastifyInstance, deps: Deps, signedIn: 
       d = await getDelivery(deps, tenantOf(person), e.id, DIGITS.test(did) ? did : '0');
     } catch (err) {
       if (!(err instanceof Rejection)) throw err;
-      return notFound(reply, person, 'This endpoint has no delivery with that id.');
+      return notFoundIn(reply, person, 'webhooks', 'delivery', WEBHOOKS, 'This endpoint');
     }
-    return sendPage(reply, <DeliveryPageView person={person} e={e} d={d} now={deps.now()} notice={takeFlash(req, reply)} writer={await mayWrite(deps, person)} />);
+    return sendPage(reply, <DeliveryPageView person={person} e={e} d={d} now={deps.now()} notice={takeFlash(req, reply)} writer={await adminHere(deps, person)} />);
   });
 
-  app.post('/dashboard/webhooks/:id/deliveries/:did/redeliver', { preHandler: signedIn }, async (req, reply) => {
-    if (await gate(req, reply)) return reply;
-    const e = await endpointOf(req, reply);
-    if (!e) return reply;
-    const did = (req.params as { did: string }).did;
-    try {
-      const r = await redeliver(deps, tenantOf(req.person!), DIGITS.test(did) ? did : '0');
-      flash(reply, r.trigger_status === 'active' ? `Queued again as delivery #${r.redelivery_id}: it is being sent now.` : `Queued again as delivery #${r.redelivery_id}; it is sent when you resume the endpoint.`);
-    } catch (err) {
-      if (!(err instanceof Rejection)) throw err;
-      flash(reply, rejectionText(err), 'error');
-    }
-    return reply.redirect(`/dashboard/webhooks/${encodeURIComponent(e.id)}`, 303);
+  action(app, deps, signedIn, '/dashboard/webhooks/:id/deliveries/:did/redeliver', {
+    active: 'webhooks',
+    back,
+    act: async (req, person, reply) => {
+      const e = await endpointOf(req, reply);
+      if (!e) return SENT;
+      const did = (req.params as { did: string }).did;
+      const r = await redeliver(deps, tenantOf(person), DIGITS.test(did) ? did : '0');
+      return r.trigger_status === 'active' ? `Queued again as delivery #${r.redelivery_id}: it is being sent now.` : `Queued again as delivery #${r.redelivery_id}; it is sent when you resume the endpoint.`;
+    },
   });
 
-  app.post('/dashboard/webhooks/:id/replay', { preHandler: signedIn }, async (req, reply) => {
-    if (await gate(req, reply)) return reply;
-    const e = await endpointOf(req, reply);
-    if (!e) return reply;
-    try {
-      const r = await replayEvent(deps, tenantOf(req.person!), formField(req.body, 'event_id').trim().toLowerCase(), e.id);
-      flash(reply, `Event ${r.event_id} replayed: ${r.dispatched} delivery queued.`);
-    } catch (err) {
-      if (!(err instanceof Rejection)) throw err;
-      flash(reply, REPLAY_REFUSALS[err.code] ?? rejectionText(err), 'error');
-    }
-    return reply.redirect(`/dashboard/webhooks/${encodeURIComponent(e.id)}`, 303);
+  action(app, deps, signedIn, '/dashboard/webhooks/:id/replay', {
+    active: 'webhooks',
+    back,
+    refusal: (r) => REPLAY_REFUSALS[r.code],
+    act: async (req, person, reply) => {
+      const e = await endpointOf(req, reply);
+      if (!e) return SENT;
+      const r = await replayEvent(deps, tenantOf(person), formField(req.body, 'event_id').trim().toLowerCase(), e.id);
+      return `Event ${r.event_id} replayed: ${r.dispatched} delivery queued.`;
+    },
   });
 }
+
+const WEBHOOKS = { href: '/dashboard/webhooks', label: 'the webhooks' };
 
 const REPLAY_REFUSALS: Record<string, string> = {
   not_found: 'No stored event of this project has that id: copy it from a delivery of this endpoint. Nothing was queued.',
@@ -365,17 +344,5 @@ function DeliveryPageView({ person, e, d, now, notice, writer }: { person: Perso
         <p id="not-sent">Not sent yet{e.status !== 'active' ? ': the endpoint is paused' : ''}.</p>
       )}
     </Shell>
-  );
-}
-
-function notFound(reply: FastifyReply, person: Person, text: string) {
-  return sendPage(
-    reply,
-    <Shell person={person} title="Not found" active="webhooks" notice={{ text: 'Nothing was changed.', tone: 'error' }}>
-      <p id="not-found">
-        {text} See the <a href="/dashboard/webhooks">webhooks</a>.
-      </p>
-    </Shell>,
-    404,
   );
 }

@@ -7,7 +7,8 @@ import { readEndpoint } from './webhook-endpoints.ts';
 // pages of deliveries or dead letters that grow by cursor (the id of the last
 // row shown; index webhook_deliveries_trigger, and webhook_deliveries_dead
 // for dead letters), the attempts per hour (delivered, failed) for a chart
-// (index webhook_attempts_created), and why an endpoint paused itself.
+// (the sums the dispatcher keeps, webhook_attempts_hourly), and why an
+// endpoint paused itself.
 
 export type DeliveryListRow = { id: string; event_id: string; event_type: string; kind: string; attempt: number; status: string; created_at: string; response_status: number | null };
 export type DeliveryPage = { rows: DeliveryListRow[]; next_before: string | null };
@@ -45,13 +46,14 @@ export async function attemptsPerHour(ports: Pick<Ports, 'db'>, tenant: Tenant, 
   let only = '';
   if (q.triggerId) {
     params.push(q.triggerId);
-    only = ` AND d.trigger_id = $${params.length}`;
+    only = ` AND h.trigger_id = $${params.length}`;
   }
+  // The sums the dispatcher keeps per endpoint and hour (webhook_attempts_hourly): at most 24 rows an endpoint.
   const { rows } = await ports.db.query<{ hour: string; delivered: number; failed: number }>(
-    `SELECT ${TS("date_trunc('hour', a.created_at)")} AS hour, count(*) FILTER (WHERE a.delivered)::int AS delivered, count(*) FILTER (WHERE NOT a.delivered)::int AS failed
-     FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id
-     WHERE a.created_at >= $1 AND d.org_id = $2 AND d.project_id = $3${only}
-     GROUP BY 1`,
+    `SELECT ${TS('h.hour')} AS hour, sum(h.delivered)::int AS delivered, sum(h.failed)::int AS failed
+     FROM webhook_attempts_hourly h
+     WHERE h.hour >= $1 AND h.org_id = $2 AND h.project_id = $3${only}
+     GROUP BY h.hour`,
     params,
   );
   const byHour = new Map(rows.map((r) => [r.hour.slice(0, 13), r]));

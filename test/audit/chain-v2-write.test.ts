@@ -8,6 +8,7 @@ import { exportChain, verifyExport } from '../../src/audit/export.ts';
 import { linkOf, switchStream } from '../../src/audit/link.ts';
 import { verifierKey } from '../../src/audit/note.ts';
 import { chainItems, verifyOrgChain } from '../../src/audit/verifier.ts';
+import { verifyRange } from '../../src/audit/windows.ts';
 import { PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { testLedger } from '../helpers/ledger.ts';
 import { verifyBundleDir } from './independent-verifier.ts';
@@ -76,6 +77,15 @@ t.test('a chain switches inline, then each fact carries its link; two writers on
   await exportChain(ledger.store, ORG, ledger.origin, dir);
   t.match(await verifyExport(dir, vkey), { ok: true, entries: v1.length + 41 });
   t.same(verifyBundleDir(dir, vkey), { ok: true, entries: v1.length + 41 }, 'the independent verifier agrees');
+
+  // Windowed verification (the health walk) over the v1 part, the switch and the linked facts; then a linked fact edited in the log.
+  const tip = v1.length + 41;
+  t.same((await verifyRange(ledger.store, ledger.db, ORG, 1, tip, ledger.key, ledger.origin)).problems, [], 'the whole chain, window by window, is clean');
+  t.match(await verifyRange(ledger.store, ledger.db, ORG, v1.length + 2, tip, ledger.key, ledger.origin), { entries: tip - v1.length - 1, problems: [] }, 'a window starting inside the linked part');
+  const victim = linked[10]!;
+  await ledger.db.query(`UPDATE es_events SET data = '{"project_id":"prj_forged","name":"forged"}' WHERE event_id = $1`, [victim.id]);
+  t.match((await verifyRange(ledger.store, ledger.db, ORG, 1, tip, ledger.key, ledger.origin)).problems[0], { kind: 'hash_mismatch', sequence_number: v1.length + 11 }, 'an edited linked fact is found at its sequence');
+  await ledger.db.query(`UPDATE es_events SET data = $2 WHERE event_id = $1`, [victim.id, JSON.stringify(victim.data)]);
 
   // What old code would write: an unlinked fact of the switched organization, inserted as its es_append does. Refused.
   const insertOld = (org: string, id: string) =>

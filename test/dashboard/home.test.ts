@@ -1,5 +1,6 @@
 import t from 'tap';
-import { bootstrapOrg, testApp } from '../helpers/app.ts';
+import { testApp } from '../helpers/app.ts';
+import { spendingOrg } from './spending.ts';
 import { axeViolations, chromium, listen, scrollsSideways, signIn } from './browser.ts';
 
 // Home in a real Chromium: the summary read from the read models (agents,
@@ -7,30 +8,11 @@ import { axeViolations, chromium, listen, scrollsSideways, signIn } from './brow
 // per day drawn by uPlot, and the same figures as a table with no JavaScript.
 
 const { app, ledger, sandboxProviders } = await testApp(t, { providers: true });
-const org = await bootstrapOrg(app, 'Homeco');
-const inject = async (url: string, payload: Record<string, unknown>) => {
-  const r = await app.inject({ method: 'POST', url, headers: org.key, payload });
-  return { status: r.statusCode, body: r.json() };
-};
-await inject('/v1/agents', { agent_id: 'buyer', principal_ref: 'p' });
-const consumer = (await inject('/v1/consumers', { display_name: 'Ana' })).body;
-const mandate = (
-  await inject('/v1/mandates', {
-    consumer_id: consumer.id,
-    agent_id: 'buyer',
-    purpose: 'groceries',
-    merchant_allowlist: ['market'],
-    merchant_pin_kind: 'merchant-id',
-    cap_minor: '100000',
-    per_tx_cap_minor: '100000',
-    currency: 'BRL',
-    expires_at: Math.floor(Date.now() / 1000) + 86_400,
-  })
-).body;
-const spent = await inject(`/v1/consumers/mandates/${mandate.id}/spend`, { amount_minor: '1250', currency: 'BRL', merchant: 'market' });
+const { spend, v1 } = await spendingOrg(app, 'Homeco');
+const spent = await spend('1250');
 if (spent.status !== 201) throw new Error(`the spend answered ${spent.status}: ${JSON.stringify(spent.body)}`);
-await inject('/v1/policies', { name: 'a person decides', type: 'approval-required' });
-const held = await inject(`/v1/consumers/mandates/${mandate.id}/spend`, { amount_minor: '500', currency: 'BRL', merchant: 'market' });
+await v1('POST', '/v1/policies', { name: 'a person decides', type: 'approval-required' });
+const held = await spend('500');
 if (held.status !== 403) throw new Error(`the held spend answered ${held.status}`);
 await ledger.settle();
 

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { findChromium } from '../../src/adapters/browser/chromium.ts';
 import { bootstrapOrg, testApp, testClock } from '../helpers/app.ts';
-import { chromium, listen } from './browser.ts';
+import { chromium, listen, signIn } from './browser.ts';
 import { checkLook } from './look-checks.ts';
 
 // The connect-link callback's refusals as a person meets them: the provider
@@ -12,7 +12,7 @@ import { checkLook } from './look-checks.ts';
 // and the live view run the same checks in their own browser tests.)
 
 const clock = testClock();
-const { app } = await testApp(t, { providers: true, now: clock.now });
+const { app, sandboxProviders } = await testApp(t, { providers: true, now: clock.now });
 const org = await bootstrapOrg(app, 'Look');
 const base = await listen(app);
 const html = { accept: 'text/html,application/xhtml+xml' };
@@ -72,4 +72,35 @@ t.test('a mistyped dashboard address is a page in the look, not the API\'s JSON 
   // The API keeps its envelope.
   const api = await app.inject({ method: 'GET', url: '/v1/no-such-thing', headers: org.key });
   t.equal(api.json().error.code, 'not_found');
+});
+
+t.test('the navigation: a row of links on a wide screen, a menu the keyboard opens on a phone', (await findChromium()) ? {} : { skip: 'no Chromium found: the navigation check did not run' }, async (t) => {
+  const browser = await chromium(t);
+  const context = await browser.newContext({ locale: 'en-US', viewport: { width: 1440, height: 900 } });
+  const page = await signIn(context, base, sandboxProviders!.url, 'owner+look@example.com');
+  await page.goto(`${base}/dashboard/webhooks`);
+  const link = page.locator('nav.nav a[href="/dashboard/agents"]');
+  const summary = page.locator('.nav-menu > summary');
+  t.ok(await link.isVisible(), 'wide: the links show without opening anything');
+  t.notOk(await summary.isVisible(), 'wide: no menu button');
+
+  await page.setViewportSize({ width: 375, height: 800 });
+  t.ok(await summary.isVisible(), 'phone: the menu button shows');
+  t.match(await summary.textContent(), /Menu.*Webhooks/, 'it says where you are');
+  t.notOk(await link.isVisible(), 'phone: the links are folded away');
+  const navHeight = await page.locator('nav.nav').evaluate((el) => el.getBoundingClientRect().height);
+  t.ok(navHeight <= 60, `phone: the folded navigation is one row (${navHeight} px)`);
+  await summary.focus();
+  await page.keyboard.press('Enter');
+  await link.waitFor({ state: 'visible', timeout: 5_000 });
+  t.equal(await page.locator('.nav-menu').getAttribute('open'), '', 'Enter opened it');
+  await page.keyboard.press('Tab');
+  t.equal(await page.evaluate(() => document.activeElement?.getAttribute('href')), '/dashboard', 'Tab goes on to the first link');
+  await checkLook(t, page, 'a page with the menu open');
+  await page.setViewportSize({ width: 375, height: 800 }); // checkLook leaves the page wide
+  t.ok(await link.isVisible(), 'still open');
+  await summary.focus();
+  await page.keyboard.press('Space');
+  await link.waitFor({ state: 'hidden', timeout: 5_000 });
+  t.pass('Space folded it again');
 });

@@ -1,6 +1,7 @@
 import t from 'tap';
 import { findChromium } from '../../src/adapters/browser/chromium.ts';
-import { bootstrapOrg, testApp } from '../helpers/app.ts';
+import { testApp } from '../helpers/app.ts';
+import { spendingOrg } from './spending.ts';
 import { chromium, listen, signIn } from './browser.ts';
 import { checkLook } from './look-checks.ts';
 
@@ -14,25 +15,7 @@ if (!(await findChromium())) {
 } else {
   const { app, ledger, sandboxProviders } = await testApp(t, { providers: true });
   const seed = async (name: string) => {
-    const org = await bootstrapOrg(app, name);
-    const post = async (url: string, payload: Record<string, unknown>) => {
-      const r = await app.inject({ method: 'POST', url, headers: org.key, payload });
-      if (r.statusCode >= 300) throw new Error(`${url} answered ${r.statusCode}: ${r.body}`);
-      return r.json();
-    };
-    await post('/v1/agents', { agent_id: `buyer-${name.toLowerCase()}`, principal_ref: 'p' });
-    const consumer = await post('/v1/consumers', { display_name: 'Ana' });
-    const mandate = await post('/v1/mandates', {
-      consumer_id: consumer.id,
-      agent_id: `buyer-${name.toLowerCase()}`,
-      purpose: 'groceries',
-      merchant_allowlist: ['market'],
-      merchant_pin_kind: 'merchant-id',
-      cap_minor: '100000',
-      per_tx_cap_minor: '100000',
-      currency: 'BRL',
-      expires_at: Math.floor(Date.now() / 1000) + 86_400,
-    });
+    const { org, post, consumer, mandate } = await spendingOrg(app, name, `buyer-${name.toLowerCase()}`);
     const policy = await post('/v1/policies', { name: `${name} rule`, type: 'deny', tools: ['x402.*'] });
     return { org, consumer, mandate, policy };
   };

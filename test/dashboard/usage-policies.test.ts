@@ -1,6 +1,7 @@
 import t from 'tap';
 import { findChromium } from '../../src/adapters/browser/chromium.ts';
-import { bootstrapOrg, testApp } from '../helpers/app.ts';
+import { testApp } from '../helpers/app.ts';
+import { spendingOrg } from './spending.ts';
 import { chromium, listen, signIn } from './browser.ts';
 import { checkLook } from './look-checks.ts';
 
@@ -16,27 +17,7 @@ if (!(await findChromium())) {
 } else {
   // A small bucket that barely refills, so the test can take a key to its limit.
   const { app, sandboxProviders } = await testApp(t, { providers: true, rateLimit: { burst: 60, perSecond: 0.01 } });
-  const org = await bootstrapOrg(app, 'Ruleco');
-  const v1 = async (method: 'GET' | 'POST', url: string, payload?: Record<string, unknown>) => {
-    const r = await app.inject({ method, url, headers: org.key, ...(payload ? { payload } : {}) });
-    return { status: r.statusCode, body: r.json() };
-  };
-  await v1('POST', '/v1/agents', { agent_id: 'buyer', principal_ref: 'p' });
-  const consumer = (await v1('POST', '/v1/consumers', { display_name: 'Ana' })).body;
-  const mandate = (
-    await v1('POST', '/v1/mandates', {
-      consumer_id: consumer.id,
-      agent_id: 'buyer',
-      purpose: 'groceries',
-      merchant_allowlist: ['market'],
-      merchant_pin_kind: 'merchant-id',
-      cap_minor: '100000',
-      per_tx_cap_minor: '100000',
-      currency: 'BRL',
-      expires_at: Math.floor(Date.now() / 1000) + 86_400,
-    })
-  ).body;
-  const spend = (amount: string) => v1('POST', `/v1/consumers/mandates/${mandate.id}/spend`, { amount_minor: amount, currency: 'BRL', merchant: 'market' });
+  const { org, v1, spend } = await spendingOrg(app, 'Ruleco');
   const must = (what: string, r: { status: number; body: unknown }, status: number) => {
     if (r.status !== status) throw new Error(`${what} answered ${r.status}: ${JSON.stringify(r.body)}`);
     return r.body as Record<string, string>;

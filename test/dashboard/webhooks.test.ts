@@ -153,6 +153,23 @@ if (!(await findChromium())) {
     await ledger.settle();
   });
 
+  t.test('the chart reads the per-hour sums the dispatcher keeps: they equal the attempts it recorded, and the page shows them', async (t) => {
+    const counted = await ledger.db.query<{ hour: string; delivered: number; failed: number }>(
+      `SELECT to_char(date_trunc('hour', a.created_at AT TIME ZONE 'UTC'), 'YYYY-MM-DD"T"HH24') AS hour, count(*) FILTER (WHERE a.delivered)::int AS delivered, count(*) FILTER (WHERE NOT a.delivered)::int AS failed
+       FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE d.trigger_id = $1 GROUP BY 1 ORDER BY 1`,
+      [endpointId],
+    );
+    const kept = await ledger.db.query<{ hour: string; delivered: number; failed: number }>(
+      `SELECT to_char(hour AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24') AS hour, delivered, failed FROM webhook_attempts_hourly WHERE trigger_id = $1 ORDER BY webhook_attempts_hourly.hour`,
+      [endpointId],
+    );
+    t.ok(counted.rows.some((r) => r.delivered > 0) && counted.rows.some((r) => r.failed > 0), 'the walk recorded both outcomes');
+    t.same(kept.rows, counted.rows, 'per hour, delivered and failed, as counted from the attempts');
+    await page.goto(`${base}/dashboard/webhooks/${endpointId}`);
+    const last = counted.rows.at(-1)!;
+    t.match(await page.textContent('#hours-table'), new RegExp(`${last.delivered}[\\s\\S]*${last.failed}`), 'the page shows the hour’s sums');
+  });
+
   t.test('a member reads, and cannot change', async (t) => {
     t.ok(member.user_id);
     const mo = await signIn(await browser.newContext({ locale: 'en-US' }), base, sandboxProviders!.url, 'mo@hookco.example');

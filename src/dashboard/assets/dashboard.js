@@ -6,6 +6,9 @@
   document.body.addEventListener('htmx:configRequest', function (e) {
     if (token) e.detail.headers['x-csrf-token'] = token.getAttribute('content');
   });
+  // The navigation's links show on a wide screen through CSS (::details-content); a browser without it opens the menu there.
+  var menu = document.querySelector('.nav-menu');
+  if (menu && window.CSS && !CSS.supports('selector(::details-content)') && window.matchMedia('(min-width: 641px)').matches) menu.open = true;
   document.querySelectorAll('[data-copy]').forEach(function (btn) {
     btn.hidden = false;
     btn.addEventListener('click', function () {
