@@ -27,6 +27,12 @@ function call(method: string, path: string, body: unknown): Promise<{ status: nu
   });
 }
 
+/** An unexpected answer, kept for the report (a few). */
+function unexpectedAnswer(r: { status: number; body: string }): false {
+  if (samples.length < 5) samples.push(`${r.status} ${r.body.slice(0, 300)}`);
+  return false;
+}
+
 /** One request of the mix, and whether its answer is one the API documents for it. */
 async function one(i: number): Promise<boolean> {
   if (cfg.mode === 'baseline') {
@@ -37,14 +43,14 @@ async function one(i: number): Promise<boolean> {
   const pick = cfg.mode === 'spends' ? 0 : Math.random();
   if (pick < 0.5) {
     const r = await call('POST', `/v1/consumers/mandates/${id}/spend`, { amount_minor: '1', currency: 'BRL', merchant: 'shop@pix.example' });
-    if (r.status === 201) return JSON.parse(r.body).decision === 'approved';
+    if (r.status === 201) return JSON.parse(r.body).decision === 'approved' || unexpectedAnswer(r);
     const code = JSON.parse(r.body).error?.code;
-    return (r.status === 409 && code === 'mandate_not_active') || (r.status === 422 && code === 'total_cap_exceeded');
+    return (r.status === 409 && code === 'mandate_not_active') || (r.status === 422 && code === 'total_cap_exceeded') || unexpectedAnswer(r);
   }
   const verb = pick < 0.75 ? 'pause' : 'resume';
   const r = await call('POST', `/v1/mandates/${id}/${verb}`, {});
-  if (r.status === 200) return ['paused', 'active'].includes(JSON.parse(r.body).mandate.status);
-  return r.status === 409 && JSON.parse(r.body).error?.code === 'transition_conflict';
+  if (r.status === 200) return ['paused', 'active'].includes(JSON.parse(r.body).mandate.status) || unexpectedAnswer(r);
+  return (r.status === 409 && JSON.parse(r.body).error?.code === 'transition_conflict') || unexpectedAnswer(r);
 }
 
 const latencies: number[] = [];

@@ -809,14 +809,20 @@ export class PostgresEventStore implements EventStore {
         AND abs(extract(epoch FROM clock_timestamp() - $12::timestamptz)) < 2, '${PREDICTION_MISSED}') AS held FROM t)
     SELECT t.ok, t.actual, t.guard_actual, t.last_revision, t.last_position, t.link_ok, t.chain_seq, t.chain_tip, $12::timestamptz AS at, held.held FROM t CROSS JOIN held ORDER BY t.n`;
 
-  /** Why an append was refused: its own stream moved (checked first), else its guard stream. */
+  /**
+   * Why an append was refused: its own stream moved (checked first), else its
+   * guard stream, else only its audit chain's link (an append a prediction
+   * left unlinked, or one the chain moved under every time it was linked
+   * again): a conflict like the first, which a writer resolves the same way
+   * (read again, decide again, append again).
+   */
   private static refusal(p: { stream: string; expected: ExpectedRevision; guard?: AppendGuard | undefined }, r: AppendRow): EventStoreError {
-    if (r.link_ok === false) return new EventStoreError('store_unavailable', `the audit chain of this append's organization kept moving while it was linked; nothing was written, try again`);
     const actual = BigInt(r.actual);
     const ownHeld = p.expected === 'any' || (p.expected === 'no_stream' ? actual < 0n : p.expected === 'stream_exists' ? actual >= 0n : actual === p.expected);
     if (ownHeld && p.guard && r.guard_actual !== null) {
       const g = BigInt(r.guard_actual);
-      return new GuardFailed(p.guard, g < 0n ? 'no_stream' : g);
+      const want = p.guard.revision === 'no_stream' ? -1n : p.guard.revision;
+      if (g !== want || r.link_ok !== false) return new GuardFailed(p.guard, g < 0n ? 'no_stream' : g);
     }
     return new WrongExpectedRevision(p.stream, p.expected, actual < 0n ? 'no_stream' : actual);
   }
@@ -882,7 +888,7 @@ export class PostgresEventStore implements EventStore {
         const first = { items, rows };
         ({ items, rows } = await this.db.transaction(async (tx) => {
           let r = first;
-          for (let round = 0; round < 2 && r.rows.some((x) => x.link_ok === false); round++) {
+          for (let round = 0; round <= batch.length + 1 && r.rows.some((x) => x.link_ok === false); round++) {
             r = await this.relink(batch, r.items, r.rows, async (p) => (await tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, [...p, known], { name: 'es_append_v8' })).rows);
           }
           return r;
@@ -904,7 +910,11 @@ export class PostgresEventStore implements EventStore {
           if (rs.length !== batch.length) throw new Error(`es_append answered ${rs.length} rows for ${batch.length} appends`);
           // A chain another process moved since this one last wrote it: linked again on the head the
           // database answered, in this transaction (the log-head lock is held: nothing moves it now).
-          if (rs.some((r) => r.link_ok === false)) ({ items, rows: rs } = await this.relink(batch, items, rs, async (p) => (await tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, [...p, '0'], { name: 'es_append_v8' })).rows));
+          // Each round settles at least the appends up to the first one refused by its revision (which took
+          // no sequence number, so the later appends of its organization were linked one too far): it ends.
+          for (let round = 0; round <= batch.length && rs.some((r) => r.link_ok === false); round++) {
+            ({ items, rows: rs } = await this.relink(batch, items, rs, async (p) => (await tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, [...p, '0'], { name: 'es_append_v8' })).rows));
+          }
           const events = items.flatMap((p, i) => (rs[i]!.ok && p.events.length > 0 ? PostgresEventStore.recorded(p, rs[i]!) : []));
           const before = PostgresEventStore.startOf(items, rs);
           if (before !== undefined) {
