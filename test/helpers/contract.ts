@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import * as formats from 'ajv-formats';
-import { existsSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 // Every answer a test app gives, held to the served OpenAPI document: its
@@ -115,7 +115,33 @@ export class ContractCheck {
       this.violations.push({ operation, status, problem: this.ajv!.errorsText(validate.errors, { separator: '; ' }), body: text.slice(0, 300) });
       return;
     }
+    if (status === 400 || status === 422) this.checkRefusedRequest(op.operationId, path, method, status, req, body);
     this.record(op.operationId, status, req, text);
+  }
+
+  /**
+   * A refused request body the document accepts: the service enforces a rule the
+   * request schema does not state (a pattern, a length, an enum). Counted, not
+   * failed, in `unstatedRules`; CONTRACT_RULES_LOG=<file> collects them for a run.
+   */
+  readonly unstatedRules: { operation: string; status: number; code: string; request: string }[] = [];
+  private checkRefusedRequest(operationId: string, path: string, method: string, status: number, req: FastifyRequest, answer: unknown): void {
+    const code = (answer as { error?: { code?: string } | string }).error;
+    const name = typeof code === 'object' ? code?.code : code;
+    if (name === 'invalid_json' || req.body === undefined || typeof req.body !== 'object' || req.body === null) return;
+    const op = this.doc!.paths[path]![method] as { requestBody?: { content?: Record<string, { schema?: unknown }> } };
+    if (!op.requestBody?.content?.['application/json']?.schema) return;
+    const key = `request ${method} ${path}`;
+    let validate = this.compiled.get(key);
+    if (validate === undefined) {
+      const pointer = ['paths', path, method, 'requestBody', 'content', 'application/json', 'schema'];
+      validate = this.ajv!.compile({ $ref: `doc#/${pointer.map((p) => p.replace(/~/g, '~0').replace(/\//g, '~1')).join('/')}` });
+      this.compiled.set(key, validate);
+    }
+    if (!validate!(req.body)) return;
+    const found = { operation: operationId, status, code: String(name ?? ''), request: JSON.stringify(redact(req.body)).slice(0, 300) };
+    this.unstatedRules.push(found);
+    if (process.env.CONTRACT_RULES_LOG) appendFileSync(process.env.CONTRACT_RULES_LOG, `${JSON.stringify(found)}\n`);
   }
 
   /** One line per distinct violation, for a failing assertion. */

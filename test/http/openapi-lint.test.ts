@@ -19,7 +19,7 @@ type Op = { operationId: string; summary?: string; description?: string; request
 type Doc = { paths: Record<string, Record<string, Op>>; components: { schemas: Record<string, Json> } };
 
 /** Ratchets (issue 60): the counts measured when these tests came; lower them, never raise them. */
-const UNDESCRIBED_AT_MOST = 432;
+const UNDESCRIBED_AT_MOST = 181;
 const EXAMPLES_MISSING_AT_MOST = 53;
 
 const dir = await mkdtemp(path.join(os.tmpdir(), 'openapi-lint-'));

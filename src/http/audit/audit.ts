@@ -30,7 +30,7 @@ function auditEventRoutes(app: FastifyInstance, deps: AppDeps): void {
     auth: 'api_key',
     scope: 'audit:read',
     query: z.record(z.string(), z.unknown()),
-    responses: { 200: z.object({ events: z.array(AuditEvent), next_before_sequence: z.number().int().nullable() }) },
+    responses: { 200: z.object({ events: z.array(AuditEvent).describe("The chain's events of this page, newest first."), next_before_sequence: z.number().int().nullable() }) },
     errors: [[400, 'invalid_before_sequence'], [400, 'invalid_iso_8601'], [400, 'from_after_to'], [401, 'unauthorized'], [403, 'forbidden']],
     async handler({ auth, query, deps }) {
       const now = deps.now().getTime();
