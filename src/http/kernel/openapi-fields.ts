@@ -366,7 +366,7 @@ export const FIELD_DESCRIPTIONS: Readonly<Record<string, string>> = {
   base_url: "The provider's API base URL.",
   oauth_authorize_url: "The provider's OAuth authorization page, for `oauth` providers; null otherwise.",
   header_name: 'The HTTP header the credential is sent in.',
-  cert_metadata: 'For a client certificate: its subject, issuer and validity; null for other credentials.',
+  cert_metadata: 'For a client certificate: its subject, issuer and validity; an empty object for other credentials.',
   authorize_url: 'Give this to the person: the page where they connect the provider.',
   link_token: 'The one-time token of the link (in `authorize_url`); shown once.',
   checkout_supported: 'Present and false when the merchant\'s checkout cannot yet be driven through the connection (the login is still stored for later); absent when it can.',
