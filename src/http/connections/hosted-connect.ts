@@ -57,7 +57,11 @@ const StartBody = z.object({
       if (problem) c.addIssue({ code: 'custom', message: problem });
     })
     .optional()
-    .describe('Where the live view offers to take the person once connected: https://…, or http:// on localhost, 127.0.0.1 or [::1]'),
+    // The rule returnUrlProblem enforces, stated for the reference (the check itself stays the URL parser's).
+    .meta({
+      pattern: '^(?:[Hh][Tt][Tt][Pp][Ss]://[^/@?#\\s]+|[Hh][Tt][Tt][Pp]://(?:[Ll][Oo][Cc][Aa][Ll][Hh][Oo][Ss][Tt]|127\\.0\\.0\\.1|\\[::1\\])(?::\\d+)?)(?:[/?#].*)?$',
+      description: 'Where the live view offers to take the person once connected: https://…, or http:// on localhost, 127.0.0.1 or [::1]; no user name or password',
+    }),
 });
 
 /** The cookie binding a live view to the browser that first opened it (Path: that live view only). */
