@@ -20,7 +20,7 @@ type Doc = { paths: Record<string, Record<string, Op>>; components: { schemas: R
 
 /** Ratchet (issue 60): the examples still missing; lower it, never raise it. */
 const UNDESCRIBED_AT_MOST = 181;
-const EXAMPLES_MISSING_AT_MOST = 53;
+const EXAMPLES_MISSING_AT_MOST = 1;
 
 const dir = await mkdtemp(path.join(os.tmpdir(), 'openapi-lint-'));
 t.teardown(() => rm(dir, { recursive: true, force: true }));
