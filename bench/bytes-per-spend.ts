@@ -12,9 +12,10 @@ import { spendApp } from './spend-app.ts';
 // after N sequential spends through the app, once the read side has caught
 // up, divided by N. Grouped as the issue counts them: the log (es_events), the
 // audit tables (audit_*), and every other table.
-// Two databases in one run: the audit chain as the service writes it today,
-// then the chain off (WITHOUT_AUDIT_CHAIN's experiment: no entry sealed), the
-// floor the chain's bytes are measured against.
+// Three databases in one run: the audit chain in version 1 (an entry event per
+// fact), in version 2 (each fact carries its link, AUDIT_FORMAT=2), then the
+// chain off (WITHOUT_AUDIT_CHAIN's experiment: no entry sealed), the floor the
+// chain's bytes are measured against.
 // Run: npm run bench:bytes-per-spend   (SPENDS=3000)
 
 const SPENDS = Number(process.env.SPENDS ?? '3000');
@@ -31,10 +32,10 @@ async function sizes(db: ReturnType<typeof openDb>): Promise<Sizes> {
 
 const group = (table: string) => (table === 'es_events' ? 'the log (es_events)' : table.startsWith('audit_') ? 'audit tables' : 'other tables');
 
-async function measure(pg: Awaited<ReturnType<typeof benchPostgres>>, name: string): Promise<Map<string, number>> {
+async function measure(pg: Awaited<ReturnType<typeof benchPostgres>>, name: string, format: 1 | 2 = 1): Promise<Map<string, number>> {
   const db = openDb(await pg.database(name), { max: 10 });
   const store = await PostgresEventStore.open(db);
-  const readSide = await startReadSide(db, store, { signingKey: generateSigningKey('bench'), origin: 'agent-ledger/audit' }, undefined, { inline: true });
+  const readSide = await startReadSide(db, store, { signingKey: generateSigningKey('bench'), origin: 'agent-ledger/audit', format }, undefined, { inline: true });
   try {
     const { app, spend } = await spendApp(db, store, readSide);
     for (let i = 0; i < 50; i++) await spend();
@@ -73,11 +74,13 @@ function print(title: string, per: Map<string, number>): number {
 const pg = await benchPostgres();
 try {
   console.log(`bench/bytes-per-spend: ${SPENDS} sequential spends on one mandate, durable embedded PostgreSQL, sizes once the read side caught up`);
-  const chain = print('the audit chain on (as the service runs)', await measure(pg, 'bytes_chain'));
+  const chain = print('the audit chain on, version 1 (an entry event per fact)', await measure(pg, 'bytes_chain'));
+  const v2 = print('the audit chain on, version 2 (each fact carries its link; AUDIT_FORMAT=2)', await measure(pg, 'bytes_chain_v2', 2));
   // The chain off, in this process only, for the second database (bench/http-command's WITHOUT_AUDIT_CHAIN).
   Sealer.prototype.sealInline = async () => ({ written: [], forget: () => {}, landed: () => {}, alongside: false });
   const off = print('the audit chain off (floor)', await measure(pg, 'bytes_off'));
-  console.log(`\nthe chain's share: ${(chain - off).toFixed(0)} B per spend; with it / without it ${(chain / off).toFixed(2)}x; goal (issue 57) <= 2950 B with the chain: ${chain <= 2950 ? 'met' : 'NOT met'}`);
+  console.log(`\nthe chain's share, version 1: ${(chain - off).toFixed(0)} B per spend (${(chain / off).toFixed(2)}x of the floor); version 2: ${(v2 - off).toFixed(0)} B (${(v2 / off).toFixed(2)}x)`);
+  console.log(`version 2 / version 1: ${(v2 / chain).toFixed(2)}x; goal (issue 57) <= 2950 B with the chain: ${v2 <= 2950 ? 'met' : 'NOT met'} (${v2.toFixed(0)} B)`);
 } finally {
   await pg.stop();
 }

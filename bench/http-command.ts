@@ -23,7 +23,8 @@ import { AuditVerifier } from '../src/audit/health.ts';
 // Both targets are warmed up first, then loaded in alternating rounds; each
 // figure is the median round's ratio.
 // Beside each rate at 50 connections: the CPU this process (both servers) and PostgreSQL spent per request.
-// Run: npm run bench:http-command   (BENCH_SECONDS=5 per round, ROUNDS=3, WARMUP_SECONDS=3; ONLY50=1 skips one connection)
+// Run: npm run bench:http-command   (BENCH_SECONDS=5 per round, ROUNDS=3, WARMUP_SECONDS=3; ONLY50=1 skips one connection;
+// AUDIT_FORMAT=2 writes the audit chain in version 2: each fact carries its link)
 //
 // WITHOUT_AUDIT_CHAIN=1 is an experiment, never a way to run the service: in
 // this process only, the append transaction's seal answers without sealing
@@ -74,7 +75,7 @@ try {
   // The service.
   const db = openDb(await pgServer.database('bench_command'), { max: Number(process.env.POOL ?? '10') });
   const store = await PostgresEventStore.open(db);
-  const readSide = await startReadSide(db, store, { signingKey: generateSigningKey('bench'), origin: 'agent-ledger/audit' });
+  const readSide = await startReadSide(db, store, { signingKey: generateSigningKey('bench'), origin: 'agent-ledger/audit', format: process.env.AUDIT_FORMAT === '2' ? 2 : 1 });
   const secret = 'svc_bench_secret_0123456789abcdefghijklmnop';
   const app = await buildApp({ vault: await Vault.open(db, randomBytes(32)), db, store, readSide, serviceSecret: secret, baseUrl: 'http://127.0.0.1', logLevel: 'warn', rateLimit: { burst: 1e9, perSecond: 1e9 } });
   const platform = { authorization: `Bearer ${secret}` };

@@ -1,5 +1,29 @@
-import { parseEvent } from '../events/index.ts';
+import { businessEventTypes, parseEvent } from '../events/index.ts';
+import type { RecordedEvent } from '../src/eventstore/port.ts';
+import { linkOf, SWITCH_EVENT_TYPE } from '../src/audit/link.ts';
+import { entryHashOf } from '../src/audit/linker.ts';
+import { occurredAt } from '../src/audit/chain.ts';
 import type { Projection } from '../src/projector/projection.ts';
+
+/** The audit read model's own events (the rest of what it reads are linked facts: version 2 entries). */
+const OWN_TYPES = ['audit.entry_sealed', 'audit.checkpoint_signed', 'audit.config_updated', 'audit.initial_walk_completed', 'audit.incident_opened', 'audit.incident_acknowledged'];
+
+/** The row of a linked event (a version 2 entry: the event is the entry, docs/audit-chain.md), or undefined for an unlinked one. */
+function linkedRow(ev: RecordedEvent): Record<string, unknown> | undefined {
+  const link = linkOf(ev);
+  if (!link) return undefined;
+  return {
+    org_id: ev.metadata.org_id,
+    sequence_number: link.sequence_number,
+    event_type: ev.type,
+    happened_at: occurredAt(ev),
+    payload: link.payload_salt === null ? null : JSON.stringify(ev.data),
+    prev_hash: link.prev_hash,
+    entry_hash: entryHashOf(ev),
+    source_event_id: ev.id,
+    position: ev.position,
+  };
+}
 
 // Read models of the audit surface: the chain's entries (from `audit-<org>`
 // streams), signed checkpoints, configuration, and incidents.
@@ -62,9 +86,18 @@ export const auditProjection: Projection = {
     );
     CREATE INDEX ON ${t} (org_id, status, detected_at)`,
   },
-  eventTypes: new Set(['audit.entry_sealed', 'audit.checkpoint_signed', 'audit.config_updated', 'audit.initial_walk_completed', 'audit.incident_opened', 'audit.incident_acknowledged']),
+  // Every business event: after its chain's switch each is an entry (linked) and gets its row.
+  eventTypes: new Set([...OWN_TYPES, ...businessEventTypes, SWITCH_EVENT_TYPE]),
 
   async apply(tx, event, t) {
+    const row = linkedRow(event);
+    if (row) await insertEntries(tx, t, [row]);
+    if (OWN_TYPES.includes(event.type)) await applyOwn(tx, event, t);
+  },
+};
+
+/** The audit surface's own events: v1 entries, checkpoints, configuration, incidents. */
+async function applyOwn(tx: Parameters<Projection['apply']>[0], event: RecordedEvent, t: Parameters<Projection['apply']>[2]): Promise<void> {
     const e = parseEvent(event.type, event.data);
     const org = event.metadata.org_id;
     const pos = event.position;
@@ -124,8 +157,7 @@ export const auditProjection: Projection = {
         return;
       }
     }
-  },
-};
+}
 
 /**
  * The set-based form, with the same result as applying the events one by one:
@@ -136,8 +168,14 @@ auditProjection.applyBatch = async (tx, events, t) => {
   // Each apply issues its one statement when called: all go out before any answer is awaited.
   const others: Promise<void>[] = [];
   for (const ev of events) {
+    const row = linkedRow(ev);
+    if (row) {
+      entries.push(row);
+      if (OWN_TYPES.includes(ev.type)) others.push(applyOwn(tx, ev, t));
+      continue;
+    }
     if (ev.type !== 'audit.entry_sealed') {
-      others.push(auditProjection.apply(tx, ev, t));
+      if (OWN_TYPES.includes(ev.type)) others.push(applyOwn(tx, ev, t));
       continue;
     }
     const e = parseEvent(ev.type, ev.data);
@@ -150,17 +188,21 @@ auditProjection.applyBatch = async (tx, events, t) => {
     await Promise.all(others);
     return;
   }
-  const inserted = tx.query(
+  const inserted = insertEntries(tx, t, entries);
+  await Promise.all([...others, inserted]);
+};
+
+/** Entries in one statement (prepared once per connection and table: planning it each batch cost more than running it). */
+function insertEntries(tx: Parameters<Projection['apply']>[0], t: Parameters<Projection['apply']>[2], entries: unknown[]): Promise<unknown> {
+  return tx.query(
     `INSERT INTO ${t.audit_events} (org_id, sequence_number, event_type, happened_at, payload, prev_hash, entry_hash, source_event_id, position)
      SELECT org_id, sequence_number, event_type, happened_at, payload::jsonb, prev_hash, entry_hash, source_event_id, position
      FROM json_to_recordset($1::json) AS x(org_id text, sequence_number bigint, event_type text, happened_at timestamptz, payload text, prev_hash text, entry_hash text, source_event_id text, position text)
      ON CONFLICT DO NOTHING`,
     [JSON.stringify(entries)],
-    // Prepared once per connection and table (planning it each batch cost more than running it).
     { name: `audit_events_batch:${t.audit_events}` },
   );
-  await Promise.all([...others, inserted]);
-};
+}
 
-/** Entries and checkpoints: one statement each, issued without waiting (see applyBatch). */
-auditProjection.pipelined = (events) => events.every((e) => e.type === 'audit.entry_sealed' || e.type === 'audit.checkpoint_signed');
+/** Entries (v1 events or linked facts) and checkpoints: one statement each, issued without waiting (see applyBatch). */
+auditProjection.pipelined = (events) => events.every((e) => e.type === 'audit.entry_sealed' || e.type === 'audit.checkpoint_signed' || !OWN_TYPES.includes(e.type));

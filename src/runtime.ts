@@ -139,7 +139,7 @@ export async function openRuntime(config: Config, log: (line: string) => void = 
     const auditKey = await loadAuditSigningKey({ seedBase64: config.auditSigningKey, dataDir: config.dataDir });
     const secret = await loadServiceSecret(config);
     const vault = await Vault.open(db, await loadVaultMasterKey({ base64: config.vaultMasterKey, dataDir: config.dataDir }));
-    const readSide = opts.followers === false ? undefined : await startReadSide(db, store, { signingKey: auditKey, origin: AUDIT_ORIGIN });
+    const readSide = opts.followers === false ? undefined : await startReadSide(db, store, { signingKey: auditKey, origin: AUDIT_ORIGIN, format: config.auditFormat });
     const webhookTargets = parseAllowedTargets(config.allowPrivateTargets);
     const webhooks = readSide ? new WebhookDispatcher(db, store, vault, readSide.progress, defaultWebhookConfig(webhookTargets, config.publicBaseUrl)) : undefined;
     await webhooks?.start();

@@ -6,6 +6,8 @@ import { type CosignerKey, countCosigners, parseCosignerKey } from './cosignatur
 import { CompactRange, leafHash, verifyConsistency } from './merkle.ts';
 import { type Checkpoint, openCheckpoint, parseVerifierKey } from './note.ts';
 import { checkEntry } from './verifier.ts';
+import { type LinkedEventJson, linkedFromJson, SWITCH_EVENT_TYPE } from './link.ts';
+import { checkLinked } from './verify-linked.ts';
 
 // A monitor that follows one organization's chain from outside, through the
 // public HTTP surface only: the latest checkpoint, the level-0 hash tiles, the
@@ -266,15 +268,28 @@ function open(note: string, key: { name: string; publicKey: Uint8Array }, origin
 /** Fetches the entries behind `leaves` (sequence from+1 onwards) and checks each: canonical envelope, hashes, link, and its leaf in the tile. */
 async function checkEntries(client: Client, orgId: string, from: number, leaves: Buffer[], tip: string, state: MonitorState, served: string): Promise<string> {
   let prev = tip;
+  let switched = false;
   for (let i = 0; i < leaves.length; ) {
-    const page = await client.json<{ entries: AuditEntry[] }>(`/v1/audit-events/entries?after_sequence=${from + i}&limit=${Math.min(ENTRY_PAGE, leaves.length - i)}`);
+    const page = await client.json<{ entries: (AuditEntry | { format: 2; event: LinkedEventJson })[] }>(`/v1/audit-events/entries?after_sequence=${from + i}&limit=${Math.min(ENTRY_PAGE, leaves.length - i)}`);
     if (page.entries.length === 0) throw new Failure('gap', `entry ${from + i + 1} is in the tiles but not served`, { trusted_checkpoint: state.checkpoint, served_checkpoint: served });
     for (const entry of page.entries) {
       const seq = from + i + 1;
-      const problem = checkEntry(orgId, { revision: BigInt(seq - 1), entry }, prev);
+      let problem;
+      let entryHash: string;
+      if ('event' in entry) {
+        // Version 2: the entry is the event itself, its link in its metadata (docs/audit-chain.md, "Version 2").
+        const linked = linkedFromJson(entry.event);
+        const checked = checkLinked(orgId, { revision: BigInt(seq - 1), linked }, prev, linked?.type === SWITCH_EVENT_TYPE ? 0 : seq);
+        problem = checked.problem;
+        entryHash = checked.entryHash;
+        switched = true;
+      } else {
+        problem = switched ? { kind: 'format_mismatch', detail: 'a version 1 entry after a version 2 one' } : checkEntry(orgId, { revision: BigInt(seq - 1), entry }, prev);
+        entryHash = entry.entry_hash;
+      }
       if (problem) throw new Failure(problem.kind === 'sequence_gap' || problem.kind === 'sequence_mismatch' ? 'gap' : 'entry_invalid', `entry ${seq}: ${problem.kind}: ${problem.detail}`, { trusted_checkpoint: state.checkpoint, served_checkpoint: served });
-      if (!leafHash(Buffer.from(entry.entry_hash, 'hex')).equals(leaves[i]!)) throw new Failure('entry_invalid', `entry ${seq}: its entry_hash is not the tree's leaf`, { trusted_checkpoint: state.checkpoint, served_checkpoint: served });
-      prev = entry.entry_hash;
+      if (!leafHash(Buffer.from(entryHash, 'hex')).equals(leaves[i]!)) throw new Failure('entry_invalid', `entry ${seq}: its entry_hash is not the tree's leaf`, { trusted_checkpoint: state.checkpoint, served_checkpoint: served });
+      prev = entryHash;
       i++;
     }
   }

@@ -20,6 +20,8 @@ import {
 import { leafHash, verifyConsistency } from './merkle.ts';
 import { appendLeaves, consistencyProofFromStore, edgeFromJson, edgeRoot, edgeToJson, insertNodesSql, migrateTree, type Node, nodeParams, NODES_PER_STATEMENT, type RightEdge, storeNodes } from './tree.ts';
 import { type SigningKey, signCheckpoint, verifierKey } from './note.ts';
+import { LINK_MEMBER, linkOf } from './link.ts';
+import { ChainLinker, entryHashOf } from './linker.ts';
 
 // The audit sealer: one writer that reads the log in order and appends one
 // entry per business event to its organization's chain `audit-<org_id>`, with
@@ -39,7 +41,18 @@ export type SealerOptions = {
   checkpointEveryEntries?: number;
   checkpointIntervalMs?: number;
   now?: () => Date;
+  /**
+   * 2: a chain this sealer seals inline in an append transaction switches to
+   * version 2 there (docs/audit-chain.md, "Version 2"). Chains already switched
+   * are followed whatever this says.
+   */
+  format?: 1 | 2;
 };
+
+/** A linked event of a chain this process had cached behind: reloaded, never sealed on a stale tip. */
+class ChainMoved extends Error {}
+
+const isLinked = (e: RecordedEvent) => typeof (e.metadata as Record<string, unknown>)[LINK_MEMBER] === 'string';
 
 type Chain = {
   orgId: string;
@@ -51,6 +64,8 @@ type Chain = {
   lastCheckpoint: { size: number; root: Buffer } | null;
   lastCheckpointAt: number;
   lock: Promise<unknown>;
+  /** 2 once the chain has switched (its head is in audit_chain_head); undefined until looked up. */
+  format?: 1 | 2;
 };
 
 /** A chain as this process saw it acknowledged: its size and last signed checkpoint. */
@@ -397,6 +412,77 @@ export class Sealer {
    * append (a crash in between is repaired at load from the chain itself).
    */
   private async sealOrg(chain: Chain, events: readonly RecordedEvent[], append: Appender, q?: Queryable, last?: LastReader): Promise<Position> {
+    // In log order: unlinked events (a v1 chain) get entries appended; linked ones (v2) are entries already.
+    let written: Position = '';
+    for (let i = 0; i < events.length; ) {
+      const linked = isLinked(events[i]!);
+      let j = i + 1;
+      while (j < events.length && isLinked(events[j]!) === linked) j++;
+      const run = events.slice(i, j);
+      const p = linked ? await this.sealLinked(chain, run, append, q, last) : await this.sealEntries(chain, run, append, q, last);
+      if (p > written) written = p;
+      i = j;
+    }
+    return written;
+  }
+
+  /**
+   * Linked events (version 2): each is its own entry, linked on the one before
+   * by its writer under the database's check; the tree and the chain's state
+   * follow them. A link that does not follow this process's cached tip means
+   * another process moved the chain: the chain is reloaded (ChainMoved).
+   */
+  private async sealLinked(chain: Chain, events: readonly RecordedEvent[], append: Appender, q?: Queryable, last?: LastReader): Promise<Position> {
+    const fresh = events.filter((e) => e.position > chain.lastSourcePosition);
+    if (fresh.length === 0) return '';
+    const hashes: string[] = [];
+    let seq = chain.sequence;
+    let tip = chain.tipHash;
+    for (const e of fresh) {
+      const link = linkOf(e);
+      if (!link || link.sequence_number !== seq + 1 || link.prev_hash !== tip) {
+        this.chains.delete(chain.orgId);
+        throw new ChainMoved(`audit chain ${chain.orgId}: linked entry ${link?.sequence_number ?? '?'} does not follow ${seq}`);
+      }
+      tip = entryHashOf(e)!;
+      seq++;
+      hashes.push(tip);
+    }
+    const edge = new Map(chain.edge);
+    const nodes = appendLeaves(chain.sequence, hashes.map((h) => leafHash(Buffer.from(h, 'hex'))), edge);
+    Object.assign(chain, { edge, sequence: seq, tipHash: tip, lastSourcePosition: fresh[fresh.length - 1]!.position, format: 2 });
+    if (q) await this.saveNodesAndState(q, chain, nodes);
+    else await this.db.transaction((tx) => this.saveNodesAndState(tx, chain, nodes));
+    await this.maybeCheckpoint(chain, false, append, q, last);
+    return '';
+  }
+
+  /**
+   * Switches a v1 chain to version 2 inside an append transaction: the switch
+   * event, itself entry `sequence + 1`, linked on the last v1 entry, appended
+   * only if no switch exists and the v1 chain still ends where this process
+   * sealed it (its guard); es_append then records the chain's head.
+   */
+  private async switchChain(tx: InlineTx, chain: Chain): Promise<RecordedEvent> {
+    const s = chain.sequence + 1;
+    const { stream, event } = ChainLinker.switchEvent(chain.orgId, s, chain.tipHash, derivedUuid('switch', chain.orgId), this.now().toISOString());
+    const [r] = await tx.append([
+      { stream, events: [event as NewEvent], expectedRevision: 'no_stream', guard: { stream: auditStream(chain.orgId), revision: chain.sequence === 0 ? 'no_stream' : BigInt(chain.sequence - 1) } },
+    ]);
+    if (!r!.ok) {
+      this.chains.delete(chain.orgId);
+      throw new ChainMoved(`audit chain ${chain.orgId}: switched or moved by another process`);
+    }
+    const sw = r!.events[0]!;
+    const tip = entryHashOf(sw)!;
+    const edge = new Map(chain.edge);
+    const nodes = appendLeaves(chain.sequence, [leafHash(Buffer.from(tip, 'hex'))], edge);
+    Object.assign(chain, { edge, sequence: s, tipHash: tip, lastSourcePosition: sw.position, format: 2 });
+    await this.saveNodesAndState(tx, chain, nodes);
+    return sw;
+  }
+
+  private async sealEntries(chain: Chain, events: readonly RecordedEvent[], append: Appender, q?: Queryable, last?: LastReader): Promise<Position> {
     // After a restart the checkpoint may lag the chain: skip what is already sealed.
     const fresh = events.filter((e) => e.position > chain.lastSourcePosition);
     if (fresh.length === 0) return '';
@@ -409,8 +495,8 @@ export class Sealer {
         // The entries pass the most one append may carry (a backlog of one
         // organization): the store refused them before writing anything, so
         // they are sealed as several appends, in order.
-        await this.sealOrg(chain, fresh.slice(0, err.atEvent), append, q, last);
-        return this.sealOrg(chain, fresh.slice(err.atEvent), append, q, last);
+        await this.sealEntries(chain, fresh.slice(0, err.atEvent), append, q, last);
+        return this.sealEntries(chain, fresh.slice(err.atEvent), append, q, last);
       }
       if (err instanceof WrongExpectedRevision || err instanceof DuplicateEventId) {
         // The chain moved under us (another sealer, or a restart): reload and let the loop retry.
@@ -498,13 +584,29 @@ export class Sealer {
           // Optimistic: the append's expected revision checks the cached tip.
           await this.sealOrg(chain, events, append, tx, txLast);
         } catch (err) {
-          if (!(err instanceof WrongExpectedRevision)) throw err;
-          // Another process sealed since: read its entries from our tip and seal on top.
-          const fresh = this.emptyChain(org);
-          Object.assign(fresh, { sequence: chain.sequence, tipHash: chain.tipHash, edge: new Map(chain.edge), lastSourcePosition: chain.lastSourcePosition, lastCheckpoint: chain.lastCheckpoint });
-          this.chains.set(org, fresh);
-          await this.catchUpChain(tx, fresh, true);
-          await this.sealOrg(fresh, events, append, tx, txLast);
+          if (err instanceof ChainMoved) {
+            // Another process linked entries since: the chain as its state row has it (written in the same transactions as they were).
+            const reloaded = this.emptyChain(org);
+            await this.applyStateRow(tx, reloaded);
+            await this.catchUpChain(tx, reloaded, true);
+            this.chains.set(org, reloaded);
+            chain = reloaded;
+            await this.sealOrg(chain, events, append, tx, txLast);
+          } else {
+            if (!(err instanceof WrongExpectedRevision)) throw err;
+            // Another process sealed since: read its entries from our tip and seal on top.
+            const fresh = this.emptyChain(org);
+            Object.assign(fresh, { sequence: chain.sequence, tipHash: chain.tipHash, edge: new Map(chain.edge), lastSourcePosition: chain.lastSourcePosition, lastCheckpoint: chain.lastCheckpoint });
+            this.chains.set(org, fresh);
+            chain = fresh;
+            await this.catchUpChain(tx, fresh, true);
+            await this.sealOrg(fresh, events, append, tx, txLast);
+          }
+        }
+        if (this.opts.format === 2 && chain.format !== 2) {
+          chain.format ??= (await tx.query('SELECT 1 FROM audit_chain_head WHERE org_id = $1', [org])).rowCount ? 2 : 1;
+          // Every event of the organization before this point is sealed (this sealer stood at the head before the batch): the chain switches here.
+          if (chain.format !== 2) written.push(await this.switchChain(tx, chain));
         }
       }
     } catch (err) {
@@ -548,14 +650,37 @@ export class Sealer {
       if (!chain) return undefined;
       const fresh = events.filter((e) => e.position > chain.lastSourcePosition);
       if (fresh.length === 0) continue;
-      const { entries, newEvents, prev, seq } = this.entriesFor(chain, fresh);
+      const linked = isLinked(fresh[0]!);
+      // A chain to switch, or a run of both kinds: the slow way (sealOrg).
+      if (fresh.some((e) => isLinked(e) !== linked) || (!linked && this.opts.format === 2 && chain.format !== 2)) return undefined;
+      let hashes: string[];
+      let newEvents: NewEvent[] = [];
+      let entries: AuditEntry[] = [];
+      let prev: string;
+      let seq: number;
+      if (linked) {
+        // Entries already: the tree and the state follow their links (which must follow the cached tip).
+        hashes = [];
+        prev = chain.tipHash;
+        seq = chain.sequence;
+        for (const e of fresh) {
+          const link = linkOf(e);
+          if (!link || link.sequence_number !== seq + 1 || link.prev_hash !== prev) return undefined;
+          prev = entryHashOf(e)!;
+          seq++;
+          hashes.push(prev);
+        }
+      } else {
+        ({ entries, newEvents, prev, seq } = this.entriesFor(chain, fresh));
+        hashes = entries.map((entry) => entry.entry_hash);
+      }
       if (this.checkpointDue(chain, seq)) return undefined;
       const edge = new Map(chain.edge);
-      const nodes = appendLeaves(chain.sequence, entries.map((entry) => leafHash(Buffer.from(entry.entry_hash, 'hex'))), edge);
+      const nodes = appendLeaves(chain.sequence, hashes.map((h) => leafHash(Buffer.from(h, 'hex'))), edge);
       if (nodes.length > NODES_PER_STATEMENT) return undefined;
-      const positions = tx.positionsAfter(after, newEvents.length);
-      after = positions[positions.length - 1]!;
-      plans.push({ chain, next: { ...chain, edge, sequence: seq, tipHash: prev, lastSourcePosition: fresh[fresh.length - 1]!.position }, newEvents, entries, nodes, positions });
+      const positions = newEvents.length > 0 ? tx.positionsAfter(after, newEvents.length) : [];
+      if (positions.length > 0) after = positions[positions.length - 1]!;
+      plans.push({ chain, next: { ...chain, edge, sequence: seq, tipHash: prev, lastSourcePosition: fresh[fresh.length - 1]!.position, ...(linked ? { format: 2 as const } : {}) }, newEvents, entries, nodes, positions });
     }
     if (plans.length === 0) return undefined;
     const recordedAt = batch[0]!.recordedAt;
@@ -575,21 +700,22 @@ export class Sealer {
     );
     // Every statement is issued before any answer is awaited (the transaction pipelines).
     const issued: Promise<unknown>[] = final ? [] : [tx.savepoint('sealer_planned')];
-    const appends = plans.map((plan) => {
-      const appended = tx.append([{ stream: auditStream(plan.chain.orgId), events: plan.newEvents, expectedRevision: plan.chain.sequence === 0 ? 'no_stream' : BigInt(plan.chain.sequence - 1) }]);
-      issued.push(tx.expectAt(plan.newEvents[plan.newEvents.length - 1]!.id!, plan.positions[plan.positions.length - 1]!));
+    const appends = plans.flatMap((plan) => {
+      const appended =
+        plan.newEvents.length > 0 ? tx.append([{ stream: auditStream(plan.chain.orgId), events: plan.newEvents, expectedRevision: plan.chain.sequence === 0 ? 'no_stream' : BigInt(plan.chain.sequence - 1) }]) : undefined;
+      if (appended) issued.push(tx.expectAt(plan.newEvents[plan.newEvents.length - 1]!.id!, plan.positions[plan.positions.length - 1]!));
       issued.push(this.saveNodesAndState(tx, plan.next, plan.nodes));
-      return appended;
+      return appended ? [appended] : [];
     });
     issued.push(alongside(predicted));
     let failure: unknown;
     const answered = Promise.allSettled([...appends, ...issued]).then(async (settled) => {
       failure = (settled.find((r) => r.status === 'rejected') as PromiseRejectedResult | undefined)?.reason;
-      const landed = failure === undefined && appends.length > 0;
+      const landed = failure === undefined;
       const results = landed ? await Promise.all(appends) : [];
       const written = results.flatMap(([r]) => (r!.ok ? r!.events : []));
       if (!landed || written.length !== predicted.length || written.some((e, i) => e.position !== predicted[i]!.position || e.id !== predicted[i]!.id)) return undefined;
-      for (const plan of plans) Object.assign(plan.chain, { edge: plan.next.edge, sequence: plan.next.sequence, tipHash: plan.next.tipHash, lastSourcePosition: plan.next.lastSourcePosition });
+      for (const plan of plans) Object.assign(plan.chain, { edge: plan.next.edge, sequence: plan.next.sequence, tipHash: plan.next.tipHash, lastSourcePosition: plan.next.lastSourcePosition, format: plan.next.format });
       return written;
     });
     if (final) {

@@ -3,6 +3,7 @@ import { type Db, isServerError, type Queryable, timestamptzIso, type Transactio
 import { iteratePage, readAhead } from './read-ahead.ts';
 import { APPEND_MAX_BYTES, GROUP_COMMIT_MAX_APPENDS, GROUP_COMMIT_MAX_EVENTS, READ_PAGE_DEFAULT, READ_PAGE_MAX, SUBSCRIPTION_POLL_MS, SUBSCRIPTION_RETRY_MS } from '../limits.ts';
 import { migrate } from '../postgres/schema.ts';
+import { ChainLinker, type LinkedAppend } from '../audit/linker.ts';
 import {
   type AppendGuard,
   type AppendOptions,
@@ -104,14 +105,42 @@ DROP FUNCTION IF EXISTS es_append(text[], bigint[], int[], int[], int[], uuid[],
 -- custom plan for the arrays' values, ~165 µs of planning per call, more than
 -- the lookup itself). No statement in it depends on the arrays' sizes for its
 -- plan (the events are inserted without a join).
+--
+-- The audit chain, version 2 (docs/audit-chain.md): per append, the
+-- organization of its events, and for a linked append the first event's
+-- sequence number and previous hash and the last event's entry hash. The
+-- heads of switched chains are in audit_chain_head, read and moved here under
+-- the log-head lock: a linked append is taken only on top of its chain's head,
+-- an unlinked append of a switched chain not at all (only its checkpoints stay
+-- unlinked), and the switch (stream audit_switch-<org>) creates the head. An
+-- append refused by its link answers link_ok false and the chain's head, so
+-- its writer links again (it is not refused to its caller). Old code calling
+-- the previous es_append never links: the trigger below refuses its events of
+-- a switched chain.
+CREATE TABLE IF NOT EXISTS audit_chain_head (
+  org_id text PRIMARY KEY,
+  sequence bigint NOT NULL,
+  tip_hash text NOT NULL
+);
+
 CREATE OR REPLACE FUNCTION es_append(
   p_streams text[], p_expected bigint[], p_counts int[],
   p_event_append int[], p_event_k int[],
   p_ids uuid[], p_types text[], p_data json, p_metadata json,
-  p_guard_streams text[], p_guard_expected bigint[], p_recorded_at timestamptz DEFAULT NULL
-) RETURNS TABLE (ok boolean, actual bigint, guard_actual bigint, last_revision bigint, last_position bigint)
+  p_guard_streams text[], p_guard_expected bigint[], p_recorded_at timestamptz,
+  p_orgs text[], p_link_first bigint[], p_link_prev text[], p_link_tip text[]
+) RETURNS TABLE (ok boolean, actual bigint, guard_actual bigint, last_revision bigint, last_position bigint, link_ok boolean, chain_seq bigint, chain_tip text)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
+  corgs text[];
+  cseq bigint[];
+  ctip text[];
+  cmoved boolean[] := '{}';
+  c int;
+  linked boolean;
+  link_oks boolean[] := '{}';
+  chain_seqs bigint[] := '{}';
+  chain_tips text[] := '{}';
   g int;
   guard_cur bigint;
   guard_ok boolean;
@@ -137,6 +166,12 @@ BEGIN
   -- taken and committed in the same order, so the log has no gap a reader could skip.
   SELECT h.position INTO head FROM es_log_head h WHERE h.id = 1 FOR UPDATE;
   start_head := head;
+  -- This writer links (the trigger on es_events lets its rows through).
+  PERFORM set_config('es.writer', '2', true);
+
+  SELECT coalesce(array_agg(o.org), '{}'), coalesce(array_agg(ch.sequence), '{}'), coalesce(array_agg(ch.tip_hash), '{}') INTO corgs, cseq, ctip
+  FROM (SELECT DISTINCT x AS org FROM unnest(p_orgs) AS x WHERE x IS NOT NULL) o
+  LEFT JOIN audit_chain_head ch ON ch.org_id = o.org;
 
   SELECT coalesce(array_agg(s.name), '{}'), coalesce(array_agg(coalesce(m.rev, -1)), '{}') INTO names, revs
   FROM (SELECT DISTINCT x AS name FROM unnest(p_streams || p_guard_streams) AS x WHERE x IS NOT NULL) s
@@ -154,7 +189,26 @@ BEGIN
       guard_actuals[i] := guard_cur;
       guard_ok := guard_cur = p_guard_expected[i];
     END IF;
-    IF guard_ok AND (exp = -3 OR (exp = -1 AND cur = -1) OR (exp = -2 AND cur <> -1) OR (exp >= 0 AND cur = exp)) THEN
+    linked := true;
+    c := NULL;
+    IF p_orgs[i] IS NOT NULL AND p_counts[i] > 0 THEN
+      c := array_position(corgs, p_orgs[i]);
+      IF cseq[c] IS NULL THEN
+        -- Not switched: unlinked, or the switch itself.
+        linked := p_link_first[i] IS NULL OR p_streams[i] = 'audit_switch-' || p_orgs[i];
+      ELSIF p_link_first[i] IS NULL THEN
+        linked := starts_with(p_streams[i], 'audit_checkpoint-');
+      ELSE
+        linked := p_link_first[i] = cseq[c] + 1 AND p_link_prev[i] = ctip[c];
+      END IF;
+    END IF;
+    link_oks[i] := linked;
+    IF linked AND guard_ok AND (exp = -3 OR (exp = -1 AND cur = -1) OR (exp = -2 AND cur <> -1) OR (exp >= 0 AND cur = exp)) THEN
+      IF c IS NOT NULL AND p_link_first[i] IS NOT NULL THEN
+        cseq[c] := p_link_first[i] + p_counts[i] - 1;
+        ctip[c] := p_link_tip[i];
+        cmoved[c] := true;
+      END IF;
       oks[i] := true;
       base_revs[i] := cur;
       base_pos[i] := head;
@@ -172,6 +226,8 @@ BEGIN
       last_revs[i] := NULL;
       last_pos[i] := NULL;
     END IF;
+    chain_seqs[i] := CASE WHEN c IS NULL THEN NULL ELSE cseq[c] END;
+    chain_tips[i] := CASE WHEN c IS NULL THEN NULL ELSE ctip[c] END;
   END LOOP;
 
   IF head <> start_head THEN
@@ -180,13 +236,31 @@ BEGIN
     FROM unnest(p_event_append, p_event_k, p_ids, p_types, datas, metas) AS e(app, k, id, type, data, metadata)
     WHERE oks[e.app]
     ORDER BY 1;
+    INSERT INTO audit_chain_head (org_id, sequence, tip_hash)
+    SELECT corgs[k], cseq[k], ctip[k] FROM generate_subscripts(corgs, 1) AS k WHERE cmoved[k]
+    ON CONFLICT (org_id) DO UPDATE SET sequence = EXCLUDED.sequence, tip_hash = EXCLUDED.tip_hash;
     UPDATE es_log_head SET position = head WHERE id = 1;
     PERFORM pg_notify('${NOTIFY_CHANNEL}', head::text);
   END IF;
 
-  RETURN QUERY SELECT * FROM unnest(oks, actuals, guard_actuals, last_revs, last_pos);
+  RETURN QUERY SELECT * FROM unnest(oks, actuals, guard_actuals, last_revs, last_pos, link_oks, chain_seqs, chain_tips);
 END
 $fn$;
+
+-- Events of a switched chain written without a link (by code older than
+-- version 2, which calls the previous es_append) are refused: such an
+-- instance acknowledges nothing for that organization (docs/decisions.md,
+-- "Issue 57"). es_append above marks its transaction, so its rows skip this.
+CREATE OR REPLACE FUNCTION es_refuse_unlinked() RETURNS trigger LANGUAGE plpgsql AS $tr$
+BEGIN
+  IF NOT starts_with(NEW.stream_name, 'audit_checkpoint-') AND EXISTS (SELECT 1 FROM audit_chain_head WHERE org_id = NEW.metadata->>'org_id') THEN
+    RAISE EXCEPTION USING ERRCODE = 'P0001', MESSAGE = 'es_chain_switched: the audit chain of ' || (NEW.metadata->>'org_id') || ' is on version 2; this writer does not link its events (upgrade it)';
+  END IF;
+  RETURN NEW;
+END
+$tr$;
+CREATE OR REPLACE TRIGGER es_events_unlinked BEFORE INSERT ON es_events FOR EACH ROW
+  WHEN (current_setting('es.writer', true) IS DISTINCT FROM '2') EXECUTE FUNCTION es_refuse_unlinked();
 
 -- Raises (SQLSTATE P0001) unless ok: a statement that fails the transaction,
 -- and every statement pipelined behind it, when an expectation does not hold.
@@ -236,6 +310,9 @@ type Pending = {
   reject: (e: unknown) => void;
 };
 
+/** An append as one attempt writes it: its events linked into their audit chain where it has switched (src/audit/linker.ts). */
+type Linked = Omit<Pending, 'events'> & LinkedAppend;
+
 /**
  * What an inline follower gets inside the append transaction: the transaction
  * itself (the log-head row is locked, so nothing else appends until it commits),
@@ -243,7 +320,7 @@ type Pending = {
  */
 export type InlineTx = Queryable & {
   /** Appends in this transaction, each checked against its expected revision; answers per append. */
-  append(appends: ReadonlyArray<{ stream: string; events: readonly NewEvent[]; expectedRevision: ExpectedRevision }>): Promise<Array<{ ok: true; events: RecordedEvent[] } | { ok: false; actual: 'no_stream' | bigint }>>;
+  append(appends: ReadonlyArray<{ stream: string; events: readonly NewEvent[]; expectedRevision: ExpectedRevision; guard?: AppendGuard }>): Promise<Array<{ ok: true; events: RecordedEvent[] } | { ok: false; actual: 'no_stream' | bigint }>>;
   readStream(stream: string, fromRevision: bigint, maxCount: number): Promise<RecordedEvent[]>;
   /** The last event of a stream, if any. */
   readLast(stream: string): Promise<RecordedEvent | undefined>;
@@ -300,9 +377,11 @@ type Predicted = {
   lastRevisions: (string | null)[];
   events: RecordedEvent[];
   followers: { prepared: unknown; check: (tx: InlineTx) => Promise<unknown> };
+  /** The batch's appends linked as predicted. */
+  items: Linked[];
 };
 
-type AppendRow = { ok: boolean; actual: string; guard_actual: string | null; last_revision: string | null; last_position: string | null; at: Date };
+type AppendRow = { ok: boolean; actual: string; guard_actual: string | null; last_revision: string | null; last_position: string | null; link_ok: boolean; chain_seq: string | null; chain_tip: string | null; at: Date };
 
 type EventRow = {
   position: string;
@@ -653,7 +732,7 @@ export class PostgresEventStore implements EventStore {
   /** Called when an inline follower failed (its work was rolled back; the appends stand). */
   onInlineError: ((err: unknown) => void) | undefined;
 
-  private static encode(batch: ReadonlyArray<{ stream: string; expected: ExpectedRevision; guard?: AppendGuard | undefined; events: readonly CheckedEvent[] }>, recordedAt: string | null = null): unknown[] {
+  private static encode(batch: ReadonlyArray<Linked>, recordedAt: string | null = null): unknown[] {
     const guardStreams: (string | null)[] = [];
     const guardExpected: (string | null)[] = [];
     const streams: string[] = [];
@@ -682,7 +761,24 @@ export class PostgresEventStore implements EventStore {
         metadata.push(e.metadata);
       });
     });
-    return [streams, expected, counts, eventAppend, eventK, ids, types, `[${data.join(',')}]`, `[${metadata.join(',')}]`, guardStreams, guardExpected, recordedAt];
+    return [
+      streams,
+      expected,
+      counts,
+      eventAppend,
+      eventK,
+      ids,
+      types,
+      `[${data.join(',')}]`,
+      `[${metadata.join(',')}]`,
+      guardStreams,
+      guardExpected,
+      recordedAt,
+      batch.map((p) => p.org),
+      batch.map((p) => (p.first === null ? null : String(p.first))),
+      batch.map((p) => p.prev),
+      batch.map((p) => p.tip),
+    ];
   }
 
   /**
@@ -694,9 +790,9 @@ export class PostgresEventStore implements EventStore {
    * start (the function's own update is later), never past what committed.
    */
   private static readonly APPEND_SQL =
-    `SELECT ok, actual, guard_actual, last_revision, last_position, coalesce($12::timestamptz, now()) AS at,
-       (SELECT es_expect(h.position >= $13::bigint, '${LOG_REWOUND}:' || h.position) FROM es_log_head h WHERE h.id = 1) AS held
-     FROM es_append($1::text[], $2::bigint[], $3::int[], $4::int[], $5::int[], $6::uuid[], $7::text[], $8::json, $9::json, $10::text[], $11::bigint[], $12::timestamptz)`;
+    `SELECT ok, actual, guard_actual, last_revision, last_position, link_ok, chain_seq, chain_tip, coalesce($12::timestamptz, now()) AS at,
+       (SELECT es_expect(h.position >= $17::bigint, '${LOG_REWOUND}:' || h.position) FROM es_log_head h WHERE h.id = 1) AS held
+     FROM es_append($1::text[], $2::bigint[], $3::int[], $4::int[], $5::int[], $6::uuid[], $7::text[], $8::json, $9::json, $10::text[], $11::bigint[], $12::timestamptz, $13::text[], $14::bigint[], $15::text[], $16::text[])`;
 
   /**
    * A predicted batch's append: the same function, with the recorded_at the
@@ -707,14 +803,15 @@ export class PostgresEventStore implements EventStore {
    * database's clock.
    */
   private static readonly PREDICTED_APPEND_SQL = `WITH t AS MATERIALIZED (
-      SELECT * FROM es_append($1::text[], $2::bigint[], $3::int[], $4::int[], $5::int[], $6::uuid[], $7::text[], $8::json, $9::json, $10::text[], $11::bigint[], $12::timestamptz)
-        WITH ORDINALITY AS t(ok, actual, guard_actual, last_revision, last_position, n)),
-    held AS (SELECT es_expect(coalesce(bool_and(t.ok = ($13::boolean[])[t.n] AND (NOT t.ok OR (t.last_position = ($14::bigint[])[t.n] AND t.last_revision = ($15::bigint[])[t.n]))), false)
+      SELECT * FROM es_append($1::text[], $2::bigint[], $3::int[], $4::int[], $5::int[], $6::uuid[], $7::text[], $8::json, $9::json, $10::text[], $11::bigint[], $12::timestamptz, $13::text[], $14::bigint[], $15::text[], $16::text[])
+        WITH ORDINALITY AS t(ok, actual, guard_actual, last_revision, last_position, link_ok, chain_seq, chain_tip, n)),
+    held AS (SELECT es_expect(coalesce(bool_and(t.ok = ($17::boolean[])[t.n] AND (NOT t.ok OR (t.last_position = ($18::bigint[])[t.n] AND t.last_revision = ($19::bigint[])[t.n]))), false)
         AND abs(extract(epoch FROM clock_timestamp() - $12::timestamptz)) < 2, '${PREDICTION_MISSED}') AS held FROM t)
-    SELECT t.ok, t.actual, t.guard_actual, t.last_revision, t.last_position, $12::timestamptz AS at, held.held FROM t CROSS JOIN held ORDER BY t.n`;
+    SELECT t.ok, t.actual, t.guard_actual, t.last_revision, t.last_position, t.link_ok, t.chain_seq, t.chain_tip, $12::timestamptz AS at, held.held FROM t CROSS JOIN held ORDER BY t.n`;
 
   /** Why an append was refused: its own stream moved (checked first), else its guard stream. */
   private static refusal(p: { stream: string; expected: ExpectedRevision; guard?: AppendGuard | undefined }, r: AppendRow): EventStoreError {
+    if (r.link_ok === false) return new EventStoreError('store_unavailable', `the audit chain of this append's organization kept moving while it was linked; nothing was written, try again`);
     const actual = BigInt(r.actual);
     const ownHeld = p.expected === 'any' || (p.expected === 'no_stream' ? actual < 0n : p.expected === 'stream_exists' ? actual >= 0n : actual === p.expected);
     if (ownHeld && p.guard && r.guard_actual !== null) {
@@ -766,17 +863,31 @@ export class PostgresEventStore implements EventStore {
     // Everything the transaction wrote to the log (the batch, and the inline followers' appends).
     const written: RecordedEvent[] = [];
     // The head this process has seen acknowledged: the append fails, writing nothing, if the database is behind it.
-    const params = [...PostgresEventStore.encode(batch), parsePosition(this.knownHead).toString()];
+    const known = parsePosition(this.knownHead).toString();
     // A batch of checks only (no events) needs no followers and no transaction.
     const inline = useInline && batch.some((p) => p.events.length > 0) ? this.inline : undefined;
     const plan = inline ? this.predict(batch) : undefined;
     if (inline && plan) {
-      const done = await this.commitPredicted(batch, inline, plan);
+      const done = await this.commitPredicted(plan.items, inline, plan);
       if (done) return done;
     }
+    let items = this.link(batch);
+    const params = [...PostgresEventStore.encode(items), known];
     if (!inline) {
-      rows = (await this.db.query<AppendRow>(PostgresEventStore.APPEND_SQL, params, { name: 'es_append_v7' })).rows;
+      rows = (await this.db.query<AppendRow>(PostgresEventStore.APPEND_SQL, params, { name: 'es_append_v8' })).rows;
       if (rows.length !== batch.length) throw new Error(`es_append answered ${rows.length} rows for ${batch.length} appends`);
+      // A chain another process moved since this one last wrote it: linked again, in a transaction whose
+      // first append takes the log-head lock, so its second attempt links on a head nothing else can move.
+      if (rows.some((r) => r.link_ok === false)) {
+        const first = { items, rows };
+        ({ items, rows } = await this.db.transaction(async (tx) => {
+          let r = first;
+          for (let round = 0; round < 2 && r.rows.some((x) => x.link_ok === false); round++) {
+            r = await this.relink(batch, r.items, r.rows, async (p) => (await tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, [...p, known], { name: 'es_append_v8' })).rows);
+          }
+          return r;
+        }));
+      }
     } else {
       // Inline followers: the read models and the audit chain advance in the
       // append transaction itself, under the log-head lock, with one commit.
@@ -786,13 +897,16 @@ export class PostgresEventStore implements EventStore {
         rows = await this.db.transaction(async (tx) => {
           const itx = this.inlineTx(tx, written);
           // The followers' preparation travels with the append (the transaction pipelines).
-          const appending = tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, params, { name: 'es_append_v7' });
+          const appending = tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, params, { name: 'es_append_v8' });
           const prepared = inline.prepare(itx);
           prepared.catch(() => {});
-          const rs = (await appending).rows;
+          let rs = (await appending).rows;
           if (rs.length !== batch.length) throw new Error(`es_append answered ${rs.length} rows for ${batch.length} appends`);
-          const events = batch.flatMap((p, i) => (rs[i]!.ok && p.events.length > 0 ? PostgresEventStore.recorded(p, rs[i]!) : []));
-          const before = PostgresEventStore.startOf(batch, rs);
+          // A chain another process moved since this one last wrote it: linked again on the head the
+          // database answered, in this transaction (the log-head lock is held: nothing moves it now).
+          if (rs.some((r) => r.link_ok === false)) ({ items, rows: rs } = await this.relink(batch, items, rs, async (p) => (await tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, [...p, '0'], { name: 'es_append_v8' })).rows));
+          const events = items.flatMap((p, i) => (rs[i]!.ok && p.events.length > 0 ? PostgresEventStore.recorded(p, rs[i]!) : []));
+          const before = PostgresEventStore.startOf(items, rs);
           if (before !== undefined) {
             events.sort((a, b) => (a.position < b.position ? -1 : 1));
             written.push(...events);
@@ -835,12 +949,45 @@ export class PostgresEventStore implements EventStore {
         throw err;
       }
     }
-    if (!inline && this.subscribers > 0) batch.forEach((p, i) => rows[i]!.ok && written.push(...PostgresEventStore.recorded(p, rows[i]!)));
-    return this.committed(batch, rows, written, hook.after);
+    if (!inline && this.subscribers > 0) items.forEach((p, i) => rows[i]!.ok && written.push(...PostgresEventStore.recorded(p, rows[i]!)));
+    return this.committed(items, rows, written, hook.after);
+  }
+
+  /** Links the audit chains of switched organizations, as the writer last saw them (see src/audit/linker.ts). */
+  readonly linker = new ChainLinker();
+
+  private link(batch: readonly Pending[], oks?: readonly boolean[]): Linked[] {
+    const plans = this.linker.plan(batch, oks);
+    return batch.map((p, i) => ({ ...p, ...plans[i]! }));
+  }
+
+  /** What the database answered of the chains' heads. */
+  private learnHeads(items: readonly Linked[], rows: readonly AppendRow[]): void {
+    items.forEach((p, i) => {
+      const r = rows[i];
+      if (r && r.link_ok !== undefined) this.linker.learn(p.org, r.chain_seq, r.chain_tip);
+    });
+  }
+
+  /** The appends refused by their link written again, linked on the heads the database answered. */
+  private async relink(batch: readonly Pending[], items: Linked[], rows: AppendRow[], append: (params: unknown[]) => Promise<AppendRow[]>): Promise<{ items: Linked[]; rows: AppendRow[] }> {
+    this.learnHeads(items, rows);
+    const redo = rows.flatMap((r, i) => (r.link_ok === false ? [i] : []));
+    const again = this.link(redo.map((i) => batch[i]!));
+    const answered = await append(PostgresEventStore.encode(again));
+    if (answered.length !== again.length) throw new Error(`es_append answered ${answered.length} rows for ${again.length} appends`);
+    const nextItems = [...items];
+    const nextRows = [...rows];
+    redo.forEach((i, k) => {
+      nextItems[i] = again[k]!;
+      nextRows[i] = answered[k]!;
+    });
+    return { items: nextItems, rows: nextRows };
   }
 
   /** After a batch's transaction committed: what this process now knows of the log; answers the function that answers each append. */
-  private async committed(batch: Pending[], rows: AppendRow[], written: RecordedEvent[], after: InlineOutcome | void): Promise<() => void> {
+  private async committed(batch: Linked[], rows: AppendRow[], written: RecordedEvent[], after: InlineOutcome | void): Promise<() => void> {
+    this.learnHeads(batch, rows);
     // What the followers left in flight was answered before the COMMIT was (and
     // succeeded, or the COMMIT would have rolled back). A failure here is a
     // follower that issued a statement after the COMMIT (refused, not run): a
@@ -911,7 +1058,7 @@ export class PostgresEventStore implements EventStore {
     const oks: boolean[] = [];
     const lastPositions: (string | null)[] = [];
     const lastRevisions: (string | null)[] = [];
-    const events: RecordedEvent[] = [];
+    const starts: { head: bigint; rev: bigint }[] = [];
     for (const p of batch) {
       let cur = known(p.stream);
       if (cur === undefined) {
@@ -930,20 +1077,27 @@ export class PostgresEventStore implements EventStore {
         lastRevisions.push(null);
         continue;
       }
-      for (let k = 0; k < p.events.length; k++) {
-        const e = p.events[k]!;
-        events.push({ id: e.id, type: e.type, streamName: p.stream, revision: cur + 1n + BigInt(k), position: formatPosition(head + 1n + BigInt(k)), data: e.dataValue, metadata: e.metadataValue, recordedAt });
-      }
+      starts[oks.length - 1] = { head, rev: cur };
       head += BigInt(p.events.length);
       cur += BigInt(p.events.length);
       revs.set(p.stream, cur);
       lastPositions.push(head.toString());
       lastRevisions.push(cur.toString());
     }
+    // Linked as predicted: a refused append takes no sequence number.
+    const items = this.link(batch, oks);
+    const events: RecordedEvent[] = [];
+    items.forEach((p, i) => {
+      const start = starts[i];
+      if (!oks[i] || !start) return;
+      p.events.forEach((e, k) =>
+        events.push({ id: e.id, type: e.type, streamName: p.stream, revision: start.rev + 1n + BigInt(k), position: formatPosition(start.head + 1n + BigInt(k)), data: e.dataValue, metadata: e.metadataValue, recordedAt }),
+      );
+    });
     if (events.length === 0) return undefined;
     const followers = this.inline.predict(own);
     if (!followers) return undefined;
-    return { before: own, at: recordedAt, oks, lastPositions, lastRevisions, events, followers };
+    return { before: own, at: recordedAt, oks, lastPositions, lastRevisions, events, followers, items };
   }
 
   /**
@@ -955,7 +1109,7 @@ export class PostgresEventStore implements EventStore {
    * the ordinary way, which finds out why); throws only when the COMMIT's
    * outcome is unknown.
    */
-  private async commitPredicted(batch: Pending[], inline: InlineFollower, plan: Predicted): Promise<(() => void) | undefined> {
+  private async commitPredicted(batch: Linked[], inline: InlineFollower, plan: Predicted): Promise<(() => void) | undefined> {
     const written: RecordedEvent[] = [...plan.events];
     let after: InlineOutcome | void = undefined;
     let issued = false;
@@ -965,7 +1119,7 @@ export class PostgresEventStore implements EventStore {
     try {
       await this.db.transaction(async (tx) => {
         const itx = this.inlineTx(tx, written, plan.at);
-        appending = tx.query<AppendRow>(PostgresEventStore.PREDICTED_APPEND_SQL, params, { name: 'es_append_predicted_v2' });
+        appending = tx.query<AppendRow>(PostgresEventStore.PREDICTED_APPEND_SQL, params, { name: 'es_append_predicted_v3' });
         appending.catch(() => {});
         this.lockedHead = plan.events[plan.events.length - 1]!.position;
         checking = plan.followers.check(itx);
@@ -1043,8 +1197,11 @@ export class PostgresEventStore implements EventStore {
       },
       query: (text, params, opts) => tx.query(text, params, opts),
       append: async (appends) => {
-        const items = appends.map((a) => ({ stream: a.stream, expected: a.expectedRevision, events: checkAppend(a.stream, a.events, a.expectedRevision, randomUUID, this.maxAppendBytes) }));
-        const { rows } = await tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, [...PostgresEventStore.encode(items, recordedAt), '0'], { name: 'es_append_v7' });
+        const checked = appends.map((a) => ({ stream: a.stream, expected: a.expectedRevision, guard: a.guard, events: checkAppend(a.stream, a.events, a.expectedRevision, randomUUID, this.maxAppendBytes) }));
+        const plans = this.linker.plan(checked);
+        const items = checked.map((p, i) => ({ ...p, ...plans[i]!, resolve: () => {}, reject: () => {} }));
+        const { rows } = await tx.query<AppendRow>(PostgresEventStore.APPEND_SQL, [...PostgresEventStore.encode(items, recordedAt), '0'], { name: 'es_append_v8' });
+        this.learnHeads(items, rows);
         return items.map((p, i) => {
           const r = rows[i]!;
           if (r.ok) {

@@ -1,3 +1,5 @@
+import { linkedEvents, switchSequence } from '../audit/linked-range.ts';
+import { linkedToJson } from '../audit/link.ts';
 import { leafHash, verifyConsistency, verifyInclusion } from '../audit/merkle.ts';
 import { consistencyProofFromStore, inclusionProofFromStore, readTile, TILE_WIDTH } from '../audit/tree.ts';
 import { auditStream } from '../audit/chain.ts';
@@ -74,12 +76,26 @@ export async function consistencyProof(ports: Pick<Ports, 'db'>, orgId: string, 
 }
 
 /** The sealed entries after `after_sequence`, in sequence order; a full page names where the next starts. */
-export async function auditEntries(ports: Pick<Ports, 'store'>, orgId: string, q: { after_sequence?: number | undefined; limit?: number | undefined }) {
+export async function auditEntries(ports: Pick<Ports, 'store' | 'db'>, orgId: string, q: { after_sequence?: number | undefined; limit?: number | undefined }) {
   const after = q.after_sequence ?? 0;
   const limit = q.limit ?? ENTRY_PAGE_MAX;
-  const page = await ports.store.readStream(auditStream(orgId), { fromRevision: BigInt(after), maxCount: limit });
-  const entries = page.map((e) => e.data as Record<string, unknown>);
-  return { entries, next_after_sequence: page.length === limit ? after + page.length : null };
+  // A switched chain: v1 entries up to the switch, then its linked events (docs/audit-chain.md, "Version 2", "For monitors").
+  const switchedAt = await switchSequence(ports.store, orgId);
+  const entries: Record<string, unknown>[] = [];
+  if (switchedAt === 0 || after + 1 < switchedAt) {
+    const page = await ports.store.readStream(auditStream(orgId), { fromRevision: BigInt(after), maxCount: switchedAt === 0 ? limit : Math.min(limit, switchedAt - 1 - after) });
+    entries.push(...page.map((e) => e.data as Record<string, unknown>));
+  }
+  const from = after + entries.length + 1;
+  if (switchedAt > 0 && from >= switchedAt && entries.length < limit) {
+    const linked = await linkedEvents(ports.store, ports.db, orgId, from, after + limit);
+    for (let seq = from; seq <= after + limit; seq++) {
+      const e = linked.get(seq);
+      if (!e) break;
+      entries.push({ format: 2, sequence_number: seq, event: linkedToJson(e) });
+    }
+  }
+  return { entries, next_after_sequence: entries.length === limit ? after + limit : null };
 }
 
 /** The latest signed checkpoint, where its tiles are, and the newest cosigned one (not_found before the first). */

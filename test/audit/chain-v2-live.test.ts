@@ -53,7 +53,12 @@ for (const kind of ['postgres', 'esdb'] as const) {
       hashes.push(prev);
     }
     // Another organization's fact in between is not part of this chain.
-    await appendLinked({ id: crypto.randomUUID(), type: 'test.noted', streamName: 'note-org_other', data: { n: 1 }, metadata: { ...meta, org_id: 'org_other' } }, 1, '0'.repeat(64));
+    await ledger.store.appendToStream('note-org_other', [{ type: 'test.noted', data: { n: 1 }, metadata: { ...meta, org_id: 'org_other' } }]);
+    // A link the chain's head does not back (a forged or stale one) is refused by the store, nothing written.
+    if (kind === 'postgres') {
+      const forged = linkEvent({ id: crypto.randomUUID(), type: 'test.noted', streamName: `note-${ORG}`, data: { n: 99 }, metadata: meta, revision: 0n, position: '', recordedAt: '' }, 5, hashes[3]!, '00'.repeat(16));
+      await t.rejects(ledger.store.appendToStream(`note-${ORG}`, [{ type: 'test.noted', data: { n: 99 }, metadata: { ...meta, audit_link: forged.link } }]), { code: 'store_unavailable' }, 'a second entry 5 is refused');
+    }
     // A checkpoint over all seven, signed as the sealer signs.
     const root = rootOf(hashes.map((h) => leafHash(Buffer.from(h, 'hex'))), 7);
     const note = signCheckpoint({ origin: `${ledger.origin}/${ORG}`, size: 7, root }, ledger.key);

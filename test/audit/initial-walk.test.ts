@@ -12,7 +12,7 @@ import { until } from '../helpers/wait.ts';
 // the scheduled pass (not the whole walk of the CLI): that pass records the
 // initial walk, once per organization, and never for a chain it found broken.
 
-const ledger = await testLedger(t);
+const ledger = await testLedger(t, { auditFormat: 1 });
 
 async function seal(l: TestLedger, org: string, projects: number, from = 0): Promise<void> {
   const ctx = l.ctx(org);

@@ -14,7 +14,7 @@ import { testLedger } from '../helpers/ledger.ts';
 
 for (const store of ['postgres', 'esdb'] as const) {
   t.test(`${store}: a backlog larger than one append is sealed in several`, async (t) => {
-    const ledger = await testLedger(t, { store, checkpointEveryEntries: 16 });
+    const ledger = await testLedger(t, { store, checkpointEveryEntries: 16, auditFormat: 1 });
     const org = 'org_backlog';
     const ctx = ledger.ctx(org);
     await ledger.run(orgDecider, orgStream(org), { type: 'create_org', orgId: org, name: 'Backlog', defaultProjectId: 'prj_backlog', owner: { userId: 'usr_backlog', email: 'owner@example.com', displayName: null } }, ctx);
@@ -49,7 +49,7 @@ for (const store of ['postgres', 'esdb'] as const) {
 // that the chain can never seal (the sealer would retry it forever, and every
 // organization's sealing behind it would wait).
 t.test('an event too large to seal is refused, and sealing goes on', async (t) => {
-  const ledger = await testLedger(t);
+  const ledger = await testLedger(t, { auditFormat: 1 });
   const org = 'org_huge';
   const ctx = ledger.ctx(org);
   await ledger.run(orgDecider, orgStream(org), { type: 'create_org', orgId: org, name: 'Huge', defaultProjectId: 'prj_huge', owner: { userId: 'usr_huge', email: 'owner@example.com', displayName: null } }, ctx);

@@ -16,7 +16,7 @@ import { testLedger } from '../helpers/ledger.ts';
 // Fault injection against the real Postgres log: every tamper is detected with
 // the right kind at the first bad sequence.
 
-const ledger = await testLedger(t, { checkpointEveryEntries: 2 });
+const ledger = await testLedger(t, { checkpointEveryEntries: 2, auditFormat: 1 });
 const verify = (org: string) => verifyOrgChain(ledger.store, org, ledger.key, ledger.origin);
 
 /** A chain of `n` entries (creating an organization seals three) for a fresh organization, sealed and checkpointed. */

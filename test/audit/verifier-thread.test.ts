@@ -34,7 +34,7 @@ async function seal(ledger: TestLedger, org: string, projects: number, from = 0)
 
 for (const store of ['postgres', 'esdb'] as const) {
   t.test(`on ${store}: the thread verifies to the tip${store === 'postgres' ? ' and finds an edited entry' : ', a second thread from where the first stopped'}`, async (t) => {
-    const ledger = await testLedger(t, { store });
+    const ledger = await testLedger(t, { store, auditFormat: 1 });
     const org = 'org_thread';
     await seal(ledger, org, 5);
     const esdbUrl = store === 'esdb' ? (ledger.store as unknown as { connectionString(): string }).connectionString() : undefined;

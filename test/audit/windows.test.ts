@@ -14,7 +14,7 @@ import { until } from '../helpers/wait.ts';
 // day, older every week), never later.
 
 let nowMs = Date.parse('2026-11-21T12:00:00.000Z');
-const ledger = await testLedger(t, { now: () => new Date(nowMs), checkpointEveryEntries: 4 });
+const ledger = await testLedger(t, { now: () => new Date(nowMs), checkpointEveryEntries: 4, auditFormat: 1 });
 const DAY = 86_400_000;
 
 /** An organization whose chain has entries 40, 10 and 1 days old (cold, warm, hot). */

@@ -79,7 +79,7 @@ t.test('delayed commits inside the append transaction never let a reader skip an
     Array.from({ length: 8 }, async (_, w) => {
       for (let i = 0; i < 100; i++) {
         await db.transaction(async (tx) => {
-          await tx.query('SELECT * FROM es_append($1::text[], $2::bigint[], $3::int[], $4::int[], $5::int[], $6::uuid[], $7::text[], $8::json, $9::json, $10::text[], $11::bigint[])', [
+          await tx.query('SELECT * FROM es_append($1::text[], $2::bigint[], $3::int[], $4::int[], $5::int[], $6::uuid[], $7::text[], $8::json, $9::json, $10::text[], $11::bigint[], NULL, $12::text[], $13::bigint[], $14::text[], $15::text[])', [
             [`${prefix}-${w}`],
             ['-3'],
             [1],
@@ -89,6 +89,10 @@ t.test('delayed commits inside the append transaction never let a reader skip an
             ['test.delayed'],
             JSON.stringify([{ w, i }]),
             JSON.stringify([{ org_id: 'org_t' }]),
+            [null],
+            [null],
+            ['org_t'],
+            [null],
             [null],
             [null],
           ]);

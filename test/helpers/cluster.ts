@@ -1,3 +1,4 @@
+import { testAuditFormat } from './ledger.ts';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Test } from 'tap';
@@ -56,7 +57,7 @@ export async function testCluster(t: Test, opts: Options = {}): Promise<Cluster>
   const { app: appOpts, ...first } = opts;
   const a = await testApp(t, opts);
   const secondOpts = {
-    sealer: { checkpointEveryEntries: first.checkpointEveryEntries ?? 4, checkpointIntervalMs: first.checkpointIntervalMs ?? 60_000 },
+    sealer: { checkpointEveryEntries: first.checkpointEveryEntries ?? 4, checkpointIntervalMs: first.checkpointIntervalMs ?? 60_000, format: testAuditFormat() },
     app: (db: Db) => ({
       vault: a.vault,
       providers: a.providerRuntime,

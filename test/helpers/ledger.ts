@@ -28,8 +28,11 @@ export type TestLedger = {
   settle(): Promise<void>;
 };
 
+/** The audit chain's format a test ledger seals in unless told: AUDIT_FORMAT=2 runs the suite on version 2. */
+export const testAuditFormat = (): 1 | 2 => (process.env.AUDIT_FORMAT === '2' ? 2 : 1);
+
 /** `store: 'esdb'` puts the log on EventStoreDB: the server at ESDB_URL, else the double on loopback. */
-export async function testLedger(t: Test, opts: { checkpointEveryEntries?: number; checkpointIntervalMs?: number; now?: () => Date; store?: 'postgres' | 'esdb' } = {}): Promise<TestLedger> {
+export async function testLedger(t: Test, opts: { checkpointEveryEntries?: number; checkpointIntervalMs?: number; now?: () => Date; store?: 'postgres' | 'esdb'; auditFormat?: 1 | 2 } = {}): Promise<TestLedger> {
   const { url, db } = await testDatabase(t, { schema: true });
   let esdb: EsdbDouble | undefined;
   let store: EventStore;
@@ -43,7 +46,7 @@ export async function testLedger(t: Test, opts: { checkpointEveryEntries?: numbe
   const readSide = await startReadSide(
     db,
     store,
-    { signingKey: key, origin: AUDIT_ORIGIN, checkpointEveryEntries: opts.checkpointEveryEntries ?? 4, checkpointIntervalMs: opts.checkpointIntervalMs ?? 60_000 },
+    { signingKey: key, origin: AUDIT_ORIGIN, checkpointEveryEntries: opts.checkpointEveryEntries ?? 4, checkpointIntervalMs: opts.checkpointIntervalMs ?? 60_000, format: opts.auditFormat ?? testAuditFormat() },
     undefined,
     { reactors: false, ...(opts.now ? { now: opts.now } : {}) },
   );
@@ -72,7 +75,11 @@ export async function testLedger(t: Test, opts: { checkpointEveryEntries?: numbe
     run: (decider, stream, command, ctx, o) => handleCommand(store, decider, stream, command, ctx, o),
     async settle() {
       const head = await store.headPosition();
-      if (!(await readSide.waitFor(head, 60_000))) throw new Error('read side did not catch up');
+      if (!(await readSide.waitFor(head, 60_000))) {
+        // Which follower is behind, and why: what a failing test needs to say.
+        const { rows } = await db.query<{ name: string; position: string; status: string; error: string | null }>(`SELECT name, position, status, error FROM checkpoints WHERE position < $1 OR error IS NOT NULL ORDER BY checkpoints.name`, [head]);
+        throw new Error(`read side did not catch up to ${head}: ${JSON.stringify(rows)}; sealer: ${readSide.sealer.lastError ?? 'no error'}`);
+      }
     },
   };
   return ledger;
