@@ -12,17 +12,18 @@ import type { ApiKeyAuth } from './kernel/auth.ts';
 // did:web documents. The logic is src/usecases/agents.ts.
 
 const Handle = z.string().min(1).max(64);
-const AgentKey = z.object({ kid: z.string(), ordinal: z.number().int(), pubkey: z.string(), status: z.enum(['active', 'retired', 'revoked']), created_at: Timestamp, retired_at: Timestamp.nullable(), revoked_at: Timestamp.nullable() });
+const KEY_STATUS = "The key's state: `active` signs; `retired` (by a rotation) still verifies earlier signatures but cannot sign; `revoked` does neither.";
+const AgentKey = z.object({ kid: z.string(), ordinal: z.number().int(), pubkey: z.string(), status: z.enum(['active', 'retired', 'revoked']).describe(KEY_STATUS), created_at: Timestamp, retired_at: Timestamp.nullable(), revoked_at: Timestamp.nullable() });
 export const Agent = z
-  .object({ agent_id: z.string(), agent_did: z.string(), principal_ref: z.string(), display_name: z.string().nullable(), status: z.enum(['active', 'revoked']), created_at: Timestamp, revoked_at: Timestamp.nullable(), keys: z.array(AgentKey) })
+  .object({ agent_id: z.string(), agent_did: z.string(), principal_ref: z.string(), display_name: z.string().nullable(), status: z.enum(['active', 'revoked']).describe('`active`, or `revoked` (for good: its keys are revoked and it can no longer sign).'), created_at: Timestamp, revoked_at: Timestamp.nullable(), keys: z.array(AgentKey).describe("The agent's keys, in creation order.") })
   .meta({ id: 'Agent' });
 
-const Registered = z.object({ agent_did: z.string(), kid: z.string(), pubkey: z.string(), status: z.literal('active') });
-const Rotated = z.object({ agent_did: z.string(), kid: z.string(), pubkey: z.string(), retired_kid: z.string(), status: z.literal('active') });
-const KeyRevoked = z.object({ kid: z.string(), status: z.literal('revoked'), revoked_at: Timestamp });
+const Registered = z.object({ agent_did: z.string(), kid: z.string(), pubkey: z.string(), status: z.literal('active').describe('The new key is `active`: it signs from now.') });
+const Rotated = z.object({ agent_did: z.string(), kid: z.string(), pubkey: z.string(), retired_kid: z.string(), status: z.literal('active').describe('The new key is `active`; the previous one is retired.') });
+const KeyRevoked = z.object({ kid: z.string(), status: z.literal('revoked').describe('The key is `revoked`: it neither signs nor verifies.'), revoked_at: Timestamp });
 const AgentRevokedBody = z.object({
   did: z.string(),
-  status: z.literal('revoked'),
+  status: z.literal('revoked').describe('The agent is `revoked`, for good.'),
   revoked_at: Timestamp,
   revoked_kids: z.array(z.string()),
   limits: z.object({ stops: z.array(z.string()), does_not_stop: z.string(), issue: z.string() }),
@@ -158,7 +159,7 @@ function agentReadRoutes(app: FastifyInstance, deps: AppDeps): void {
     auth: 'api_key',
     scope: 'agents:read',
     query: z.object({ limit: z.coerce.number().int().min(1).max(200).default(50) }),
-    responses: { 200: z.object({ agents: z.array(Agent) }) },
+    responses: { 200: z.object({ agents: z.array(Agent).describe("The organization's agents, newest first.") }) },
     errors: [[400, 'invalid_query'], [401, 'unauthorized'], [403, 'forbidden']],
     async handler({ auth, query, deps }) {
       return { status: 200, body: { agents: await readAgents(deps, auth.orgId, undefined, query.limit) } };

@@ -53,7 +53,7 @@ export async function catalogRoutes(app: FastifyInstance, deps: AppDeps): Promis
     scope: 'providers:read',
     params: z.object({ id: Slug }),
     responses: {
-      200: ServerSummary.extend({ description: z.string().nullable(), docs_url: z.string().nullable(), homepage: z.string().nullable(), tools: z.array(ToolSummary) }).meta({ id: 'ServerDetail' }),
+      200: ServerSummary.extend({ description: z.string().nullable(), docs_url: z.string().nullable(), homepage: z.string().nullable(), tools: z.array(ToolSummary).describe('The tools of this server.') }).meta({ id: 'ServerDetail' }),
     },
     errors: [...CatalogErrors, [404, 'not_found']],
     async handler({ params, deps }) {
@@ -89,7 +89,7 @@ export async function catalogRoutes(app: FastifyInstance, deps: AppDeps): Promis
     params: z.object({ name: z.string().min(1).max(200) }),
     query: z.object({ server: Slug.optional() }),
     responses: {
-      200: ToolSummary.extend({ qualified_name: z.string(), method: z.string(), input_schema: z.record(z.string(), z.unknown()) }).meta({ id: 'ToolDetail' }),
+      200: ToolSummary.extend({ qualified_name: z.string(), method: z.string().describe('The HTTP method the tool calls the provider with.'), input_schema: z.record(z.string(), z.unknown()) }).meta({ id: 'ToolDetail' }),
     },
     errors: [...CatalogErrors, [404, 'not_found'], [409, 'tool_ambiguous']],
     async handler({ params, query, deps }) {

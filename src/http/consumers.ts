@@ -17,7 +17,7 @@ export const Consumer = z
     document_verified_at: Timestamp.nullable(),
     person_type: z.string().nullable(),
     tax_type: z.string().nullable(),
-    status: z.enum(['unverified', 'verified']),
+    status: z.enum(['unverified', 'verified']).describe('`verified` once the document was verified (`document_verified_at`); `unverified` until then.'),
     metadata: z.record(z.string(), z.unknown()),
     created_at: Timestamp,
   })

@@ -17,7 +17,7 @@ const LogEvent = z
     session_id: z.string(),
     tool: z.string(),
     server: z.string(),
-    status: z.enum(['running', 'success', 'error']),
+    status: z.enum(['running', 'success', 'error']).describe('`running` until the provider answers, then `success` or `error`.'),
     duration_ms: z.number().int().nullable(),
     called_at: Timestamp,
     error: z.string().nullable(),

@@ -18,22 +18,22 @@ const Slug = z.object({ slug: z.string().min(1).max(64) });
 /** The 402 body of the HTTP transport: x402 v1's PaymentRequirementsResponse (v2's PaymentRequired is the PAYMENT-REQUIRED header). */
 const PaymentRequiredV1 = z
   .object({
-    x402Version: z.literal(1),
+    x402Version: z.literal(1).describe('The x402 protocol version of this body: 1.'),
     error: z.string(),
     accepts: z.array(
       z.object({
         scheme: z.literal('exact'),
         network: z.string(),
-        maxAmountRequired: z.string(),
+        maxAmountRequired: z.string().describe('The price of the call in the asset\'s atomic units (USDC: 6 decimals), as a decimal string.'),
         resource: z.string(),
         description: z.string(),
-        mimeType: z.string(),
-        payTo: z.string(),
-        maxTimeoutSeconds: z.number().int(),
+        mimeType: z.string().describe('The media type of the paid answer.'),
+        payTo: z.string().describe('The address to pay (the server\'s provisioned wallet).'),
+        maxTimeoutSeconds: z.number().int().describe('How long, in seconds, a payment authorization for this call stays acceptable.'),
         asset: z.string(),
-        extra: z.object({ name: z.string(), version: z.string() }),
-      }),
-    ),
+        extra: z.object({ name: z.string(), version: z.string().describe("The EIP-712 domain version of the token contract.") }).describe("The token's EIP-712 domain (its name and version), to sign the authorization."),
+      }).describe('One way to pay for the call.'),
+    ).describe('The ways to pay that are accepted (x402 `exact` on the network of the credential).'),
   })
   .meta({ id: 'X402PaymentRequiredV1' });
 

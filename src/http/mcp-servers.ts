@@ -36,7 +36,7 @@ const ServerBase = z.object({
   gateway_url: z.string(),
   created_at: Timestamp,
 });
-const ServerView = ServerBase.extend({ tools: z.array(Tool) }).meta({ id: 'McpServer' });
+const ServerView = ServerBase.extend({ tools: z.array(Tool).describe('The priced tools of the server, in the order given.') }).meta({ id: 'McpServer' });
 const ServerListItem = ServerBase.meta({ id: 'McpServerListItem' });
 
 const Price = z.union([z.string(), z.number()]).transform((v) => String(v));
@@ -44,9 +44,12 @@ const CreateBody = z.object({
   consumer_id: z.string().min(1).max(200),
   name: z.string().min(1).max(200),
   slug: z.string().regex(SLUG, 'lowercase letters, digits, _ and -, at most 64'),
-  tools: z.array(z.object({ tool_name: z.string().min(1).max(128), description: z.string().max(4000).optional(), price: Price })).min(1).max(200),
+  tools: z.array(z.object({ tool_name: z.string().min(1).max(128), description: z.string().max(4000).optional(), price: Price })).min(1).max(200).describe('The tools to sell, 1 to 200, each with its price per call.'),
   upstream_url: z.string().url().max(2048),
-  upstream_auth: z.object({ header: z.string().regex(HEADER_NAME), value: z.string().min(1).max(8192) }).optional(),
+  upstream_auth: z
+    .object({ header: z.string().regex(HEADER_NAME).describe('The header the gateway sends the credential in (e.g. `authorization`).'), value: z.string().min(1).max(8192).describe('Its value; kept in the vault, never read back.') })
+    .optional()
+    .describe('A credential the gateway adds to every call it forwards upstream.'),
   category: z.string().max(100).nullable().optional(),
   description: z.string().max(4000).optional(),
   overview_md: z.string().max(65_536).optional(),
@@ -123,8 +126,8 @@ function mcpServerListingRoutes(app: FastifyInstance, deps: AppDeps, view: Serve
     auth: 'api_key',
     scope: 'mcp:write',
     actingUser: true,
-    body: z.object({ upstream_url: z.string().url().max(2048), auth: z.record(z.string(), z.unknown()).optional() }),
-    responses: { 200: z.object({ valid: z.boolean(), count: z.number().int(), tools: z.array(z.object({ name: z.string(), description: z.string() })), error: z.string().optional() }) },
+    body: z.object({ upstream_url: z.string().url().max(2048), auth: z.record(z.string(), z.unknown()).optional().describe('The credential to try, as `upstream_auth` of a create: `{header, value}`.') }),
+    responses: { 200: z.object({ valid: z.boolean(), count: z.number().int().describe('How many tools the upstream lists.'), tools: z.array(z.object({ name: z.string(), description: z.string() })).describe('The tools the upstream lists (its `tools/list`).'), error: z.string().optional() }) },
     errors: [[400, 'invalid_body'], [400, 'invalid_upstream_url'], ...FORBIDDEN_FAMILY],
     authorize: ({ auth, req }) => guard(deps, req, auth, 'mcp:write'),
     async handler({ body }) {
@@ -237,7 +240,14 @@ function mcpServerChangeRoutes(app: FastifyInstance, deps: AppDeps, view: Server
     actingUser: true,
     bodyOptional: true,
     responses: {
-      200: z.object({ swept: z.number().int(), total_atomic: z.string(), partner_wallet: z.string().optional(), transfers: z.array(z.object({ source: z.string(), amount_atomic: z.string(), status: z.string() })) }),
+      200: z.object({
+        swept: z.number().int().describe('How many transfers settled in this sweep.'),
+        total_atomic: z.string(),
+        partner_wallet: z.string().optional().describe('The platform wallet the fees went to; absent when there was nothing to sweep.'),
+        transfers: z
+          .array(z.object({ source: z.string().describe("The server's provisioned address the fee left."), amount_atomic: z.string(), status: z.string().describe('`intended` (recorded, not yet settled), `settled` (on chain) or `failed`.') }))
+          .describe('One transfer per server with unswept fees.'),
+      }),
     },
     errors: [...FORBIDDEN_FAMILY, [409, 'sweep_in_progress'], [503, 'sweep_failed']],
     authorize: ({ auth, req }) => guard(deps, req, auth, 'mcp:write'),

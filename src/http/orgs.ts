@@ -42,8 +42,8 @@ function bootstrapRoutes(app: FastifyInstance, deps: AppDeps): void {
     body: z.object({ name: z.string().trim().min(1).max(200), owner_email: Email, owner_display_name: z.string().trim().min(1).max(200).optional() }),
     responses: {
       201: z.object({
-        org: z.object({ id: z.string(), name: z.string(), created_at: Timestamp }),
-        owner: z.object({ user_id: z.string(), email: z.string(), role: z.literal('owner') }),
+        org: z.object({ id: z.string(), name: z.string(), created_at: Timestamp }).describe('The organization made.'),
+        owner: z.object({ user_id: z.string(), email: z.string(), role: z.literal('owner') }).describe('Its first owner.'),
         default_project: Project,
       }),
     },
@@ -145,9 +145,9 @@ function apiKeyRoutes(app: FastifyInstance, deps: AppDeps): void {
         api_key_id: z.string(),
         environment: z.enum(['live', 'test']),
         scopes: z.array(z.string()),
-        user: z.object({ id: z.string(), email: z.string(), name: z.string().nullable(), role: z.literal('owner') }).nullable(),
-        organization: z.object({ id: z.string(), name: z.string() }),
-        project: z.object({ id: z.string(), name: z.string(), slug: z.string().nullable() }),
+        user: z.object({ id: z.string(), email: z.string(), name: z.string().nullable(), role: z.literal('owner') }).nullable().describe("The organization's owner the key answers for; null when it has none."),
+        organization: z.object({ id: z.string(), name: z.string() }).describe('The organization of the credential.'),
+        project: z.object({ id: z.string(), name: z.string(), slug: z.string().nullable() }).describe('The project the request acts in (the key\'s, or the one `x-svc-project` named).'),
         key: z.object({ id: z.string(), name: z.string().nullable(), environment: z.enum(['live', 'test']), scopes: z.array(z.string()) }),
       }),
     },

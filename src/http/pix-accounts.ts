@@ -20,9 +20,9 @@ const PartnerAccount = z
     consumer_id: z.string(),
     account_id: z.string(),
     account_masked: z.string(),
-    psp: z.enum(['sandbox', 'live']),
-    document_type: z.enum(['CPF', 'CNPJ']),
-    funding_sources: z.array(z.object({ funding_source_id: z.string(), currency: z.string(), status: z.enum(['active', 'inactive']) })),
+    psp: z.enum(['sandbox', 'live']).describe('The PSP that holds the account: `sandbox` for test credentials, `live` for live ones.'),
+    document_type: z.enum(['CPF', 'CNPJ']).describe("The holder's document: `CPF` (a person) or `CNPJ` (a company)."),
+    funding_sources: z.array(z.object({ funding_source_id: z.string(), currency: z.string(), status: z.enum(['active', 'inactive']).describe('`active` funds mandates; `inactive` once deactivated.') })),
   })
   .meta({ id: 'PixPartnerAccount' });
 
@@ -109,7 +109,7 @@ function partnerAccountRoutes(app: FastifyInstance, deps: AppDeps): void {
     params: ConsumerParams.extend({ fundingSourceId: z.string().min(1).max(200) }),
     body: z.strictObject({ reason: z.string().max(500).optional() }),
     bodyOptional: true,
-    responses: { 200: z.object({ funding_source_id: z.string(), status: z.literal('inactive'), changed: z.boolean() }) },
+    responses: { 200: z.object({ funding_source_id: z.string(), status: z.literal('inactive').describe('The funding source is `inactive`: it funds nothing from now.'), changed: z.boolean() }) },
     errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found'], [404, 'funding_source_not_found'], [422, 'no_partner_account']],
     async handler({ deps, auth, params, body, run }) {
       const changed = await deactivateFundingSource(deps, run, auth, params.consumerId, params.fundingSourceId, body.reason ?? null);

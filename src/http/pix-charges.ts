@@ -18,7 +18,7 @@ export const Reference = z.string().regex(/^[A-Za-z0-9_-]{1,128}$/, 'up to 128 l
 export const PixChargeStatus = z
   .object({
     charge_id: z.string(),
-    status: z.string(),
+    status: z.string().describe('`pending` (waiting for the payer), `settled` (paid; the wallet is credited) or `expired`; read as an open string.'),
     amount_minor: z.number().int(),
     currency: z.string(),
     wallet_id: z.string(),
@@ -26,19 +26,19 @@ export const PixChargeStatus = z
     settled_at: Timestamp.nullable(),
     transaction_id: z.string().nullable(),
     client_request_id: z.string().nullable(),
-    provider: z.object({ result: z.string(), identity_verified: z.boolean() }).nullable(),
+    provider: z
+      .object({ result: z.string().describe("The cob's status at the PSP, as the PSP names it (e.g. `ATIVA`, `CONCLUIDA`)."), identity_verified: z.boolean().describe("Whether the cob's Pix key is one of the consumer's registered keys.") })
+      .nullable()
+      .describe('What the PSP said when it was consulted for this read; null when it was not (a settled or static charge).'),
     status_message: z.string(),
     txid: z.string(),
-    kind: z.enum(['dynamic', 'static']),
+    kind: z.enum(['dynamic', 'static']).describe('`dynamic`: a cob registered at the PSP, with an expiry; `static`: a BR Code with a txid of your choosing, not registered at the PSP.'),
     end_to_end_id: z.string().nullable(),
     /** What the payer pays: the EMV BR Code ("Pix Copia e Cola"); null on a charge recorded before it was kept. */
     br_code: z.string().nullable(),
-    /** A dynamic charge's payload location at the PSP (URL without scheme); null for a static one. */
-    location: z.string().nullable(),
-    /** The BR Code's QR image as a PNG data URI (null when there is no BR Code). */
-    qr_code_data_uri: z.string().nullable(),
-    /** Where the QR image is served (PNG; `?format=svg` for SVG), with this API's credential. */
-    qr_code_url: z.string().nullable(),
+    location: z.string().nullable().describe("A dynamic charge's payload location at the PSP (a URL without scheme); null for a static one."),
+    qr_code_data_uri: z.string().nullable().describe("The BR Code's QR image as a PNG data URI; null when there is no BR Code."),
+    qr_code_url: z.string().nullable().describe("Where the QR image is served (PNG; `?format=svg` for SVG), with this API's credential; null when there is no BR Code."),
   })
   .meta({ id: 'PixChargeStatus' });
 

@@ -17,24 +17,24 @@ export { NOTIFICATION_TOLERANCE_S, verifySignature } from '../usecases/pix-recei
 /** The end-to-end id of the path; its format (spec Part 8) is checked once the consumer is known. */
 const EndToEndId = z.string().min(1).max(200);
 
-const Devolution = z.object({ devolution_id: z.string(), status: z.string(), amount_minor: z.number().int() });
+const Devolution = z.object({ devolution_id: z.string(), status: z.string().describe('`processing` (sent to the PSP), `returned` (the money went back to the payer) or `failed`.'), amount_minor: z.number().int() });
 const PixReceivement = z
   .object({
     end_to_end_id: z.string(),
-    received: z.boolean(),
-    provider_transaction_type: z.string(),
-    provider_transaction_id: z.string().nullable(),
-    provider_amount: z.string(),
-    initiation_type: z.string().nullable(),
-    transaction_id_brcode: z.string().nullable(),
-    transaction_identification: z.string().nullable(),
-    correlation: z.enum(['charge_matched', 'no_correlator_returned', 'no_charge_matched', 'charge_ambiguous', 'not_attempted']),
+    received: z.boolean().describe('True only for an inbound Pix (money received by the account).'),
+    provider_transaction_type: z.string().describe("The PSP's type of the transaction, passed through as the PSP names it."),
+    provider_transaction_id: z.string().nullable().describe("The PSP's own id of the transaction; null when it gave none."),
+    provider_amount: z.string().describe('The amount as the PSP states it (decimal text, e.g. `12.34`), passed through.'),
+    initiation_type: z.string().nullable().describe('How the payer started the Pix (manual, by key, by QR code…), as the PSP names it; null when not given.'),
+    transaction_id_brcode: z.string().nullable().describe('The txid carried in the BR Code the payer paid; null when none.'),
+    transaction_identification: z.string().nullable().describe("The PSP's transaction identification (the txid it returned); null when none."),
+    correlation: z.enum(['charge_matched', 'no_correlator_returned', 'no_charge_matched', 'charge_ambiguous', 'not_attempted']).describe('How the Pix was matched to a charge: `charge_matched` (by its txid), `no_correlator_returned` (no txid came), `no_charge_matched`, `charge_ambiguous` (several charges share it) or `not_attempted`; `status_message` says it in words.'),
     charge_id: z.string().nullable(),
-    charge_status: z.string().nullable(),
+    charge_status: z.string().nullable().describe("The matched charge's status; null when uncorrelated."),
     amount_minor: z.number().int().nullable(),
     wallet_id: z.string().nullable(),
-    wallet_credited: z.boolean(),
-    devolutions: z.array(Devolution),
+    wallet_credited: z.boolean().describe("Whether the consumer's Pix wallet was credited with it."),
+    devolutions: z.array(Devolution).describe('The devolutions (refunds) of this Pix, with their state at the PSP.'),
     status_message: z.string(),
   })
   .meta({ id: 'PixReceivement' });
@@ -47,7 +47,13 @@ const CORRELATION_MESSAGE: Record<string, string> = {
   not_attempted: 'Not an inbound Pix: no correlation was attempted.',
 };
 
-const NotificationBody = z.object({ pix: z.array(z.object({ endToEndId: z.string().regex(/^[A-Za-z0-9]{16,64}$/), txid: z.string().nullable().optional(), valor: z.string(), horario: z.string().optional(), chave: z.string().nullable().optional() })).min(1).max(100) });
+const NotificationBody = z.object({
+  pix: z
+    .array(z.object({ endToEndId: z.string().regex(/^[A-Za-z0-9]{16,64}$/), txid: z.string().nullable().optional(), valor: z.string(), horario: z.string().optional().describe('When the Pix was made, as the PSP states it (ISO 8601).'), chave: z.string().nullable().optional().describe('The Pix key that received it.') }))
+    .min(1)
+    .max(100)
+    .describe('The received Pix, 1 to 100 (the Bacen webhook body).'),
+});
 
 export async function pixNotificationRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   // The signature covers the exact bytes: keep the raw body beside the parsed one.

@@ -16,13 +16,20 @@ export async function platformRoutes(app: FastifyInstance, deps: AppDeps): Promi
     summary: 'Liveness; 503 `draining` once the instance is told to stop (SHUTDOWN_DELAY_MS), as balancers that read it expect',
     tags: ['platform'],
     auth: 'open',
-    responses: { 200: z.object({ status: z.literal('ok') }), 503: z.object({ status: z.literal('draining') }) },
+    responses: { 200: z.object({ status: z.literal('ok').describe('`ok`: the process runs and takes requests.') }), 503: z.object({ status: z.literal('draining').describe('`draining`: the instance was told to stop; a balancer should send its requests elsewhere.') }) },
     async handler() {
       return { status: 200, body: { status: 'ok' } };
     },
   });
 
-  const Follower = z.object({ name: z.string(), kind: z.string(), status: z.string(), position: z.string(), caught_up: z.boolean(), error: z.string().nullable() });
+  const Follower = z.object({
+    name: z.string().describe('The read model or reactor, by its checkpoint name.'),
+    kind: z.string().describe('What it is: `projection` (a read model), `sealer` (seals the audit chain) or `reactor` (acts on events).'),
+    status: z.string().describe('Its state: `running`, `rebuilding` or `failed` (then `error` says why).'),
+    position: z.string().describe('The log position it has applied up to (a decimal string).'),
+    caught_up: z.boolean().describe('True when its position has reached the log head read for this answer.'),
+    error: z.string().nullable().describe('Why it stopped; null while it runs.'),
+  });
   defineRoute(app, deps, {
     method: 'GET',
     url: '/readyz',
@@ -31,8 +38,8 @@ export async function platformRoutes(app: FastifyInstance, deps: AppDeps): Promi
     tags: ['platform'],
     auth: 'open',
     responses: {
-      200: z.object({ status: z.literal('ready'), head: z.string(), followers: z.array(Follower) }),
-      503: z.object({ status: z.literal('not_ready'), reason: z.string(), followers: z.array(Follower) }),
+      200: z.object({ status: z.literal('ready').describe('`ready`: the event store answers and no follower failed.'), head: z.string(), followers: z.array(Follower) }),
+      503: z.object({ status: z.literal('not_ready').describe('`not_ready`: `reason` says what is missing.'), reason: z.string(), followers: z.array(Follower) }),
     },
     async handler({ deps }) {
       // The database went backwards and this instance is reloading its state (src/recovery.ts).

@@ -11,16 +11,19 @@ import { IdParam, Timestamp } from './kernel/schemas.ts';
 // change is an event in the organization's policy stream, which the engine
 // folds on every evaluation (so a 2xx PATCH is enforced by the next request on any instance).
 
+const TYPE = 'What the rule does: `allow`, `deny`, `budget` (a spend cap), `rate-limit` (calls per window), `time-window` (allowed hours and days) or `approval-required` (a person decides); `config` follows the type.';
+const AGENTS = 'The agents the rule applies to, by agent id: an exact id, or a prefix ending in `*`; an empty list (the default) matches every agent.';
+const TOOLS = 'The tools the rule applies to, by tool name: an exact name, or a prefix ending in `*`; an empty list (the default) matches every tool.';
 const Policy = z
   .object({
     id: z.string(),
     name: z.string(),
-    type: PolicyType,
+    type: PolicyType.describe(TYPE),
     config: z.record(z.string(), z.unknown()),
-    agents: z.array(z.string()),
-    tools: z.array(z.string()),
+    agents: z.array(z.string()).describe(AGENTS),
+    tools: z.array(z.string()).describe(TOOLS),
     enabled: z.boolean(),
-    order: z.number().int(),
+    order: z.number().int().describe('Its place in evaluation: policies are evaluated in ascending order (set by `POST /v1/policies/reorder`).'),
     createdAt: Timestamp,
     updatedAt: Timestamp,
   })
@@ -28,18 +31,18 @@ const Policy = z
 
 const Name = z.string().trim().min(1).max(200);
 const Patterns = z.array(Pattern).max(100);
-const common = { name: Name, agents: Patterns.optional(), tools: Patterns.optional(), enabled: z.boolean().optional() };
+const common = { name: Name, agents: Patterns.describe(AGENTS).optional(), tools: Patterns.describe(TOOLS).optional(), enabled: z.boolean().optional() };
 /** One body shape per type, so the OpenAPI document publishes each type's config. */
 const CreateBody = z.discriminatedUnion('type', [
-  z.object({ ...common, type: z.literal('allow'), config: CONFIG_SCHEMAS.allow.optional() }),
-  z.object({ ...common, type: z.literal('deny'), config: CONFIG_SCHEMAS.deny.optional() }),
-  z.object({ ...common, type: z.literal('budget'), config: CONFIG_SCHEMAS.budget }),
-  z.object({ ...common, type: z.literal('rate-limit'), config: CONFIG_SCHEMAS['rate-limit'] }),
-  z.object({ ...common, type: z.literal('time-window'), config: CONFIG_SCHEMAS['time-window'] }),
-  z.object({ ...common, type: z.literal('approval-required'), config: CONFIG_SCHEMAS['approval-required'].optional() }),
+  z.object({ ...common, type: z.literal('allow').describe(TYPE), config: CONFIG_SCHEMAS.allow.optional() }),
+  z.object({ ...common, type: z.literal('deny').describe(TYPE), config: CONFIG_SCHEMAS.deny.optional() }),
+  z.object({ ...common, type: z.literal('budget').describe(TYPE), config: CONFIG_SCHEMAS.budget }),
+  z.object({ ...common, type: z.literal('rate-limit').describe(TYPE), config: CONFIG_SCHEMAS['rate-limit'] }),
+  z.object({ ...common, type: z.literal('time-window').describe(TYPE), config: CONFIG_SCHEMAS['time-window'] }),
+  z.object({ ...common, type: z.literal('approval-required').describe(TYPE), config: CONFIG_SCHEMAS['approval-required'].optional() }),
 ]);
 const PatchBody = z
-  .object({ name: Name, type: PolicyType, config: z.record(z.string(), z.unknown()), agents: Patterns, tools: Patterns, enabled: z.boolean() })
+  .object({ name: Name, type: PolicyType.describe(TYPE), config: z.record(z.string(), z.unknown()), agents: Patterns.describe(AGENTS), tools: Patterns.describe(TOOLS), enabled: z.boolean() })
   .partial()
   .strict();
 

@@ -15,7 +15,7 @@ const Member = z
   .object({
     user_id: z.string(),
     role: z.enum(['owner', 'admin', 'member']),
-    source: z.enum(['org', 'project']),
+    source: z.enum(['org', 'project']).describe("Where the role comes from: `org` (the person's organization role) or `project` (an override for this project)."),
     email: z.string(),
     display_name: z.string().nullable(),
     avatar_url: z.string().nullable(),

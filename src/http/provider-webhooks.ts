@@ -25,7 +25,7 @@ export async function providerWebhookRoutes(app: FastifyInstance, deps: AppDeps)
     auth: 'open',
     bodyLimit: INBOUND_WEBHOOK_MAX_BYTES,
     params: z.object({ server_id: z.string().min(1).max(64), connection_id: IdParam }),
-    responses: { 200: z.object({ received: z.literal(true), delivery_id: z.string(), event_type: z.literal('connection.webhook_received') }) },
+    responses: { 200: z.object({ received: z.literal(true).describe('True: the webhook was verified and recorded.'), delivery_id: z.string(), event_type: z.literal('connection.webhook_received') }) },
     errors: [[400, 'invalid_webhook_body'], [400, 'webhook_timestamp_stale'], [401, 'webhook_signature_invalid'], [404, 'not_found'], [409, 'webhook_replayed'], [413, 'payload_too_large']],
     async handler(ctx) {
       const { params, req } = ctx;

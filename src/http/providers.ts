@@ -20,7 +20,7 @@ export const ProviderView = z
     auth_type: z.string(),
     description: z.string().nullable(),
     tools_count: z.number().int(),
-    status: z.string(),
+    status: z.string().describe('The provider in the catalog: `active`, `beta` (works, may change) or `deprecated` (will leave the catalog).'),
     sandbox_available: z.boolean(),
     sandbox_url: z.string().nullable(),
     subaccount_provisionable: z.boolean(),
@@ -41,7 +41,9 @@ const AuthSchemaView = z
     auth_type: z.string(),
     environment: z.enum(['live', 'test']),
     base_url: z.string(),
-    fields: z.array(z.object({ name: z.string(), kind: z.string(), label: z.string(), header_name: z.string().nullable() })),
+    fields: z
+      .array(z.object({ name: z.string(), kind: z.string().describe('How the field is entered and kept: `secret`, `path_secret` (a secret inside the request path), `text`, `certificate` or `private_key`.'), label: z.string(), header_name: z.string().nullable() }))
+      .describe('The fields a connection of this provider asks for, in order.'),
     oauth_authorize_url: z.string().nullable(),
   })
   .meta({ id: 'ProviderAuthSchema' });
@@ -97,7 +99,7 @@ function providerCatalogRoutes(app: FastifyInstance, deps: AppDeps): void {
     auth: 'api_key',
     scope: 'providers:read',
     query: z.object({ category: z.string().max(100).optional(), country: z.string().max(100).optional(), q: z.string().max(200).optional() }),
-    responses: { 200: z.object({ total: z.number().int(), filtered: z.number().int(), servers: z.array(ProviderView) }) },
+    responses: { 200: z.object({ total: z.number().int().describe('How many providers the catalog holds.'), filtered: z.number().int().describe('How many match the filters (the length of `servers`).'), servers: z.array(ProviderView) }) },
     errors: [[400, 'invalid_query'], [401, 'unauthorized'], [403, 'forbidden']],
     async handler({ query, deps }) {
       const { total, servers } = searchCatalog(deps, query);
@@ -114,7 +116,7 @@ function providerCatalogRoutes(app: FastifyInstance, deps: AppDeps): void {
     auth: 'api_key',
     scope: 'providers:read',
     params: z.object({ slug: Slug }),
-    responses: { 200: ProviderView.extend({ tools: z.array(ToolView) }) },
+    responses: { 200: ProviderView.extend({ tools: z.array(ToolView).describe('The tools a session can call at this provider.') }) },
     errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
     async handler({ params, deps }) {
       const p = catalogEntry(deps, params.slug);

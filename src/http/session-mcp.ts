@@ -11,6 +11,19 @@ import { IdParam } from './kernel/schemas.ts';
 import { MCP_ORIGIN_ERRORS, mcpOriginHook, mcpPreflight } from './kernel/mcp-browser.ts';
 import { tenantOf } from './kernel/auth.ts';
 
+/** A JSON-RPC 2.0 answer of the MCP endpoint (the result of initialize, tools/list or tools/call, or an error). */
+const JsonRpcResponse = z
+  .object({
+    jsonrpc: z.literal('2.0').describe('Always `2.0`.'),
+    id: z.union([z.string(), z.number(), z.null()]).describe('The `id` of the request this answers.'),
+    result: z.record(z.string(), z.unknown()).optional().describe('What the method returned (for `tools/call`: `content`, `structuredContent`, `isError`); absent on an error.'),
+    error: z
+      .object({ code: z.number().int().describe('The JSON-RPC error code (e.g. -32601 method not found).'), message: z.string().describe('What went wrong.'), data: z.unknown().optional().describe('More about the error.') })
+      .optional()
+      .describe('Why the request failed; absent on success.'),
+  })
+  .meta({ id: 'JsonRpcResponse', description: 'A JSON-RPC 2.0 response (MCP Streamable HTTP, answered as JSON).' });
+
 // The session's tools over MCP Streamable HTTP (stateless: a server and a
 // transport per request, JSON responses). Tool names are `<server>.<tool>`
 // (MCP names allow [A-Za-z0-9._-]); a call runs exactly as
@@ -83,7 +96,7 @@ export async function sessionMcpRoutes(app: FastifyInstance, deps: AppDeps): Pro
     scope: 'sessions:write',
     params: z.object({ id: IdParam }),
     body: z.unknown(),
-    responses: { 200: null, 202: null, 400: null, 405: null, 406: null, 415: null },
+    responses: { 200: z.union([JsonRpcResponse, z.array(JsonRpcResponse)]), 202: null, 400: null, 405: null, 406: null, 415: null },
     errors: [[401, 'unauthorized'], [403, 'forbidden'], ...MCP_ORIGIN_ERRORS, [404, 'not_found'], [409, 'session_closed']],
     async handler(ctx: Ctx<{ id: string }, unknown, unknown, never>) {
       const s = await activeSession(ctx.deps, await tenantOf(ctx as never), ctx.params.id);

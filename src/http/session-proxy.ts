@@ -17,7 +17,7 @@ const ProxyResult = z
   .object({
     status: z.number().int().meta({ description: "The provider's HTTP status" }),
     data: z.unknown().meta({ description: "The provider's answer: JSON, else its text" }),
-    headers: z.record(z.string(), z.string()),
+    headers: z.record(z.string(), z.string()).describe("The provider's response headers (without `set-cookie` and the hop-by-hop headers)."),
     duration: z.number().int().meta({ description: 'milliseconds' }),
     proxy_call_id: z.string(),
   })

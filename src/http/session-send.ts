@@ -28,19 +28,22 @@ export const AgentToolCall = z.object({
   id: z.string().nullable(),
   tool_name: z.string(),
   server_id: z.string(),
-  status: z.enum(['success', 'error']),
+  status: z.enum(['success', 'error']).describe('`success`, or `error` (`error_code` says which).'),
   duration_ms: z.number().int().nullable(),
   input: z.unknown(),
   output: z.unknown(),
   error_code: z.string().nullable(),
 });
 
-const SendResult = z.object({ message: z.string(), tool_calls: z.array(AgentToolCall), iterations: z.number().int() }).meta({ id: 'SendResult' });
+const SendResult = z.object({ message: z.string(), tool_calls: z.array(AgentToolCall).describe('The tool calls the agent made for this message, in order.'), iterations: z.number().int() }).meta({ id: 'SendResult' });
+
+/** The name of a stream event, repeated in its data. */
+const EVENT_TYPE = <T extends string>(name: T) => z.literal(name).describe('The event\'s name, as in its `event:` line.');
 
 const ToolResultEvent = AgentToolCall.extend({
-  type: z.literal('tool_result'),
+  type: EVENT_TYPE('tool_result'),
   name: z.string().meta({ description: '"<server>/<tool>" as the model named it' }),
-  is_error: z.boolean(),
+  is_error: z.boolean().describe('True when the call failed (then `error_message` says why).'),
   tool_call_id: z.string().nullable().meta({ description: 'the recorded call (= id)' }),
   call_id: z.string().meta({ description: "the model's call id: the tool_use event's id" }),
   error_message: z.string().nullable().meta({ description: 'why the call failed; null on success' }),
@@ -50,12 +53,12 @@ const ToolResultEvent = AgentToolCall.extend({
 /** The stream's events (documented as the text/event-stream answer: one `event:` name per member). */
 const SendStreamEvents = z
   .object({
-    user_message: z.object({ type: z.literal('user_message'), content: z.string() }),
-    assistant_text: z.object({ type: z.literal('assistant_text'), content: z.string(), iteration: z.number().int().meta({ description: "the model's turn, from 1" }) }),
-    tool_use: z.object({ type: z.literal('tool_use'), id: z.string(), name: z.string(), input: z.unknown() }),
-    tool_result: ToolResultEvent,
-    error: z.object({ type: z.literal('error'), error: z.string(), message: z.string() }),
-    done: SendResult.extend({ type: z.literal('done'), result: SendResult.meta({ description: 'the same answer, for clients that dispatch on type' }) }),
+    user_message: z.object({ type: EVENT_TYPE('user_message'), content: z.string().describe('The message sent, as received.') }).describe('The message the agent received; first.'),
+    assistant_text: z.object({ type: EVENT_TYPE('assistant_text'), content: z.string().describe('What the model wrote in this turn.'), iteration: z.number().int().meta({ description: "the model's turn, from 1" }) }).describe('Text the model wrote in a turn (when it wrote any).'),
+    tool_use: z.object({ type: EVENT_TYPE('tool_use'), id: z.string(), name: z.string(), input: z.unknown() }).describe('The model asks for a tool call.'),
+    tool_result: ToolResultEvent.describe('What the tool call answered.'),
+    error: z.object({ type: EVENT_TYPE('error'), error: z.string(), message: z.string() }).describe('The loop failed; the stream ends.'),
+    done: SendResult.extend({ type: EVENT_TYPE('done'), result: SendResult.meta({ description: 'the same answer, for clients that dispatch on type' }) }).describe('The loop ended: the answer, as the JSON answer gives it; last.'),
   })
   .meta({ id: 'SendStreamEvents', description: "Server-sent events, each `event: <member>` with `data:` the member's JSON (which also names it in `type`), in the order they happen: user_message, then per model turn assistant_text (when it has text) and tool_use/tool_result per call, then done; error instead of done when the loop fails" });
 

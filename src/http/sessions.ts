@@ -18,18 +18,23 @@ import { tenantOf } from './kernel/auth.ts';
 // mock is 422 {code: tool_not_mocked}. The use cases: src/usecases/sessions.ts
 // and session-tools.ts.
 
+const SESSION_STATUS = '`active` while its tools may be called; `closed` once closed (for good); `error` when it failed.';
+const CONNECTED = z.boolean().describe('Whether the end user (or the project) holds a live connection to the provider; a provider without credentials counts as connected.');
+const PROVIDER_STATUS = z.string().describe('The provider in the catalog: `active`, `beta` or `deprecated`.');
 const SessionView = z
   .object({
     id: z.string(),
     object: z.literal('session'),
     user_id: z.string(),
     servers: z.array(z.string()),
-    status: z.enum(['active', 'closed', 'error']),
+    status: z.enum(['active', 'closed', 'error']).describe(SESSION_STATUS),
     environment: z.enum(['live', 'test']),
     created_at: Timestamp,
     closed_at: Timestamp.nullable(),
     tool_call_count: z.number().int().meta({ description: 'Tool calls recorded in this session' }),
-    mcp: z.object({ url: z.string(), headers: z.record(z.string(), z.string()) }),
+    mcp: z
+      .object({ url: z.string().describe("The session's MCP endpoint (`/v1/sessions/{id}/mcp`)."), headers: z.record(z.string(), z.string()).describe('The headers an MCP client sends with every request there (the credential among them).') })
+      .describe('How an MCP client (Claude, an IDE) connects to the session.'),
   })
   .meta({ id: 'Session' });
 
@@ -49,11 +54,11 @@ export const ToolResult = z
 
 const SessionConnections = z
   .object({
-    data: z.array(z.object({ id: z.string(), name: z.string(), category: z.string(), country: z.string(), auth_type: z.string(), connected: z.boolean(), tools_count: z.number().int(), status: z.string() })),
-    total: z.number().int(),
+    data: z.array(z.object({ id: z.string(), name: z.string(), category: z.string(), country: z.string(), auth_type: z.string(), connected: CONNECTED, tools_count: z.number().int(), status: PROVIDER_STATUS })),
+    total: z.number().int().describe('How many providers the session has.'),
     session_id: z.string(),
-    servers: z.array(z.object({ id: z.string(), name: z.string(), category: z.string(), country: z.string(), connected: z.boolean(), auth_type: z.string(), status: z.string() })),
-    tools: z.array(z.object({ name: z.string(), server: z.string(), description: z.string(), input_schema: z.record(z.string(), z.unknown()) })),
+    servers: z.array(z.object({ id: z.string(), name: z.string(), category: z.string(), country: z.string(), connected: CONNECTED, auth_type: z.string(), status: PROVIDER_STATUS })).describe('The same providers, in the product client\'s older shape.'),
+    tools: z.array(z.object({ name: z.string(), server: z.string(), description: z.string(), input_schema: z.record(z.string(), z.unknown()) })).describe('The tools of the session\'s providers, as the session calls them.'),
   })
   .meta({ id: 'SessionConnections' });
 

@@ -16,17 +16,21 @@ import { IdParam } from './kernel/schemas.ts';
 // reaching an instance other than the one running the run is forwarded there
 // (browser-forward.ts).
 
+const RUN_STATUS = '`running`, `needs_verification` (the provider sent a code: submit it), `provisioned` (the connection exists: `connection_id`) or `failed` (`code` says why).';
 export const SignupRunView = z
   .object({
     run_id: z.string(),
-    status: z.enum(['running', 'needs_verification', 'provisioned', 'failed']),
+    status: z.enum(['running', 'needs_verification', 'provisioned', 'failed']).describe(RUN_STATUS),
     step: z.enum(['queued']).optional().describe('while running: `queued` when the run waits for a browser context (none free for its organization); it fails with `capacity` when none frees in time'),
-    prompt: z.string().optional(),
-    verification: z.object({ mechanism: z.string(), resend: z.boolean() }).optional(),
+    prompt: z.string().optional().describe('While `needs_verification`: what the provider asked for, in its words.'),
+    verification: z
+      .object({ mechanism: z.string().describe('How the provider sent the code: `email_code`.'), resend: z.boolean().describe('Whether a new code can be asked for (`POST /v1/connections/engine/{id}/resend`).') })
+      .optional()
+      .describe('Present only while `needs_verification`: the code the provider sent, to submit with `POST /v1/connections/engine/{id}/verification`.'),
     connection_id: z.string().optional(),
     code: z.enum(SIGNUP_FAILURE_CODES).optional(),
-    failed_step_id: z.string().optional(),
-    probe_result: z.unknown().optional(),
+    failed_step_id: z.string().optional().describe('When failed: the step of the signup flow that failed.'),
+    probe_result: z.unknown().optional().describe("When provisioned: what the provider's account probe answered with the new credential."),
   })
   .meta({ id: 'BrowserSignupRun' });
 type View = z.infer<typeof SignupRunView>;
@@ -68,7 +72,7 @@ export async function signupRunRoutes(app: FastifyInstance, deps: AppDeps): Prom
     auth: 'api_key',
     scope: 'connections:write',
     body: StartBody,
-    responses: { 202: z.object({ run_id: z.string(), status: z.literal('running') }) },
+    responses: { 202: z.object({ run_id: z.string(), status: z.literal('running').describe('The run started: read it with `GET /v1/connections/engine/{id}/status`.') }) },
     errors: [[400, 'invalid_body'], [401, 'unauthorized'], [403, 'forbidden'], [404, 'server_unknown'], [422, 'not_test_environment'], [503, 'browser_worker_unavailable']],
     async handler(ctx) {
       const runId = await startSignupRun(useCase(ctx), ctx.auth.environment, worker, ctx.body);

@@ -20,7 +20,7 @@ export const ToolCallView = z
     session_id: z.string(),
     server_id: z.string(),
     tool_name: z.string(),
-    status: z.enum(['running', 'success', 'error']),
+    status: z.enum(['running', 'success', 'error']).describe('`running` until the provider answers, then `success` or `error` (`error_code` says which).'),
     called_at: Timestamp,
     duration_ms: z.number().int().nullable(),
     error_code: z.string().nullable(),
@@ -37,7 +37,7 @@ export const PaymentView = z.object({
   payment_status: z.enum(['pending', 'succeeded', 'failed', 'refunded', 'updated', 'unknown']),
   original_status: z.enum(['running', 'success', 'error']),
   idempotency_key: z.string().nullable(),
-  events: z.array(ViewEvent),
+  events: z.array(ViewEvent).describe("The provider's webhook events about this call, in the order received."),
 });
 export const VerificationView = z.object({
   tool_call_id: z.string(),
@@ -45,7 +45,7 @@ export const VerificationView = z.object({
   original_status: z.enum(['running', 'success', 'error']),
   idempotency_key: z.string().nullable(),
   hosted_url: z.string().nullable(),
-  events: z.array(ViewEvent),
+  events: z.array(ViewEvent).describe("The provider's webhook events about this call, in the order received."),
 });
 
 // Any length: a malformed id answers the bare 400 (spec 4.3), not a schema error.

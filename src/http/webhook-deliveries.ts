@@ -24,7 +24,7 @@ const clamp50 = z
   .optional()
   .transform(clampDeliveryLimit)
   .meta({ type: 'integer', minimum: 1, maximum: 200, description: 'clamped 1..200 (0 gives 1); absent, empty or not a number gives 50' });
-const Delivery = z.object({ id: z.string(), trigger_id: z.string(), event_id: z.string(), attempt: z.number().int(), status: z.string(), created_at: Timestamp, next_attempt_at: Timestamp.nullable() });
+const Delivery = z.object({ id: z.string(), trigger_id: z.string(), event_id: z.string(), attempt: z.number().int(), status: z.string().describe('`pending` (queued or due for a retry), `delivered` (a 2xx), `failed` (refused, will be retried) or `dead` (gave up after its last attempt).'), created_at: Timestamp, next_attempt_at: Timestamp.nullable() });
 
 export async function webhookDeliveryRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   deliveryReadRoutes(app, deps);
@@ -76,7 +76,7 @@ function deliveryReadRoutes(app: FastifyInstance, deps: AppDeps): void {
     auth: 'api_key',
     scope: 'webhooks:read',
     params: z.object({ id: IdParam, delivery_id: z.string().max(100) }),
-    responses: { 200: z.object({ delivery: Delivery, request: z.object({ headers: z.record(z.string(), z.string()), body: z.string() }).nullable(), response: z.record(z.string(), z.unknown()).nullable(), event: z.record(z.string(), z.unknown()) }) },
+    responses: { 200: z.object({ delivery: Delivery.describe('The delivery attempt.'), request: z.object({ headers: z.record(z.string(), z.string()).describe('The headers sent, the signature among them.'), body: z.string().describe('The exact body posted (the signature covers these bytes).') }).nullable().describe('What was posted; null before the first attempt.'), response: z.record(z.string(), z.unknown()).nullable().describe("The endpoint's answer (its status, and its body cut short); null before an answer."), event: z.record(z.string(), z.unknown()) }) },
     errors: [[400, 'invalid_delivery_id'], [401, 'unauthorized'], [403, 'forbidden'], [404, 'not_found']],
     async handler({ auth, params, deps }) {
       return { status: 200, body: await getDelivery(deps, auth, params.id, params.delivery_id) };

@@ -13,21 +13,21 @@ import { IdParam, Timestamp } from './kernel/schemas.ts';
 const FauthView = z
   .object({
     id: z.string(),
-    kind: z.literal('x402'),
+    kind: z.literal('x402').describe('The protocol of the authorization: `x402` (the only one written).'),
     signer: z.string(),
-    payee: z.string(),
+    payee: z.string().describe('The address paid, checksummed; it must be the mandate\'s bound payee.'),
     nonce: z.string(),
     value_atomic: z.string(),
     amount_minor: z.number().int(),
     asset: z.string().nullable(),
     chain_id: z.number().int().nullable(),
     network: z.string().nullable(),
-    status: z.enum(['verified', 'executed', 'rejected']),
+    status: z.enum(['verified', 'executed', 'rejected']).describe('`verified` (the signature, payee, replay and amount checks passed), then `executed` (settled, receipt sealed) or `rejected` (`reject_code` says why).'),
     mandate_id: z.string(),
     execution_id: z.string().nullable(),
     receipt_id: z.string().nullable(),
-    settlement_tx: z.string().nullable(),
-    reject_code: z.string().nullable(),
+    settlement_tx: z.string().nullable().describe('The settlement transaction hash on chain; null until executed.'),
+    reject_code: z.string().nullable().describe('Why it was rejected, as a stable code; null unless rejected.'),
     created_at: Timestamp,
   })
   .meta({ id: 'ForeignAuthorization' });
@@ -46,7 +46,7 @@ function executionRoutes(app: FastifyInstance, deps: AppDeps): void {
     summary: 'The public keys that sign x402 receipts, as a JWKS (OKP / Ed25519)',
     tags: ['facilitator'],
     auth: 'open',
-    responses: { 200: z.object({ keys: z.array(z.record(z.string(), z.string())) }) },
+    responses: { 200: z.object({ keys: z.array(z.record(z.string(), z.string())).describe('The public keys that sign receipts, as a JSON Web Key Set (RFC 7517); empty when x402 is not configured.') }) },
     async handler({ deps }) {
       return { status: 200, body: deps.x402 ? receiptJwks(deps.x402) : { keys: [] } };
     },
@@ -63,13 +63,13 @@ function executionRoutes(app: FastifyInstance, deps: AppDeps): void {
     body: z.record(z.string(), z.unknown()),
     responses: {
       200: z.object({
-        status: z.literal('executed'),
-        foreign_authorization_id: z.string(),
+        status: z.literal('executed').describe('`executed`: the transfer settled and the receipt is sealed.'),
+        foreign_authorization_id: z.string().describe('The foreign authorization recorded (`fauth_` prefix).'),
         mandate_id: z.string(),
         execution_id: z.string(),
         signer: z.string(),
-        settlement: z.object({ tx_hash: z.string(), network: z.string(), money_moved: z.literal(true), adapter: z.string() }),
-        receipt: z.object({ id: z.string(), state: z.string(), chain: z.string() }),
+        settlement: z.object({ tx_hash: z.string(), network: z.string(), money_moved: z.literal(true), adapter: z.string().describe('The settlement adapter that moved the money (the chain it spoke to).') }).describe('How the money moved.'),
+        receipt: z.object({ id: z.string(), state: z.string().describe('`signed`: the receipt is signed with a key of `/.well-known/receipt-keys.json`.'), chain: z.string().describe('The network the receipt is for.') }).describe('The signed receipt of the settlement.'),
       }),
     },
     errors: [

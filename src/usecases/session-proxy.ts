@@ -36,7 +36,7 @@ const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$/;
 export const ProxyRequest = z.object({
   server: z.string().min(1).max(64),
   endpoint: z.string().min(1).max(2000).meta({ description: "A path under the provider's base URL, starting with /; no scheme or host, no '..', no encoded slash, dot or percent, no query (use params)" }),
-  method: z.enum(METHODS),
+  method: z.enum(METHODS).describe('The HTTP method to call the provider with.'),
   params: z.record(z.string().max(200), z.union([z.string().max(4000), z.number(), z.boolean()])).optional().meta({ description: 'The query string' }),
   body: z.unknown().optional().meta({ description: 'Sent as JSON' }),
   headers: z.record(z.string(), z.string().max(4000)).optional().meta({ description: "The caller's headers; authorization, cookies and the provider's credential headers never pass" }),

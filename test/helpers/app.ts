@@ -35,6 +35,30 @@ export const SERVICE_SECRET = 'svc_test_secret_0123456789abcdefghijklmnop';
 
 export type TestApp = { app: FastifyInstance; ledger: TestLedger; vault: Vault; webhooks: WebhookDispatcher; x402: X402Deps | undefined; sandboxProviders: SandboxProviders | undefined; providerRuntime: ProviderRuntime; sandboxMerchants: SandboxMerchants | undefined };
 
+/** Fails `t` on the answers `contract` found undescribed; CONTRACT_LOG=<file> (a survey) appends them there as JSON lines instead. */
+function failOnUndescribed(t: Test, contract: ContractCheck): void {
+  if (contract.violations.length === 0) return;
+  if (process.env.CONTRACT_LOG) return appendFileSync(process.env.CONTRACT_LOG, contract.violations.map((v) => `${JSON.stringify(v)}\n`).join(''));
+  const report = contract.report();
+  console.error(`answers the OpenAPI document does not describe:\n${report}`);
+  t.fail(`${contract.violations.length} answers the OpenAPI document does not describe:\n${report}`);
+}
+
+/** An app a test builds with options of its own (a second instance, another limit), held to the served document as testApp's are. */
+export async function checkedApp(t: Test, opts: BuildOptions): Promise<FastifyInstance> {
+  const contract = new ContractCheck();
+  const app = await buildApp({
+    ...opts,
+    hooks: (a) => {
+      contract.install(a);
+      opts.hooks?.(a);
+    },
+  });
+  await contract.load(app);
+  t.teardown(() => failOnUndescribed(t, contract));
+  return app;
+}
+
 export async function testApp(t: Test, opts: { readWaitMs?: number; sessionQuota?: number; rateLimit?: RateLimitConfig; now?: () => Date; webhooks?: Partial<WebhookConfig>; webhookWorker?: boolean; banks?: Map<string, Bank>; x402?: boolean; oauth?: OAuthOptions; pix?: PixDeps; providers?: boolean; providerTimeoutMs?: number; logStream?: { write(line: string): void }; mcp?: Partial<McpConfig>; store?: 'postgres' | 'esdb'; merchants?: boolean; browserWorker?: BrowserWorker | null; checkpointEveryEntries?: number; checkpointIntervalMs?: number; auditWitnesses?: BuildOptions['auditWitnesses']; providerOAuthClients?: Record<string, { client_id: string; client_secret: string }>; app?: Partial<BuildOptions> } = {}): Promise<TestApp> {
   const ledger = await testLedger(t, { ...(opts.now ? { now: opts.now } : {}), ...(opts.store ? { store: opts.store } : {}), ...(opts.checkpointEveryEntries ? { checkpointEveryEntries: opts.checkpointEveryEntries } : {}), ...(opts.checkpointIntervalMs ? { checkpointIntervalMs: opts.checkpointIntervalMs } : {}) });
   const vault = await Vault.open(ledger.db, randomBytes(32));
@@ -117,14 +141,7 @@ export async function testApp(t: Test, opts: { readWaitMs?: number; sessionQuota
   });
   t.teardown(() => app.close());
   await contract.load(app);
-  t.teardown(() => {
-    if (contract.violations.length === 0) return;
-    // CONTRACT_LOG=<file>: a survey, the violations appended as JSON lines instead of failing.
-    if (process.env.CONTRACT_LOG) return appendFileSync(process.env.CONTRACT_LOG, contract.violations.map((v) => `${JSON.stringify(v)}\n`).join(''));
-    const report = contract.report();
-    console.error(`answers the OpenAPI document does not describe:\n${report}`);
-    t.fail(`${contract.violations.length} answers the OpenAPI document does not describe:\n${report}`);
-  });
+  t.teardown(() => failOnUndescribed(t, contract));
   return { app, ledger, vault, webhooks, x402, sandboxProviders, providerRuntime: providers, sandboxMerchants };
 }
 

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import * as formats from 'ajv-formats';
-import { existsSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 // Every answer a test app gives, held to the served OpenAPI document: its
@@ -60,18 +60,22 @@ export class ContractCheck {
   }
 
   /** CONTRACT_RECORD=<folder>: the first 2xx answer of each operation (its request body too) written there as its example (contracts/examples). */
-  private record(operationId: string, status: number, req: FastifyRequest, text: string): void {
+  private record(operationId: string, status: number, req: FastifyRequest, text: string | undefined): void {
     const dir = process.env.CONTRACT_RECORD;
     if (!dir || status >= 300) return;
     const file = join(dir, `${operationId}.json`);
-    if (existsSync(file)) return;
+    const hasBody = req.body !== undefined && req.body !== null && typeof req.body === 'object';
+    // Kept once recorded, unless it lacks the request body this answer had (an operation whose body is optional).
+    if (existsSync(file) && (!hasBody || (JSON.parse(readFileSync(file, 'utf8')) as { request?: unknown }).request !== undefined)) return;
     let response: unknown;
     try {
-      response = JSON.parse(text);
+      response = text === undefined ? undefined : JSON.parse(text);
     } catch {
       return;
     }
-    const example = { status, ...(req.body !== undefined && typeof req.body === 'object' ? { request: redact(req.body) } : {}), response: redact(response) };
+    // An answer without a JSON body (a 204) gives its request only.
+    if (response === undefined && !hasBody) return;
+    const example = { status, ...(hasBody ? { request: redact(req.body) } : {}), ...(response !== undefined ? { response: redact(response) } : {}) };
     writeFileSync(file, `${JSON.stringify(example, null, 2)}\n`);
   }
 
@@ -92,7 +96,10 @@ export class ContractCheck {
       return;
     }
     const type = String(reply.getHeader('content-type') ?? '');
-    if (text === undefined || text === '' || !/json/.test(type) || req.method === 'HEAD') return;
+    if (text === undefined || text === '' || !/json/.test(type) || req.method === 'HEAD') {
+      if (req.method !== 'HEAD') this.record(op.operationId, status, req, undefined);
+      return;
+    }
     const key = `${method} ${path} ${status}`;
     let validate = this.compiled.get(key);
     if (validate === undefined) {
@@ -115,7 +122,33 @@ export class ContractCheck {
       this.violations.push({ operation, status, problem: this.ajv!.errorsText(validate.errors, { separator: '; ' }), body: text.slice(0, 300) });
       return;
     }
+    if (status === 400 || status === 422) this.checkRefusedRequest(op.operationId, path, method, status, req, body);
     this.record(op.operationId, status, req, text);
+  }
+
+  /**
+   * A refused request body the document accepts: the service enforces a rule the
+   * request schema does not state (a pattern, a length, an enum). Counted, not
+   * failed, in `unstatedRules`; CONTRACT_RULES_LOG=<file> collects them for a run.
+   */
+  readonly unstatedRules: { operation: string; status: number; code: string; request: string }[] = [];
+  private checkRefusedRequest(operationId: string, path: string, method: string, status: number, req: FastifyRequest, answer: unknown): void {
+    const code = (answer as { error?: { code?: string } | string }).error;
+    const name = typeof code === 'object' ? code?.code : code;
+    if (name === 'invalid_json' || req.body === undefined || typeof req.body !== 'object' || req.body === null) return;
+    const op = this.doc!.paths[path]![method] as { requestBody?: { content?: Record<string, { schema?: unknown }> } };
+    if (!op.requestBody?.content?.['application/json']?.schema) return;
+    const key = `request ${method} ${path}`;
+    let validate = this.compiled.get(key);
+    if (validate === undefined) {
+      const pointer = ['paths', path, method, 'requestBody', 'content', 'application/json', 'schema'];
+      validate = this.ajv!.compile({ $ref: `doc#/${pointer.map((p) => p.replace(/~/g, '~0').replace(/\//g, '~1')).join('/')}` });
+      this.compiled.set(key, validate);
+    }
+    if (!validate!(req.body)) return;
+    const found = { operation: operationId, status, code: String(name ?? ''), request: JSON.stringify(redact(req.body)).slice(0, 300) };
+    this.unstatedRules.push(found);
+    if (process.env.CONTRACT_RULES_LOG) appendFileSync(process.env.CONTRACT_RULES_LOG, `${JSON.stringify(found)}\n`);
   }
 
   /** One line per distinct violation, for a failing assertion. */

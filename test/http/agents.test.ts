@@ -74,7 +74,11 @@ t.test('revoke the agent: every key, limits stated, no new mandate or signature'
 t.test('deprecated organization-scoped forms', async (t) => {
   const ok = await post(`/v1/orgs/${org.orgId}/agents`, { agent_id: 'seller', principal_ref: 'p' });
   t.equal(ok.statusCode, 201);
-  t.equal((await post(`/v1/orgs/${org.orgId}/agents/seller/keys/rotate`)).statusCode, 201);
+  const rotated = await post(`/v1/orgs/${org.orgId}/agents/seller/keys/rotate`);
+  t.equal(rotated.statusCode, 201);
+  const revoked = await post(`/v1/orgs/${org.orgId}/agents/seller/keys/${encodeURIComponent(rotated.json().kid)}/revoke`);
+  t.equal(revoked.statusCode, 200);
+  t.match(revoked.json(), { kid: rotated.json().kid, status: 'revoked' });
   const wrongOrg = await post(`/v1/orgs/${other.orgId}/agents`, { agent_id: 'seller2', principal_ref: 'p' });
   t.equal(wrongOrg.statusCode, 403);
   t.equal((await post(`/v1/orgs/${encodeURIComponent('org with space')}/agents`, { agent_id: 'x', principal_ref: 'p' })).statusCode, 400);

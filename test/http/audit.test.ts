@@ -81,6 +81,8 @@ t.test('config: defaults, validation with nothing written, the human-session ord
   t.ok(types.includes('audit.config_updated'), 'the change is an event in the chain');
   // The deprecated organization-scoped forms.
   t.equal((await get(`/v1/orgs/${org.orgId}/audit/config`)).json().hot_window_days, 3);
+  const scoped = await app.inject({ method: 'PATCH', url: `/v1/orgs/${org.orgId}/audit/config`, headers: org.owner, payload: { hot_window_days: 4 } });
+  t.same([scoped.statusCode, scoped.json().hot_window_days], [200, 4], 'the organization-scoped form changes it too');
   t.equal((await get('/v1/orgs/org_someoneelse/audit/config')).statusCode, 403);
   const bound = (await app.inject({ method: 'POST', url: '/v1/api-keys', headers: org.owner, payload: { name: 'b', environment: 'test', project_id: org.projectId } })).json().key;
   t.equal((await get(`/v1/orgs/${org.orgId}/audit/health`, { authorization: `Bearer ${bound}` })).statusCode, 403, 'a project key');

@@ -1,7 +1,6 @@
 import t from 'tap';
 import { READ_SIDE_HEADER } from '../../src/http/kernel/route.ts';
-import { bootstrapOrg, platform, testApp } from '../helpers/app.ts';
-import { buildApp } from '../../src/app.ts';
+import { bootstrapOrg, checkedApp, platform, testApp } from '../helpers/app.ts';
 
 // The auth matrix: each credential case against representative routes, with
 // the exact status and body shape of spec Parts 5 and 7.
@@ -67,7 +66,7 @@ t.test('what the right credentials can do', async (t) => {
 });
 
 t.test('rate limiting per API key answers 429 with the limit fields at the top level', async (t) => {
-  const limited = await buildApp({ vault, db: ledger.db, store: ledger.store, readSide: ledger.readSide, serviceSecret: 'svc_other_secret_0123456789abcdefghijk', baseUrl: 'http://x', logLevel: 'silent', rateLimit: { burst: 3, perSecond: 0.5 } });
+  const limited = await checkedApp(t, { vault, db: ledger.db, store: ledger.store, readSide: ledger.readSide, serviceSecret: 'svc_other_secret_0123456789abcdefghijk', baseUrl: 'http://x', logLevel: 'silent', rateLimit: { burst: 3, perSecond: 0.5 } });
   t.teardown(() => limited.close());
   const codes: number[] = [];
   let last;
@@ -83,7 +82,7 @@ t.test('rate limiting per API key answers 429 with the limit fields at the top l
 
 t.test('a write whose read side lags still answers its status, flagged behind', async (t) => {
   await ledger.readSide.sealer.stop();
-  const slow = await buildApp({ vault, db: ledger.db, store: ledger.store, readSide: ledger.readSide, serviceSecret: 'svc_other_secret_0123456789abcdefghijk', baseUrl: 'http://x', logLevel: 'silent', readWaitMs: 150 });
+  const slow = await checkedApp(t, { vault, db: ledger.db, store: ledger.store, readSide: ledger.readSide, serviceSecret: 'svc_other_secret_0123456789abcdefghijk', baseUrl: 'http://x', logLevel: 'silent', readWaitMs: 150 });
   t.teardown(() => slow.close());
   const res = await slow.inject({ method: 'POST', url: '/v1/projects', headers: org.key, payload: { name: 'Lagging', slug: 'lagging' } });
   t.equal(res.statusCode, 201);

@@ -62,6 +62,20 @@ t.test('the full flow: create, authorise, refresh twice, revoke, create again', 
   await post(`/v1/bank-consents/${again.json().id}/revoke`);
 });
 
+t.test('the deprecated /v1/ofb/consents paths run the same flow, a refresh bounded by since and until', async (t) => {
+  const c = (await post('/v1/ofb/consents', body)).json();
+  const cb = await post(`/v1/ofb/consents/${c.id}/callback`, { auth_code: await authorise(c.authorisation_url, c.id) });
+  t.equal(cb.statusCode, 200);
+  t.match(cb.json(), { id: c.id, status: 'authorised' });
+  const r = await post(`/v1/ofb/consents/${c.id}/refresh-statement`, { since: '2020-01-01T00:00:00Z', until: '2100-01-01T00:00:00Z' });
+  t.equal(r.statusCode, 202);
+  t.match(r.json(), { consent_id: c.id, run_id: /^run_/ });
+  t.equal((await post(`/v1/bank-consents/${c.id}/refresh-statement`, { since: '2100-01-01T00:00:00Z' })).statusCode, 202, 'the current path takes the same bounds');
+  const rv = await post(`/v1/ofb/consents/${c.id}/revoke`);
+  t.equal(rv.statusCode, 200);
+  t.equal(rv.json().status, 'revoked');
+});
+
 t.test('faults: refusal at creation, a refused code, a failing page, a slow bank', async (t) => {
   const head = await ledger.store.headPosition();
   sandbox.faults.refuseCreate = true;

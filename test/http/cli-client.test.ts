@@ -110,7 +110,7 @@ t.test('execute with a bare tool name and --server; sessions list|show|close and
   const closed = await cli('POST', `/v1/sessions/${id}/close`);
   t.equal(closed.status, 200);
   t.match(closed.body, { id, status: 'closed', closed_at: /Z$/ });
-  t.equal((await cli('POST', `/v1/sessions/${id}/close`)).status, 200, 'twice is a no-op');
+  t.equal((await cli('POST', `/v1/sessions/${id}/close`, {})).status, 200, 'twice is a no-op (an empty body, as the client sends it, too)');
   t.same((await cli('GET', '/v1/sessions?status=closed')).body.data.map((x: { id: string }) => x.id), [id]);
   t.equal((await api(other.key)('POST', `/v1/sessions/${id}/close`)).status, 404);
 });

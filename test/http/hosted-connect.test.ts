@@ -31,7 +31,7 @@ const stranger = await bootstrapOrg(app, 'Stranger');
 const second = (await app.inject({ method: 'POST', url: '/v1/projects', headers: org.key, payload: { name: 'Second', slug: 'second' } })).json();
 const secondProject = { ...org.key, 'x-svc-project': second.id };
 
-const start = (merchant: string, headers = org.key) => app.inject({ method: 'POST', url: `/v1/cart/${merchant}/connect/start`, headers });
+const start = (merchant: string, headers = org.key, payload?: { return_url: string }) => app.inject({ method: 'POST', url: `/v1/cart/${merchant}/connect/start`, headers, ...(payload ? { payload } : {}) });
 const finish = (merchant: string, sessionId: string, headers = org.key) => app.inject({ method: 'POST', url: `/v1/cart/${merchant}/connect/finish`, headers, payload: { session_id: sessionId } });
 const strip = (body: { request_id?: string }) => {
   const { request_id: _r, ...rest } = body;
@@ -59,7 +59,7 @@ t.test('start: ids per call; merchant-a carries checkout_supported false and the
   const idle = hostedConfig.idleMs;
   hostedConfig.idleMs = 300; // these three contexts close on their own, soon
   t.teardown(() => void (hostedConfig.idleMs = idle));
-  const a1 = await start('merchant-a');
+  const a1 = await start('merchant-a', org.key, { return_url: 'https://shop.example/back' });
   const a2 = await start('merchant-a', stranger.key); // another organization: one holds at most its share (BROWSER_MAX_CONTEXTS_PER_ORG, 2)
   const b1 = await start('merchant-b');
   hostedConfig.idleMs = idle;

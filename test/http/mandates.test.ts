@@ -85,7 +85,7 @@ t.test('moves: legal, no-op, illegal, never echoing the reason', async (t) => {
   t.notOk(paused.body.includes('secret-reason'), 'the reason is not echoed');
   const again = await inject('POST', `/v1/mandates/${m.id}/pause`);
   t.same([again.statusCode, again.json().changed], [200, false]);
-  t.equal((await inject('POST', `/v1/mandates/${m.id}/resume`)).json().mandate.status, 'active');
+  t.equal((await inject('POST', `/v1/mandates/${m.id}/resume`, { reason: 'back to work' })).json().mandate.status, 'active');
   t.equal((await inject('POST', `/v1/mandates/${m.id}/revoke`, { reason: 'done' })).json().mandate.status, 'revoked');
   const illegal = await inject('POST', `/v1/mandates/${m.id}/resume`);
   t.equal(illegal.statusCode, 409);

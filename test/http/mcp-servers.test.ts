@@ -1,5 +1,5 @@
 import t from 'tap';
-import { bootstrapOrg, platform, testApp } from '../helpers/app.ts';
+import { bootstrapOrg, checkedApp, platform, testApp } from '../helpers/app.ts';
 import { startDeadUpstream, startUpstream } from '../helpers/mcp-upstream.ts';
 import { freeLoopbackPort } from '../../src/postgres/embedded.ts';
 import { SEAL_HEADROOM_BYTES } from '../../src/limits.ts';
@@ -196,11 +196,10 @@ t.test('tenancy: another organization’s server answers like an absent one', as
 
 t.test('a receiving address that cannot be provisioned: 503, nothing created', async (t) => {
   // The same log and database, served with another vault master key: the organization's seed cannot be read.
-  const { buildApp } = await import('../../src/app.ts');
   const { Vault } = await import('../../src/adapters/vault.ts');
   const { randomBytes } = await import('node:crypto');
   const { SERVICE_SECRET } = await import('../helpers/app.ts');
-  const wrongKey = await buildApp({ vault: await Vault.open(ledger.db, randomBytes(32)), db: ledger.db, store: ledger.store, readSide: ledger.readSide, serviceSecret: SERVICE_SECRET, baseUrl: 'http://x', logLevel: 'silent', webhookTargets: { loopback: true, private: false } });
+  const wrongKey = await checkedApp(t, { vault: await Vault.open(ledger.db, randomBytes(32)), db: ledger.db, store: ledger.store, readSide: ledger.readSide, serviceSecret: SERVICE_SECRET, baseUrl: 'http://x', logLevel: 'silent', webhookTargets: { loopback: true, private: false } });
   t.teardown(() => wrongKey.close());
   const head = await ledger.store.headPosition();
   const r = await wrongKey.inject({ method: 'POST', url: '/v1/mcp-servers', headers: admin(org), payload: body('unprovisioned') });

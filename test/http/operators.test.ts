@@ -1,7 +1,6 @@
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
-import { buildApp } from '../../src/app.ts';
-import { bootstrapOrg, testApp } from '../helpers/app.ts';
+import { bootstrapOrg, checkedApp, testApp } from '../helpers/app.ts';
 import { until } from '../helpers/wait.ts';
 
 // What an operator and an integrator expect: /metrics that moves with the
@@ -53,7 +52,7 @@ t.test('/metrics: loopback only, unless a token is configured', async (t) => {
   const remote = await app.inject({ method: 'GET', url: '/metrics', remoteAddress: '203.0.113.9' });
   t.same([remote.statusCode, remote.json().error.code], [403, 'forbidden']);
   const token = randomBytes(24).toString('base64url');
-  const guarded = await buildApp({ vault, db: ledger.db, store: ledger.store, readSide: ledger.readSide, serviceSecret: 'svc_other_secret_0123456789abcdefghijk', baseUrl: 'http://x', logLevel: 'silent', metricsToken: token });
+  const guarded = await checkedApp(t, { vault, db: ledger.db, store: ledger.store, readSide: ledger.readSide, serviceSecret: 'svc_other_secret_0123456789abcdefghijk', baseUrl: 'http://x', logLevel: 'silent', metricsToken: token });
   t.teardown(() => guarded.close());
   t.equal((await guarded.inject({ method: 'GET', url: '/metrics' })).statusCode, 401, 'with a token, loopback needs it too');
   t.equal((await guarded.inject({ method: 'GET', url: '/metrics', remoteAddress: '203.0.113.9', headers: { authorization: 'Bearer wrong' } })).statusCode, 401);
@@ -64,7 +63,7 @@ t.test('/metrics: loopback only, unless a token is configured', async (t) => {
 
 t.test('a failing request: its request_id is in the error envelope and on its log lines', async (t) => {
   const lines: string[] = [];
-  const logged = await buildApp({ vault, db: ledger.db, store: ledger.store, readSide: ledger.readSide, serviceSecret: 'svc_other_secret_0123456789abcdefghijk', baseUrl: 'http://x', logLevel: 'info', logStream: { write: (l: string) => void lines.push(l) } });
+  const logged = await checkedApp(t, { vault, db: ledger.db, store: ledger.store, readSide: ledger.readSide, serviceSecret: 'svc_other_secret_0123456789abcdefghijk', baseUrl: 'http://x', logLevel: 'info', logStream: { write: (l: string) => void lines.push(l) } });
   t.teardown(() => logged.close());
   const res = await logged.inject({ method: 'POST', url: '/v1/consumers', headers: org.key, payload: { document: '123' } });
   t.same([res.statusCode, res.json().error.code], [400, 'invalid_body']);

@@ -1,12 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import t from 'tap';
 import { Vault } from '../../src/adapters/vault.ts';
-import { buildApp } from '../../src/app.ts';
 import { generateSigningKey } from '../../src/audit/note.ts';
 import { PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { openDb } from '../../src/postgres/db.ts';
 import { startReadSide } from '../../src/readside.ts';
-import { bootstrapOrg, SERVICE_SECRET } from '../helpers/app.ts';
+import { bootstrapOrg, checkedApp, SERVICE_SECRET } from '../helpers/app.ts';
 import { testDatabase } from '../helpers/db.ts';
 import { LossyProxy } from '../helpers/lossy-proxy.ts';
 import { requestHash } from '../../src/http/kernel/idempotency.ts';
@@ -30,7 +29,7 @@ t.teardown(() => proxy.stop());
 const db = openDb(viaProxy.toString(), { max: 10 });
 const store = await PostgresEventStore.open(db);
 const readSide = await startReadSide(db, store, { signingKey: generateSigningKey('outcome'), origin: 'test/audit' }, undefined, { reactors: false });
-const app = await buildApp({ vault: await Vault.open(db, randomBytes(32)), db, store, readSide, serviceSecret: SERVICE_SECRET, baseUrl: 'http://127.0.0.1:8080', logLevel: 'silent', readWaitMs: 10_000, webhookTargets: { loopback: true, private: false }, rateLimit: { burst: 100_000, perSecond: 100_000 } });
+const app = await checkedApp(t, { vault: await Vault.open(db, randomBytes(32)), db, store, readSide, serviceSecret: SERVICE_SECRET, baseUrl: 'http://127.0.0.1:8080', logLevel: 'silent', readWaitMs: 10_000, webhookTargets: { loopback: true, private: false }, rateLimit: { burst: 100_000, perSecond: 100_000 } });
 t.teardown(async () => {
   await app.close();
   await readSide.stop();

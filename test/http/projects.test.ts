@@ -114,6 +114,9 @@ t.test('members: effective roles, overrides, gates', async (t) => {
   t.equal((await app.inject({ method: 'POST', url, headers: org.owner, payload: { user_id: org.ownerId, role: 'member' } })).json().error.code, 'cannot_override_owner');
   t.equal((await app.inject({ method: 'POST', url, headers: org.owner, payload: { user_id: 'usr_nobody', role: 'member' } })).json().error.code, 'user_not_in_org');
   t.equal((await app.inject({ method: 'PATCH', url: `${url}/${admin.user_id}`, headers: org.owner, payload: { role: 'member' } })).statusCode, 404, 'no override row');
+  const patched = await app.inject({ method: 'PATCH', url: `${url}/${member.user_id}`, headers: org.owner, payload: { role: 'member' } });
+  t.equal(patched.statusCode, 200, 'an override row changes');
+  t.match(patched.json(), { user_id: member.user_id, role: 'member' });
   t.same((await app.inject({ method: 'GET', url, headers: org.key })).json(), { error: 'unauthorized' }, 'an API key is not read here');
   t.same((await app.inject({ method: 'GET', url, headers: platform })).json(), { error: 'unauthorized' }, 'no acting user');
   t.equal((await app.inject({ method: 'DELETE', url: `${url}/${member.user_id}`, headers: org.owner })).statusCode, 204);

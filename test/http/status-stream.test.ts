@@ -2,9 +2,8 @@ import type { AddressInfo } from 'node:net';
 import { EventSource } from 'eventsource';
 import { Webhook } from 'standardwebhooks';
 import t from 'tap';
-import { buildApp } from '../../src/app.ts';
 import { streamConfig, type Timers } from '../../src/usecases/status-stream.ts';
-import { bootstrapOrg, SERVICE_SECRET, testApp, testClock } from '../helpers/app.ts';
+import { bootstrapOrg, checkedApp, SERVICE_SECRET, testApp, testClock } from '../helpers/app.ts';
 
 // The payment-status SSE stream with the `eventsource` client over a real
 // loopback port: snapshot/update/done order, heartbeats and the 5 s / 30 min
@@ -49,7 +48,7 @@ const org = await bootstrapOrg(app, 'Streams');
 await app.listen({ port: 0, host: '127.0.0.1' });
 const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
 // A second instance of the service on the same database.
-const app2 = await buildApp({ db: ledger.db, store: ledger.store, readSide: ledger.readSide, serviceSecret: SERVICE_SECRET, baseUrl: 'http://127.0.0.1:8081', vault, logLevel: 'silent', now: clock.now });
+const app2 = await checkedApp(t, { db: ledger.db, store: ledger.store, readSide: ledger.readSide, serviceSecret: SERVICE_SECRET, baseUrl: 'http://127.0.0.1:8081', vault, logLevel: 'silent', now: clock.now });
 t.teardown(() => app2.close());
 
 async function until<T>(f: () => T | undefined | Promise<T | undefined>, ms = 15_000): Promise<T> {

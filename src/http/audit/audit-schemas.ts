@@ -20,16 +20,16 @@ export const AuditConfig = AuditThresholds.extend({
   updated_at: Timestamp,
 }).meta({ id: 'AuditConfig' });
 export const Incident = z
-  .object({ id: z.string(), org_id: z.string(), kind: z.string(), detail: z.string(), detected_at: Timestamp, detected_at_sequence: z.number().int(), status: z.enum(['open', 'acknowledged']), anpd_notification_status: z.enum(['not_required', 'notified', 'pending_assessment']), created_at: Timestamp })
+  .object({ id: z.string(), org_id: z.string(), kind: z.string().describe('What was detected, as a stable code (e.g. `sequence_gap`, `root_mismatch`, `witness_refused`).'), detail: z.string().describe('What was detected, in a sentence.'), detected_at: Timestamp, detected_at_sequence: z.number().int(), status: z.enum(['open', 'acknowledged']).describe('`open` until a person acknowledges it, then `acknowledged`.'), anpd_notification_status: z.enum(['not_required', 'notified', 'pending_assessment']), created_at: Timestamp })
   .meta({ id: 'AuditIncident' });
 const WitnessLag = z
   .object({ name: z.string(), verifier_key: z.string(), cosigned_size: z.number().int(), cosigned_at: Timestamp.nullable(), lag_entries: z.number().int() })
   .meta({ id: 'AuditWitnessLag' });
 export const Health = z
   .object({
-    status: z.enum(['healthy', 'degraded']),
+    status: z.enum(['healthy', 'degraded']).describe('`healthy`, or `degraded`: a detected break, an open incident, an uncertified stretch, or a chain under verification whose tip is above the watermark.'),
     actionable_status: z.enum(['verifying', 'healthy', 'catching_up', 'link_unverifiable', 'degraded', 'broken']),
-    detail: z.string(),
+    detail: z.string().describe('The state in one sentence: what was found, or how far verification has come.'),
     last_sequence_number: z.number().int(),
     last_checked_at: Timestamp.nullable(),
     verification: z.object({
@@ -43,7 +43,7 @@ export const Health = z
         oldest_unverifiable_segment: z.object({ from_sequence: z.number().int(), to_sequence: z.number().int(), reason: z.string(), first_detected_at: Timestamp }).nullable(),
         writer_tip_link_unverifiable: z.boolean(),
       }),
-    }),
+    }).describe("How far the verifier has re-checked the chain's hashes and links."),
     incidents: z.object({ open_count: z.number().int(), acknowledged_count_30d: z.number().int(), open_truncated: z.boolean(), open: z.array(z.object({ id: z.string(), detected_at: Timestamp, detected_at_sequence: z.number().int() })) }),
     initial_walk: z.object({ in_progress: z.boolean(), events_processed: z.number().int() }),
     witnesses: z.array(WitnessLag),

@@ -30,7 +30,7 @@ function auditEventRoutes(app: FastifyInstance, deps: AppDeps): void {
     auth: 'api_key',
     scope: 'audit:read',
     query: z.record(z.string(), z.unknown()),
-    responses: { 200: z.object({ events: z.array(AuditEvent), next_before_sequence: z.number().int().nullable() }) },
+    responses: { 200: z.object({ events: z.array(AuditEvent).describe("The chain's events of this page, newest first."), next_before_sequence: z.number().int().nullable() }) },
     errors: [[400, 'invalid_before_sequence'], [400, 'invalid_iso_8601'], [400, 'from_after_to'], [401, 'unauthorized'], [403, 'forbidden']],
     async handler({ auth, query, deps }) {
       const now = deps.now().getTime();
@@ -78,7 +78,7 @@ function auditIncidentAndExportRoutes(app: FastifyInstance, deps: AppDeps): void
     params: z.object({ id: z.string().min(1).max(100) }),
     body: z.record(z.string(), z.unknown()),
     bodyText: { resolution_summary: null, incident_reference: null },
-    responses: { 200: z.object({ incident: Incident.extend({ acknowledgement: z.record(z.string(), z.unknown()) }) }) },
+    responses: { 200: z.object({ incident: Incident.extend({ acknowledgement: z.record(z.string(), z.unknown()) }).describe('The incident, now acknowledged, with what the acknowledgement recorded.') }) },
     errors: [[400, 'pending_assessment_not_terminal'], [400, 'field_invalid'], [401, 'unauthorized'], [403, 'human_session_required'], [403, 'insufficient_role'], [404, 'not_found'], [409, 'incident_already_acknowledged']],
     idempotent: true,
     async handler({ auth, params, body, run, deps }) {

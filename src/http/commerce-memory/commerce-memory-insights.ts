@@ -5,7 +5,7 @@ import type { Window } from '../../../projections/commerce-memory-insights.ts';
 import { ApiError } from '../kernel/errors.ts';
 import { ExactInt } from '../kernel/exact-json.ts';
 import { type AppDeps, defineRoute } from '../kernel/route.ts';
-import { AmountMinor, Currency, Instant, Limit, Metadata, orderedWindow } from './commerce-memory-schemas.ts';
+import { AmountMinor, CounterpartyKindField, Currency, Instant, Limit, Metadata, orderedWindow } from './commerce-memory-schemas.ts';
 import { getNegotiation, insightNegotiationStats, insightSummary, insightTopCounterparties, listNegotiations, recordNegotiation } from '../../usecases/commerce-memory-insights.ts';
 import { IdParam, Timestamp } from '../kernel/schemas.ts';
 
@@ -29,7 +29,7 @@ const SummaryRow = z
   .object({
     counterparty_id: z.string(),
     name: z.string(),
-    kind: CounterpartyKind,
+    kind: CounterpartyKindField,
     identifier_kind: z.string().nullable(),
     last_seen_at: Timestamp,
     interaction_count: z.int(),
@@ -40,13 +40,13 @@ const SummaryRow = z
   })
   .meta({ id: 'CounterpartySummaryRow' });
 const TopRow = z
-  .object({ counterparty_id: z.string(), name: z.string(), kind: CounterpartyKind, payment_count: z.int(), total_payment_minor: ExactInt })
+  .object({ counterparty_id: z.string(), name: z.string(), kind: CounterpartyKindField, payment_count: z.int(), total_payment_minor: ExactInt })
   .meta({ id: 'TopCounterpartyRow' });
 const StatsRow = z
   .object({ outcome: NegotiationOutcome, n: z.int(), currencies: z.array(z.string()), discount_sample_n: z.int(), avg_discount_bps: z.int().nullable() })
   .meta({ id: 'NegotiationStatsRow' });
 
-const InsightQuery = z.object({ kind: CounterpartyKind.optional(), limit: Limit(20, 200), since: Instant.optional(), until: Instant.optional() }).superRefine(orderedWindow);
+const InsightQuery = z.object({ kind: CounterpartyKindField.optional(), limit: Limit(20, 200), since: Instant.optional(), until: Instant.optional() }).superRefine(orderedWindow);
 
 export const NegotiationView = z
   .object({
@@ -124,7 +124,7 @@ function insightRoutes(app: FastifyInstance, deps: AppDeps): void {
     auth: 'api_key',
     scope: 'commerce_memory:read',
     query: InsightQuery,
-    responses: { 200: z.object({ kind: CounterpartyKind.nullable(), window: WindowView, rows: z.array(TopRow) }) },
+    responses: { 200: z.object({ kind: CounterpartyKind.nullable().describe('The kind the rows were filtered by; null when all kinds.'), window: WindowView, rows: z.array(TopRow) }) },
     errors: INSIGHT_ERRORS,
     async handler({ auth, query, deps }) {
       const w = windowOf(query, deps.now());

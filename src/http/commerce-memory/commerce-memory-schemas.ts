@@ -7,6 +7,11 @@ import { Instant, Timestamp } from '../kernel/schemas.ts';
 
 export { Instant };
 
+/** The commerce-memory enums, described once for the reference. */
+export const CounterpartyKindField = CounterpartyKind.describe('What the counterparty is to the organization: `supplier`, `customer` or `agent_peer` (another agent).');
+export const InteractionKindField = InteractionKind.describe('What happened: `quote`, `negotiation`, `order`, `invoice`, `payment`, `shipment`, `message` or `other`.');
+export const InteractionSourceField = InteractionSource.describe('Where the record came from: `agent_execute` (a tool call of an agent), `webhook`, `manual` (default) or `backfill`.');
+
 export const Metadata = z.record(z.string(), z.unknown()).refine((m) => JSON.stringify(m).length <= 32_768 && Object.keys(m).length <= 64, 'at most 64 keys and 32 KB');
 export const Currency = z.string().regex(/^[A-Z][A-Z0-9]{2,9}$/, 'an upper-case currency code (ISO 4217 or a token symbol)');
 /** Amounts in minor units on the wire: JSON integers up to 10^15 (exact as JS numbers); their sums are bigint, written exactly (src/http/kernel/exact-json.ts). */
@@ -16,7 +21,7 @@ export const Limit = (def: number, max: number) => z.coerce.number().int().min(1
 export const CounterpartyView = z
   .object({
     id: z.string(),
-    kind: CounterpartyKind,
+    kind: CounterpartyKindField,
     name: z.string(),
     identifier: z.string().nullable(),
     identifier_kind: IdentifierKind.nullable(),
@@ -30,9 +35,9 @@ export const InteractionView = z
   .object({
     id: z.string(),
     counterparty_id: z.string(),
-    kind: InteractionKind,
+    kind: InteractionKindField,
     occurred_at: Timestamp,
-    source: InteractionSource,
+    source: InteractionSourceField,
     source_ref: z.string().nullable(),
     agent_id: z.string().nullable(),
     amount_minor: z.int().nullable(),

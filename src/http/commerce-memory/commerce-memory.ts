@@ -1,9 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { CounterpartyKind, IdentifierKind, InteractionKind, InteractionSource } from '../../../events/commerce-memory.ts';
+import { IdentifierKind } from '../../../events/commerce-memory.ts';
 import { type AppDeps, defineRoute } from '../kernel/route.ts';
 import { IdParam } from '../kernel/schemas.ts';
-import { AmountMinor, bothOrNeither, CounterpartyView, Currency, Instant, InteractionView, Limit, Metadata, orderedWindow, Preferences } from './commerce-memory-schemas.ts';
+import { AmountMinor, bothOrNeither, CounterpartyKindField, CounterpartyView, Currency, Instant, InteractionKindField, InteractionSourceField, InteractionView, Limit, Metadata, orderedWindow, Preferences } from './commerce-memory-schemas.ts';
 import { getCounterparty, getPreferences, listCounterparties, listInteractions, recordInteraction, registerCounterparty, setPreferences } from '../../usecases/commerce-memory.ts';
 
 // Commerce memory (spec 4.8): counterparties (also under the deprecated
@@ -13,7 +13,7 @@ import { getCounterparty, getPreferences, listCounterparties, listInteractions, 
 
 const CounterpartyBody = z
   .object({
-    kind: CounterpartyKind,
+    kind: CounterpartyKindField,
     name: z.string().trim().min(1).max(200),
     identifier: z.string().trim().min(1).max(200).nullable().optional(),
     identifier_kind: IdentifierKind.nullable().optional(),
@@ -24,20 +24,20 @@ const CounterpartyBody = z
 const CounterpartyQuery = z.object({
   identifier: z.string().trim().min(1).max(200).optional(),
   identifier_kind: IdentifierKind.optional(),
-  kind: CounterpartyKind.optional(),
+  kind: CounterpartyKindField.optional(),
   limit: Limit(50, 200),
 });
 
 const InteractionBody = z
   .object({
     counterparty_id: z.string().min(1).max(200),
-    kind: InteractionKind,
+    kind: InteractionKindField,
     agent_id: z.string().min(1).max(64).nullable().optional(),
     amount_minor: AmountMinor.nullable().optional(),
     currency: Currency.nullable().optional(),
     metadata: Metadata.optional(),
     occurred_at: Instant.optional(),
-    source: InteractionSource.optional(),
+    source: InteractionSourceField.optional(),
     source_ref: z.string().min(1).max(200).optional(),
   })
   .superRefine(bothOrNeither('amount_minor', 'currency'));
@@ -45,7 +45,7 @@ const InteractionBody = z
 const InteractionQuery = z
   .object({
     counterparty_id: z.string().min(1).max(200).optional(),
-    kind: InteractionKind.optional(),
+    kind: InteractionKindField.optional(),
     limit: Limit(50, 200),
     since: Instant.optional(),
     until: Instant.optional(),

@@ -10,7 +10,7 @@ export const ConnectionView = z
     user_id: z.string().nullable(),
     server_id: z.string(),
     auth_type: z.string(),
-    status: z.enum(['pending', 'connected', 'revoked', 'expired']),
+    status: z.enum(['pending', 'connected', 'revoked', 'expired']).describe('`pending` (the person has not finished connecting), `connected` (usable), `revoked` (for good; the vault rows are purged) or `expired` (its credential lapsed).'),
     display_name: z.string().nullable(),
     metadata: z.record(z.string(), z.unknown()).nullable(),
     connection_metadata: z.record(z.string(), z.unknown()),

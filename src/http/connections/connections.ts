@@ -120,7 +120,7 @@ function connectionChangeRoutes(app: FastifyInstance, deps: AppDeps): void {
     scope: 'connections:write',
     params: z.object({ id: IdParam }),
     bodyOptional: true,
-    responses: { 200: z.object({ id: z.string(), status: z.literal('revoked'), already: z.literal(true).optional() }) },
+    responses: { 200: z.object({ id: z.string(), status: z.literal('revoked').describe('The connection is `revoked`: its credential is purged from the vault; the row is kept for audit.'), already: z.literal(true).optional() }) },
     errors: [[401, 'unauthorized'], [403, 'forbidden'], [403, 'insufficient_role'], [404, 'not_found'], [503, 'vault_unavailable']],
     idempotent: true,
     async handler(ctx) {

@@ -33,13 +33,20 @@ const StartResponse = z
 const FinishResponse = z.object({ merchant: z.enum(HOSTED_MERCHANTS), session_id: z.string(), connection: ConnectionView }).meta({ id: 'HostedConnectFinish' });
 const Token = z.string().regex(/^[A-Za-z0-9_-]{43}$/, 'a live-view token');
 const Fraction = z.number().min(0).max(1);
+const X = Fraction.describe('Where, across the view: 0 (left edge) to 1 (right edge).');
+const Y = Fraction.describe('Where, down the view: 0 (top) to 1 (bottom).');
+const kind = <T extends string>(t: T, what: string) => z.literal(t).describe(what);
 const InputBody = z.discriminatedUnion('type', [
-  z.object({ type: z.literal('click'), x: Fraction, y: Fraction }),
-  z.object({ type: z.literal('scroll'), x: Fraction, y: Fraction, dy: z.number().min(-5_000).max(5_000) }),
-  z.object({ type: z.literal('text'), text: z.string().min(1).max(HOSTED_INPUT_TEXT_MAX_CHARS) }),
-  z.object({ type: z.literal('key'), key: z.enum(Object.keys(SPECIAL_KEYS) as [SpecialKey, ...SpecialKey[]]) }),
+  z.object({ type: kind('click', '`click`: a click at x, y.'), x: X, y: Y }),
+  z.object({ type: kind('scroll', '`scroll`: the wheel at x, y.'), x: X, y: Y, dy: z.number().min(-5_000).max(5_000).describe('How far to scroll, in CSS pixels; negative scrolls up.') }),
+  z.object({ type: kind('text', '`text`: type characters into the focused field.'), text: z.string().min(1).max(HOSTED_INPUT_TEXT_MAX_CHARS).describe('The characters to type.') }),
+  z.object({ type: kind('key', '`key`: press one special key.'), key: z.enum(Object.keys(SPECIAL_KEYS) as [SpecialKey, ...SpecialKey[]]).describe('The key to press, by its name.') }),
   // The viewer's size (CSS px): the remote page is laid out at it.
-  z.object({ type: z.literal('resize'), width: z.number().int().min(VIEW_BOUNDS.minWidth).max(VIEW_BOUNDS.maxWidth), height: z.number().int().min(VIEW_BOUNDS.minHeight).max(VIEW_BOUNDS.maxHeight) }),
+  z.object({
+    type: kind('resize', "`resize`: the viewer's size changed."),
+    width: z.number().int().min(VIEW_BOUNDS.minWidth).max(VIEW_BOUNDS.maxWidth).describe("The viewer's width, in CSS pixels."),
+    height: z.number().int().min(VIEW_BOUNDS.minHeight).max(VIEW_BOUNDS.maxHeight).describe("The viewer's height, in CSS pixels."),
+  }),
 ]);
 const StartBody = z.object({
   return_url: z
@@ -50,7 +57,11 @@ const StartBody = z.object({
       if (problem) c.addIssue({ code: 'custom', message: problem });
     })
     .optional()
-    .describe('Where the live view offers to take the person once connected: https://…, or http:// on localhost, 127.0.0.1 or [::1]'),
+    // The rule returnUrlProblem enforces, stated for the reference (the check itself stays the URL parser's).
+    .meta({
+      pattern: '^(?:[Hh][Tt][Tt][Pp][Ss]://[^/@?#\\s]+|[Hh][Tt][Tt][Pp]://(?:[Ll][Oo][Cc][Aa][Ll][Hh][Oo][Ss][Tt]|127\\.0\\.0\\.1|\\[::1\\])(?::\\d+)?)(?:[/?#].*)?$',
+      description: 'Where the live view offers to take the person once connected: https://…, or http:// on localhost, 127.0.0.1 or [::1]; no user name or password',
+    }),
 });
 
 /** The cookie binding a live view to the browser that first opened it (Path: that live view only). */

@@ -149,8 +149,10 @@ export function errorCodes(r: RouteSpec): Map<number, string[]> {
     add(400, 'invalid_body');
     add(400, 'invalid_json');
   }
-  // Any request that carries a body meets the body parsers first, whether the route reads one or not.
-  if (r.body || (r.method !== 'GET' && r.method !== 'OPTIONS')) {
+  // Any request that carries a body meets the body parsers first, whether the route reads one or not
+  // (a CORS preflight too: an OPTIONS with a form body answers 415 before the preflight runs).
+  if (r.body || r.method !== 'GET') {
+    add(400, 'invalid_json');
     add(413, 'payload_too_large');
     add(415, 'unsupported_media_type');
   }
@@ -162,6 +164,8 @@ export function errorCodes(r: RouteSpec): Map<number, string[]> {
   }
   if (r.auth !== 'open') add(401, 'unauthorized');
   if (r.scope) add(403, 'forbidden');
+  // The platform secret without an acting user in `x-svc-user`, or a role below the route's (src/http/kernel/auth.ts).
+  if (r.auth === 'key_or_service' || r.auth === 'org_admin' || r.minRole) add(403, 'insufficient_role');
   if (r.auth === 'api_key' || r.auth === 'org_admin' || r.auth === 'key_or_service') add(429, 'rate_limited');
   return byStatus;
 }

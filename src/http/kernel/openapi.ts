@@ -198,7 +198,7 @@ function buildDocument(routes: readonly RouteSpec[], serverUrl: string, pages: r
     if (r.body) {
       op.requestBody = { required: !r.bodyOptional, content: { 'application/json': { schema: strip(jsonSchema(r.body, 'input')), ...(example?.request !== undefined ? { examples: recorded(example.request) } : {}) } } };
     }
-    const answered = example && (responses[String(example.status)]?.content as Json | undefined)?.['application/json'];
+    const answered = example?.response !== undefined && (responses[String(example.status)]?.content as Json | undefined)?.['application/json'];
     if (answered) (answered as Json).examples = recorded(example.response);
     (paths[path] ??= {})[r.method.toLowerCase()] = op;
   }

@@ -136,6 +136,8 @@ const checkedBodies = new WeakMap<object, z.ZodType>();
 function checkResponse(spec: RouteSpec, r: Reply, req: FastifyRequest): Reply {
   const schema = spec.responses[r.status];
   if (!schema || (spec.sse && r.headers?.['content-type']?.startsWith('text/event-stream'))) return r;
+  // A body already serialized by another component (the MCP SDK's JSON-RPC answer) is passed through as it is; its schema documents it.
+  if (typeof r.body === 'string') return r;
   const shared = isShared(r.body);
   if (shared && checkedBodies.get(r.body as object) === schema) return r;
   const result = schema.safeParse(r.body);

@@ -18,7 +18,7 @@ export const MandateView = z
     cap_minor: z.string(),
     per_tx_cap_minor: z.string(),
     currency: z.string(),
-    status: z.enum(['active', 'paused', 'revoked', 'expired']),
+    status: z.enum(['active', 'paused', 'revoked', 'expired']).describe('`active` (spends are authorized), `paused` (refused until resumed), `revoked` (for good) or `expired` (past `expires_at`).'),
     expires_at: Timestamp,
     created_at: Timestamp,
     slots: z
@@ -82,5 +82,5 @@ export const SpendResult = z.object({
   rail: z.string().nullable().optional().meta({ description: "A payee spend: the slot's rail" }),
   agent_id: z.string().optional().meta({ description: "A payee spend: the mandate's agent" }),
 });
-export const Card = z.object({ card_id: z.string(), consumer_id: z.string(), status: z.string(), bound_at: Timestamp });
+export const Card = z.object({ card_id: z.string(), consumer_id: z.string(), status: z.string().describe('The card\'s state at the card network: `active` once bound.'), bound_at: Timestamp });
 export const Authorization = z.object({ transaction_id: z.string(), amount_minor: z.string(), currency: z.string(), decision: z.enum(['approved', 'declined']), at: Timestamp });

@@ -212,7 +212,7 @@ function mandateCardRoutes(app: FastifyInstance, deps: AppDeps): void {
     scope: 'mandates:read',
     params: z.object({ id: IdParam }),
     query: z.object({ limit: z.coerce.number().catch(20).transform((n) => (Number.isFinite(n) ? Math.min(100, Math.max(1, Math.trunc(n))) : 20)).default(20) }),
-    responses: { 200: z.object({ mandate_id: z.string(), card: Card.nullable(), authorizations: z.array(Authorization) }) },
+    responses: { 200: z.object({ mandate_id: z.string(), card: Card.nullable().describe('The virtual card bound to the mandate; null before one is bound.'), authorizations: z.array(Authorization).describe("The sandbox card network's authorizations of the card, newest first.") }) },
     errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'mandate_not_found']],
     async handler({ auth, params, query, deps }) {
       return { status: 200, body: await readMandateCard(deps, auth, params.id, query.limit) };
@@ -228,7 +228,7 @@ function mandateCardRoutes(app: FastifyInstance, deps: AppDeps): void {
     auth: 'api_key',
     scope: 'mandates:write',
     params: z.object({ id: IdParam }),
-    responses: { 201: z.object({ mandate_id: z.string(), card: Card, changed: z.boolean() }), 200: z.object({ mandate_id: z.string(), card: Card, changed: z.boolean() }) },
+    responses: { 201: z.object({ mandate_id: z.string(), card: Card.describe('The virtual card now bound to the mandate.'), changed: z.boolean() }), 200: z.object({ mandate_id: z.string(), card: Card.describe('The card already bound (nothing changed).'), changed: z.boolean() }) },
     errors: [[401, 'unauthorized'], [403, 'forbidden'], [404, 'mandate_not_found'], [409, 'mandate_not_active'], [501, 'not_wired']],
     idempotent: true,
     async handler({ auth, params, run, deps }) {

@@ -153,7 +153,7 @@ export const CONSENT_PAGES: PageSpec[] = [
     operationId: 'oauthAuthorizeDecide',
     summary: "The consent form's answer: a valid pasted API key leads to the confirmation naming the organization, environment and project; its Allow redirects to the client with a single-use code; deny with error=access_denied",
     tags: ['oauth'],
-    form: z.object({ handle: z.string(), decision: z.enum(['allow', 'deny']).optional(), api_key: z.string().optional() }),
+    form: z.object({ handle: z.string().describe('The consent request, as the page received it (a hidden field).'), decision: z.enum(['allow', 'deny']).optional(), api_key: z.string().optional() }),
     responses: {
       200: { description: 'The confirmation (HTML): the organization, environment, project and scopes the pasted key grants, with Allow and Deny', html: true },
       302: { description: 'Back to the redirect_uri with code (or error=access_denied), state and iss', headers: { location: 'The client redirect_uri with its parameters' } },
