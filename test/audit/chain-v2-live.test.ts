@@ -57,7 +57,7 @@ for (const kind of ['postgres', 'esdb'] as const) {
     // A link the chain's head does not back (a forged or stale one) is refused by the store, nothing written.
     if (kind === 'postgres') {
       const forged = linkEvent({ id: crypto.randomUUID(), type: 'test.noted', streamName: `note-${ORG}`, data: { n: 99 }, metadata: meta, revision: 0n, position: '', recordedAt: '' }, 5, hashes[3]!, '00'.repeat(16));
-      await t.rejects(ledger.store.appendToStream(`note-${ORG}`, [{ type: 'test.noted', data: { n: 99 }, metadata: { ...meta, audit_link: forged.link } }]), { code: 'store_unavailable' }, 'a second entry 5 is refused');
+      await t.rejects(ledger.store.appendToStream(`note-${ORG}`, [{ type: 'test.noted', data: { n: 99 }, metadata: { ...meta, audit_link: forged.link } }]), { code: 'wrong_expected_revision' }, 'a second entry 5 is refused, as a conflict, nothing written');
     }
     // A checkpoint over all seven, signed as the sealer signs.
     const root = rootOf(hashes.map((h) => leafHash(Buffer.from(h, 'hex'))), 7);
