@@ -484,7 +484,8 @@ export class Sealer {
     if (q) await this.saveNodesAndState(q, chain, nodes);
     else await this.db.transaction((tx) => this.saveNodesAndState(tx, chain, nodes));
     await this.maybeCheckpoint(chain, false, append, q, last);
-    return '';
+    // The last entry is the last fact itself: the audit read model's row for it is what `afterSeal` waits for.
+    return fresh[fresh.length - 1]!.position;
   }
 
   /**
