@@ -157,7 +157,7 @@ export function ApprovalDetail({ a, people, now, csrf, mayDecide }: DetailProps)
               <span class="hint" id="reason-hint">
                 Kept with the decision in the audit chain.
               </span>
-              <input id="reason" name="reason" type="text" maxLength={1000} aria-describedby="reason-hint" />
+              <input id="reason" name="reason" type="text" maxLength={1000} aria-describedby="reason-hint" hx-preserve="true" />
             </div>
             <div class="actions">
               <Button id="approve" name="decision" value="approve">

@@ -106,6 +106,13 @@ if (!(await findChromium())) {
     t.equal(await a.textContent('#tool'), 'mandate.spend');
     t.same(JSON.parse((await a.textContent('#input')) ?? '{}'), { mandate_id: mandate.id, amount_minor: '700', currency: 'BRL', merchant: '<script>alert(1)</script>', description: null, channel: 'api' }, 'the verbatim input');
     await a.fill('#reason', 'looks right');
+    // A live refresh while the person types (another approval's event, the stream's reconnection) keeps what they typed.
+    await a.evaluate(() => {
+      document.getElementById('approval-live')!.setAttribute('data-before-refresh', '');
+      document.body.dispatchEvent(new CustomEvent('approvals-changed'));
+    });
+    await a.waitForSelector('#approval-live:not([data-before-refresh])');
+    t.equal(await a.inputValue('#reason'), 'looks right', 'the reason being typed survives a live refresh');
     await a.click('#approve');
     await a.waitForSelector('#decided');
     t.match(await a.textContent('#notice'), /Approved; the held call ran/);
