@@ -4,7 +4,8 @@ import path from 'node:path';
 
 // How `npm test` (test/run.ts) and `npm run test:unit` run tap: its own
 // runner (its terminal reporter on a terminal, plain TAP otherwise), without
-// the "# No coverage generated" line (scripts/tap-quiet-coverage.mjs), then
+// the "# No coverage generated" line (scripts/tap-quiet-coverage.mjs) nor the
+// coverage loader in every test process (scripts/tap-no-coverage-loader.mjs), then
 // the slowest files of the run, read from the per-file results tap keeps in
 // .tap/test-results.
 
@@ -14,8 +15,9 @@ const RESULTS = path.join(root, '.tap', 'test-results');
 /** Runs tap with `args` and `env`; resolves with its exit code after printing the slowest files. */
 export async function runTap(args: string[], env: NodeJS.ProcessEnv = process.env, slowest = 10): Promise<number> {
   const started = Date.now();
+  const nodeOptions = `--import=${path.join(root, 'scripts/tap-no-coverage-loader.mjs')} ${env.NODE_OPTIONS ?? ''}`.trim();
   const code = await new Promise<number>((resolve) => {
-    const child = spawn(process.execPath, ['--import', path.join(root, 'scripts/tap-quiet-coverage.mjs'), path.join(root, 'node_modules/tap/dist/esm/run.mjs'), ...args], { stdio: 'inherit', cwd: root, env });
+    const child = spawn(process.execPath, ['--import', path.join(root, 'scripts/tap-quiet-coverage.mjs'), path.join(root, 'node_modules/tap/dist/esm/run.mjs'), ...args], { stdio: 'inherit', cwd: root, env: { ...env, NODE_OPTIONS: nodeOptions } });
     child.on('exit', (c, sig) => resolve(c ?? (sig ? 1 : 0)));
   });
   process.stdout.write(await slowestFiles(started, Date.now(), slowest));

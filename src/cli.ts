@@ -386,7 +386,7 @@ export async function main(argv: string[]): Promise<number> {
   return 2;
 }
 
-const isMain = process.argv[1] && /cli\.ts$|ledger(\.js)?$/.test(process.argv[1]);
+const isMain = process.argv[1] && /cli\.[jt]s$|ledger(\.js)?$/.test(process.argv[1]);
 if (isMain) {
   main(process.argv.slice(2)).then(
     (code) => process.exit(code),

@@ -7,7 +7,8 @@ import { runTap } from '../scripts/tap.ts';
 import { makeSchemaTemplate, TEMPLATE_ENV } from './helpers/db.ts';
 import { testApp } from './helpers/app.ts';
 
-// `npm test`: one embedded PostgreSQL for the whole run, the service's schema
+// `npm test`: the suite compiled (tsc emits .build/, scripts/build-tree.mjs),
+// then this file's compiled copy: one embedded PostgreSQL for the whole run, the service's schema
 // migrated once into a template database on it, then tap (scripts/tap.ts:
 // arguments go to tap, `npm test -- test/http/x.test.ts`; the slowest files
 // are printed at the end). Each test file creates its own databases on the
@@ -46,7 +47,9 @@ try {
   // for finding them all at once after a change (docs/decisions.md, "Issue 60: the reference").
   const strict = process.env.CONTRACT_STRICT !== '0';
   const survey = path.join(dir, 'contract-violations.jsonl');
-  code = await runTap(process.argv.slice(2), { ...process.env, [TEMPLATE_ENV]: TEMPLATE, ...(strict || process.env.CONTRACT_LOG ? {} : { CONTRACT_LOG: survey }) });
+  // Compiled (`npm test` runs .build/test/run.js: scripts/build-tree.mjs), a file named as written, test/x.test.ts, runs as its .js.
+  const args = process.argv.slice(2).map((a) => (import.meta.url.endsWith('.js') ? a.replace(/^(test\/.*)\.tsx?$/, '$1.js') : a));
+  code = await runTap(args, { ...process.env, [TEMPLATE_ENV]: TEMPLATE, ...(strict || process.env.CONTRACT_LOG ? {} : { CONTRACT_LOG: survey }) });
   if (!strict) printContractSurvey(await fs.readFile(survey, 'utf8').catch(() => ''));
 } finally {
   await pg.stop();

@@ -1,3 +1,4 @@
+import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 
 // Continuous verification re-reads and re-hashes every sealed entry: as much
@@ -24,8 +25,10 @@ export class VerifierThread {
 
   static async start(spec: VerifierThreadSpec): Promise<VerifierThread> {
     // The service runs its TypeScript through tsx, whose loader a worker does not
-    // inherit: the worker registers it first, then imports its entry.
-    const boot = `import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((m) => { m.register(); return import(${JSON.stringify(new URL('./verifier-worker.ts', import.meta.url).href)}); })`;
+    // inherit: the worker registers it first, then imports its entry. Compiled
+    // (the test suite runs so: scripts/build-tree.mjs), the entry is imported as is.
+    const entry = JSON.stringify(new URL(`./verifier-worker${path.extname(import.meta.url)}`, import.meta.url).href);
+    const boot = import.meta.url.endsWith('.js') ? `import(${entry})` : `import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((m) => { m.register(); return import(${entry}); })`;
     const worker = new Worker(boot, { eval: true, workerData: spec });
     const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
     try {

@@ -7,6 +7,7 @@ import { PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { startReadSide } from '../../src/readside.ts';
 import { testDatabase } from '../helpers/db.ts';
 import { until } from '../helpers/wait.ts';
+import { nodeArgs } from '../helpers/entry.ts';
 
 // Issue 57: SIGKILL under load while chains switch to version 2. A process
 // appends facts of 12 organizations with the sealer set to switch (each chain
@@ -17,7 +18,7 @@ import { until } from '../helpers/wait.ts';
 
 t.test('killed while chains switch: every acknowledged fact is in its chain, every chain verifies after restart', async (t) => {
   const { url, db } = await testDatabase(t, { schema: true });
-  const child = spawn(process.execPath, ['--import=tsx', 'test/fixtures/switch-forever.ts', url], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [...nodeArgs('test/fixtures/switch-forever.ts'), url], { stdio: ['ignore', 'pipe', 'inherit'] });
   const acked: [string, string][] = [];
   let buf = '';
   await new Promise<void>((resolve, reject) => {

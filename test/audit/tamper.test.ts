@@ -12,6 +12,7 @@ import { Sealer } from '../../src/audit/sealer.ts';
 import { verifyOrgChain } from '../../src/audit/verifier.ts';
 import { isAuditStream } from '../../src/audit/chain.ts';
 import { testLedger } from '../helpers/ledger.ts';
+import { nodeArgs } from '../helpers/entry.ts';
 
 // Fault injection against the real Postgres log: every tamper is detected with
 // the right kind at the first bad sequence.
@@ -187,7 +188,7 @@ t.test('audit export and verify-export (offline CLI): passes clean, fails tamper
   const manifest = await exportChain(ledger.store, 'org_exp', ledger.origin, dir);
   t.equal(manifest.entries, 10);
   const vkey = verifierKey(ledger.key.name, ledger.key.publicKey);
-  const cli = (d: string) => spawnSync(process.execPath, ['--import=tsx', 'src/cli.ts', 'audit', 'verify-export', d, '--key', vkey], { encoding: 'utf8', env: { ...process.env, DATABASE_URL: 'postgres://nowhere.invalid:1/none' } });
+  const cli = (d: string) => spawnSync(process.execPath, [...nodeArgs('src/cli.ts'), 'audit', 'verify-export', d, '--key', vkey], { encoding: 'utf8', env: { ...process.env, DATABASE_URL: 'postgres://nowhere.invalid:1/none' } });
   const ok = cli(dir);
   t.equal(ok.status, 0, ok.stderr);
   t.match(JSON.parse(ok.stdout), { ok: true, entries: 10, key_source: 'pinned' });
@@ -217,7 +218,7 @@ t.test('audit export and verify-export (offline CLI): passes clean, fails tamper
 t.test('the CLI fails (exit 1) to verify an organization the log never held, rather than report an empty chain as verified', async (t) => {
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'audit-cli-'));
   t.teardown(() => fs.rm(dataDir, { recursive: true, force: true }));
-  const cli = (org: string) => spawnSync(process.execPath, ['--import=tsx', 'src/cli.ts', 'audit', 'verify', '--org', org], { encoding: 'utf8', env: { ...process.env, DATABASE_URL: ledger.url, DATA_DIR: dataDir, SANDBOX_CHAIN: 'off', LOG_LEVEL: 'error' } });
+  const cli = (org: string) => spawnSync(process.execPath, [...nodeArgs('src/cli.ts'), 'audit', 'verify', '--org', org], { encoding: 'utf8', env: { ...process.env, DATABASE_URL: ledger.url, DATA_DIR: dataDir, SANDBOX_CHAIN: 'off', LOG_LEVEL: 'error' } });
   const absent = cli('org_nosuch');
   t.equal(absent.status, 1, absent.stderr);
   t.match(absent.stderr, /no organization org_nosuch in this log/);

@@ -6,6 +6,7 @@ import { formatPosition, PostgresEventStore } from '../../src/eventstore/postgre
 import { testDatabase } from '../helpers/db.ts';
 import { until } from '../helpers/wait.ts';
 import { ev } from './conformance.ts';
+import { nodeArgs } from '../helpers/entry.ts';
 
 // Properties of the Postgres log beyond the port's conformance suite: group
 // commit, gapless positions under delayed commits, and crash atomicity.
@@ -111,7 +112,7 @@ t.test('delayed commits inside the append transaction never let a reader skip an
 });
 
 t.test('killing the process mid-append leaves each append whole or absent', async (t) => {
-  const child = spawn(process.execPath, ['--import=tsx', 'test/fixtures/append-forever.ts', url], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [...nodeArgs('test/fixtures/append-forever.ts'), url], { stdio: ['ignore', 'pipe', 'inherit'] });
   const acked: string[] = [];
   let buf = '';
   await new Promise<void>((resolve) => {

@@ -4,6 +4,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { existingCluster } from '../../src/postgres/data-folder.ts';
 import { until } from './wait.ts';
+import { nodeArgs } from './entry.ts';
 
 // The service as a user runs it: `node --import tsx src/main.ts` (what
 // `npm start` execs) in its own process on a DATA_DIR, ready once /healthz
@@ -14,7 +15,7 @@ export const root = path.resolve(import.meta.dirname, '..', '..');
 export type Service = { url: string; child: ChildProcess; output: () => string; stop(): Promise<number | null> };
 
 export async function startService(env: Record<string, string>): Promise<Service> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { cwd: root, env: { ...process.env, LOG_LEVEL: 'info', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, nodeArgs('src/main.ts'), { cwd: root, env: { ...process.env, LOG_LEVEL: 'info', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
   child.stderr!.on('data', (c: Buffer) => (out += c.toString()));

@@ -3,6 +3,7 @@ import { clampAuditLimit } from '../../src/http/audit/audit-schemas.ts';
 import { auditStream } from '../../src/audit/chain.ts';
 import { verifyInclusion } from '../../src/audit/merkle.ts';
 import { bootstrapOrg, platform, testApp } from '../helpers/app.ts';
+import { nodeArgs } from '../helpers/entry.ts';
 
 const { app, ledger } = await testApp(t);
 const org = await bootstrapOrg(app, 'Audited');
@@ -198,7 +199,7 @@ t.test('GET /v1/audit-events/export streams a bundle the offline verifier accept
   t.teardown(() => fs.rm(path.dirname(file), { recursive: true, force: true }));
   await fs.writeFile(file, res.body);
   const key = (await get('/v1/audit-events/checkpoints')).json().verifier_keys[0];
-  const run = spawnSync(process.execPath, ['--import=tsx', 'src/cli.ts', 'audit', 'verify-export', file, '--key', key], { encoding: 'utf8' });
+  const run = spawnSync(process.execPath, [...nodeArgs('src/cli.ts'), 'audit', 'verify-export', file, '--key', key], { encoding: 'utf8' });
   t.equal(run.status, 0, run.stderr);
   t.match(JSON.parse(run.stdout), { ok: true, key_source: 'pinned' });
 });

@@ -5,6 +5,7 @@ import t from 'tap';
 import { REDACTED, redactText, redactUrl } from '../../src/redact.ts';
 import { bootstrapOrg, SERVICE_SECRET, testApp } from '../helpers/app.ts';
 import { confirmConsent, pkce, readConsentPage } from '../helpers/oauth.ts';
+import { nodeArgs } from '../helpers/entry.ts';
 
 // Capabilities and personal data never reach a log line. One HTTP slice
 // crosses every family's secrets with the log captured at its most verbose
@@ -143,7 +144,7 @@ t.test('the CLI writes its error lines through the same rule', async (t) => {
   const root = path.resolve(import.meta.dirname, '..', '..');
   const secret = `sk_test_${'Z'.repeat(32)}`;
   const out = await new Promise<{ stderr: string; code: number | null }>((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'audit', 'verify-evidence', `/nonexistent/connect/live/${secret}?token=${secret}`], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [...nodeArgs('src/cli.ts'), 'audit', 'verify-evidence', `/nonexistent/connect/live/${secret}?token=${secret}`], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
     let stderr = '';
     child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
     child.on('exit', (code) => resolve({ stderr, code }));

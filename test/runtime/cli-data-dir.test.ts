@@ -7,6 +7,7 @@ import t, { type Test } from 'tap';
 import { freeLoopbackPort } from '../../src/postgres/embedded.ts';
 import { root } from '../helpers/service.ts';
 import { until } from '../helpers/wait.ts';
+import { nodeArgs } from '../helpers/entry.ts';
 
 // The CLI against the database a user means: a command that only reads,
 // pointed at a DATA_DIR without a database, says so in one line and creates
@@ -22,7 +23,7 @@ const systemDir = path.join(dir, 'system');
 type Run = { code: number | null; stdout: string; stderr: string };
 function cli(args: string[], env: Record<string, string>): Promise<Run> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], { cwd: root, env: { ...process.env, EMBEDDED_PG_SYSTEM_DIR: systemDir, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [...nodeArgs('src/cli.ts'), ...args], { cwd: root, env: { ...process.env, EMBEDDED_PG_SYSTEM_DIR: systemDir, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));

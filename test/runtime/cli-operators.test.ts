@@ -7,6 +7,7 @@ import t from 'tap';
 import { freeLoopbackPort } from '../../src/postgres/embedded.ts';
 import { bootstrapOrg, testApp } from '../helpers/app.ts';
 import { root } from '../helpers/service.ts';
+import { nodeArgs } from '../helpers/entry.ts';
 
 // The operators' small things, through the CLI as a person runs it against a
 // service's database (DATABASE_URL) and its URL: an unknown stream and a
@@ -22,7 +23,7 @@ t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
 
 function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], { cwd: root, env: { ...process.env, DATABASE_URL: ledger.url, DATA_DIR: dir, SVC_SERVICE_SECRET: 'svc_cli_test_secret_0123456789abcdefghij' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [...nodeArgs('src/cli.ts'), ...args], { cwd: root, env: { ...process.env, DATABASE_URL: ledger.url, DATA_DIR: dir, SVC_SERVICE_SECRET: 'svc_cli_test_secret_0123456789abcdefghij' }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));

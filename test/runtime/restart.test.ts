@@ -19,6 +19,7 @@ import { freeLoopbackPort } from '../../src/postgres/embedded.ts';
 import { startUpstream } from '../helpers/mcp-upstream.ts';
 import { root, serviceDb, startService, type Service } from '../helpers/service.ts';
 import { until } from '../helpers/wait.ts';
+import { nodeArgs } from '../helpers/entry.ts';
 
 // The README's walkthroughs, then a restart, as a newcomer does it: the
 // service on a DATA_DIR, bootstrap, a browser signup run to `provisioned`, a
@@ -52,7 +53,7 @@ async function call(method: string, url: string, headers: Record<string, string>
 }
 
 // bootstrap, as the README runs it, beside the running server (its DATA_DIR).
-const boot = await promisify(execFile)(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'bootstrap', '--org-name', 'Acme', '--email', 'owner@acme.example'], { cwd: root, env: { ...process.env, ...env } });
+const boot = await promisify(execFile)(process.execPath, [...nodeArgs('src/cli.ts'), 'bootstrap', '--org-name', 'Acme', '--email', 'owner@acme.example'], { cwd: root, env: { ...process.env, ...env } });
 const keys = JSON.parse(boot.stdout) as { org_id: string; user_id: string; test_api_key: string; database: string };
 const KEY = { authorization: `Bearer ${keys.test_api_key}` };
 const ADMIN = { ...KEY, 'x-svc-user': keys.user_id };
