@@ -10,6 +10,7 @@ import { DASHBOARD_HEADERS, Shell, sendPage } from './layout.tsx';
 import { adminOf, notFoundIn } from './browse.tsx';
 import { refusedPage, roleRefusedPage } from './refused.tsx';
 import type { Person } from './session.ts';
+import { LiveStreams } from './stream.ts';
 
 // Approvals: the queue of calls a policy held, one approval's page, and the
 // decision (the same use case, role check and one-winner rule as
@@ -32,10 +33,8 @@ const sendFragment = (reply: FastifyReply, node: VNode) => reply.headers(DASHBOA
 
 export async function approvalsRoutes(app: FastifyInstance, deps: Deps, signedIn: preHandlerHookHandler): Promise<void> {
   const feed = new ApprovalFeed(deps.db, deps.readSide.progress);
-  const streams = new Set<() => void>();
-  // Open streams end before the server closes (they would hold it open); the browsers reconnect to another instance.
+  const streams = new LiveStreams(app);
   app.addHook('preClose', async () => {
-    for (const end of [...streams]) end();
     await feed.close();
   });
 
@@ -60,31 +59,21 @@ export async function approvalsRoutes(app: FastifyInstance, deps: Deps, signedIn
 
   app.get('/dashboard/approvals/events', { preHandler: signedIn }, async (req, reply) => {
     const person = req.person!;
-    reply.hijack();
-    reply.raw.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', 'x-accel-buffering': 'no', 'x-content-type-options': 'nosniff' });
-    reply.raw.write(': open\n\n');
-    let ended = false;
-    const write = (text: string) => void (!ended && reply.raw.write(text));
-    const send = async (c: ApprovalChange) => {
-      if (c.project_id !== null && c.project_id !== person.projectId) return;
-      const email = c.decided_by ? (await deciders(deps, person.orgId, [c]).catch(() => new Map<string, string>())).get(c.decided_by) : undefined;
-      write(`event: approval\ndata: ${JSON.stringify({ id: c.id, status: c.status, decided_by_email: email ?? null })}\n\n`);
-    };
-    const stop = feed.subscribe(person.orgId, (c) => void send(c));
-    const beat = setInterval(() => write(': heartbeat\n\n'), HEARTBEAT_MS);
-    const max = setTimeout(() => end(), STREAM_MAX_MS);
-    const end = () => {
-      if (ended) return;
-      ended = true;
-      stop();
-      clearInterval(beat);
-      clearTimeout(max);
-      streams.delete(end);
-      reply.raw.end();
-    };
-    streams.add(end);
-    // The browser left (or the connection dropped): the response closes.
-    reply.raw.on('close', end);
+    streams.start(reply, (stream) => {
+      const send = async (c: ApprovalChange) => {
+        if (c.project_id !== null && c.project_id !== person.projectId) return;
+        const email = c.decided_by ? (await deciders(deps, person.orgId, [c]).catch(() => new Map<string, string>())).get(c.decided_by) : undefined;
+        stream.write(`event: approval\ndata: ${JSON.stringify({ id: c.id, status: c.status, decided_by_email: email ?? null })}\n\n`);
+      };
+      const stop = feed.subscribe(person.orgId, (c) => void send(c));
+      const beat = setInterval(() => stream.write(': heartbeat\n\n'), HEARTBEAT_MS);
+      const max = setTimeout(() => stream.end(), STREAM_MAX_MS);
+      return () => {
+        stop();
+        clearInterval(beat);
+        clearTimeout(max);
+      };
+    });
   });
 
   app.get('/dashboard/approvals/:id', { preHandler: signedIn }, async (req, reply) => {

@@ -10,6 +10,7 @@ import { Badge, type Column, Table, Time } from './components.tsx';
 import { type DashboardDeps, takeFlash } from './context.ts';
 import { DASHBOARD_HEADERS, Shell, sendPage } from './layout.tsx';
 import type { Person } from './session.ts';
+import { LiveStreams } from './stream.ts';
 
 // Sessions and their tool calls: the project's sessions (cursor-paged), one
 // session with its calls live (/dashboard/sessions/<id>/events streams each
@@ -55,10 +56,7 @@ function CallsRegion({ req, s, rows, next, now }: { req: FastifyRequest; s: Sess
 }
 
 export async function sessionRoutes(app: FastifyInstance, deps: Deps, signedIn: preHandlerHookHandler): Promise<void> {
-  const streams = new Set<() => void>();
-  app.addHook('preClose', async () => {
-    for (const end of [...streams]) end();
-  });
+  const streams = new LiveStreams(app);
 
   app.get('/dashboard/sessions', { preHandler: signedIn }, async (req, reply) => {
     const person = req.person!;
@@ -137,27 +135,16 @@ export async function sessionRoutes(app: FastifyInstance, deps: Deps, signedIn: 
     const id = (req.params as { id: string }).id;
     const s = ID.test(id) ? await readSession(deps, tenantOf(person), id) : undefined;
     if (!s) return reply.code(404).headers(DASHBOARD_HEADERS).type('text/plain; charset=utf-8').send('no such session');
-    reply.hijack();
-    reply.raw.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', 'x-accel-buffering': 'no', 'x-content-type-options': 'nosniff' });
-    let ended = false;
-    const write = (text: string) => void (!ended && reply.raw.write(text));
-    const stop = watchLogs(deps, tenantOf(person), {}, { lastEventId: null, limit: 0 }, {
-      event: (_name, eventId, data) => {
-        const c = data as { id: string; session_id: string; tool: string; server: string; status: string };
-        if (c.session_id === s.id) write(`event: call\nid: ${eventId}\ndata: ${JSON.stringify({ id: c.id, tool: `${c.server}/${c.tool}`, status: c.status })}\n\n`);
-      },
-      comment: (text) => write(`: ${text}\n\n`),
-      end: () => end(),
-    });
-    function end() {
-      if (ended) return;
-      ended = true;
-      stop();
-      streams.delete(end);
-      reply.raw.end();
-    }
-    streams.add(end);
-    reply.raw.on('close', end);
+    streams.start(reply, (stream) =>
+      watchLogs(deps, tenantOf(person), {}, { lastEventId: null, limit: 0 }, {
+        event: (_name, eventId, data) => {
+          const c = data as { id: string; session_id: string; tool: string; server: string; status: string };
+          if (c.session_id === s.id) stream.write(`event: call\nid: ${eventId}\ndata: ${JSON.stringify({ id: c.id, tool: `${c.server}/${c.tool}`, status: c.status })}\n\n`);
+        },
+        comment: (text) => stream.write(`: ${text}\n\n`),
+        end: () => stream.end(),
+      }),
+    );
   });
 
   app.get('/dashboard/tool-calls', { preHandler: signedIn }, async (req, reply) => {

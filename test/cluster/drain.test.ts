@@ -195,6 +195,24 @@ t.test('while draining, readiness answers 503 and every answer closes its connec
   t.equal(other.headers.connection, 'close');
 });
 
+t.test('a connection opened and never used (a browser\'s preconnect) is closed when the drain begins, not left to hold the close', async (t) => {
+  const app = Fastify();
+  registerDrain(app, new Drain());
+  app.get('/other', async () => ({ ok: true }));
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  const port = (app.server.address() as AddressInfo).port;
+  const preconnect = net.connect(port, '127.0.0.1');
+  let closed = false;
+  preconnect.on('close', () => void (closed = true)).on('error', () => {});
+  await new Promise<void>((r) => preconnect.once('connect', () => r()));
+  await until(async () => (await new Promise<number>((r) => app.server.getConnections((_e, n) => r(n)))) === 1, 'the server holding the connection');
+  const closing = app.close();
+  // Node closes such a connection only at its headers timeout (60 s, checked every 30 s): well past this bound.
+  await until(() => closed, 'the unused connection closed by the server', 30_000);
+  await closing;
+  t.ok(closed, 'closed at the drain');
+});
+
 t.test('with SHUTDOWN_DELAY_MS, readiness fails first and the listener stays open until a polling balancer took the instance out: no request fails', async (t) => {
   await c.startSecond();
   const B2 = c.urls[1]!;

@@ -13,7 +13,8 @@ import { axeViolations, chromium, scrollsSideways, signIn } from './browser.ts';
 // approves, both pages update by themselves, the agent's call runs once, the
 // chain holds the approval with the person as actor, and a second decision on
 // a stale page (no JavaScript) is told who decided first. The hold's 403 and
-// the approval webhook carry the page's URL.
+// the approval webhook carry the page's URL. An instance that stops ends the
+// pages' streams and their connections at once.
 
 if (!(await findChromium())) {
   t.skip('no Chromium found (CHROMIUM_PATH, /usr/bin/chromium or @sparticuz/chromium): the approvals page tests did not run', async () => {});
@@ -215,5 +216,28 @@ if (!(await findChromium())) {
         t.same(await axeViolations(p), [], `${path} at ${width} px: axe-core`);
       }
     }
+  });
+
+  t.test('an instance that stops ends a person\'s stream and closes its connection at once (its stop is not held for the keep-alive timeout)', async (t) => {
+    const { context } = await person('owner+approvers@example.com', one);
+    const cookie = (await context.cookies()).map((c) => `${c.name}=${c.value}`).join('; ');
+    const port = Number(new URL(two).port);
+    let text = '';
+    let closedByServer = false;
+    const res = await new Promise<http.IncomingMessage>((resolve, reject) => {
+      const req = http.get({ host: '127.0.0.1', port, path: '/dashboard/approvals/events', headers: { cookie }, agent: new http.Agent({ keepAlive: true }) }, resolve);
+      req.on('error', reject);
+      req.on('socket', (socket) => socket.once('end', () => void (closedByServer = true)));
+    });
+    res.setEncoding('utf8');
+    res.on('data', (c: string) => void (text += c));
+    const ended = new Promise<void>((resolve) => res.once('end', resolve));
+    await until(() => text.includes(': open'), 'the stream opened');
+    const stopping = cluster.stopSecond();
+    await ended;
+    t.match(text, /retry: 1000\n\n$/, 'the stream ends with the reconnection hint');
+    await until(() => closedByServer, 'the server closing the stream\'s connection');
+    t.ok(closedByServer, 'the connection is closed by the server, not left for keep-alive');
+    await stopping;
   });
 }

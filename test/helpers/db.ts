@@ -73,7 +73,9 @@ export async function testDatabase(t: Teardown, opts: { poolMax?: number; schema
   const template = opts.schema ? process.env[TEMPLATE_ENV] : undefined;
   const client = new pg.Client({ connectionString: admin.url });
   await client.connect();
-  await client.query(`CREATE DATABASE ${name}${template ? ` TEMPLATE ${pg.escapeIdentifier(template)}` : ''}`);
+  // FILE_COPY copies the template's files: 0.03 s of the server's CPU a database, against 0.23 s for
+  // PostgreSQL's default (WAL_LOG, every page written again through the WAL), hundreds of times a run.
+  await client.query(`CREATE DATABASE ${name}${template ? ` TEMPLATE ${pg.escapeIdentifier(template)}` : ''} STRATEGY FILE_COPY`);
   await client.end();
   const url = new URL(admin.url);
   url.pathname = `/${name}`;

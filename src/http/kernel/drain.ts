@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net';
 import { PassThrough, Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { sendResponse } from './errors.ts';
@@ -22,7 +23,9 @@ import { sendResponse } from './errors.ts';
 // An answer whose headers went out before the drain said keep-alive; Node
 // would hold its connection open (and the close with it) for the keep-alive
 // timeout once it ends. The drain closes each such connection when its answer
-// is out; an answer sent after the drain began says `Connection: close`.
+// is out; an answer sent after the drain began says `Connection: close`. A
+// connection on which nothing was sent yet (a browser's preconnect) is closed
+// when the drain begins.
 
 /** What ends a drained stream: no event, a reconnection delay for EventSource (ms). */
 export const RETRY_HINT = 'retry: 1000\n\n';
@@ -108,10 +111,19 @@ const PROBES: Record<string, Record<string, unknown>> = {
  */
 export function registerDrain(app: FastifyInstance, drain: Drain, opts: { delayMs?: number; pause?: DrainPause } = {}): void {
   const delayMs = opts.delayMs ?? 0;
+  // Connections a client opened ahead of need (a browser's preconnect) and sent nothing on: Node's
+  // closeIdleConnections leaves them, and each held the server's close until its headers timeout (60 s).
+  const connections = new Set<Socket>();
+  app.server.on('connection', (socket: Socket) => {
+    connections.add(socket);
+    socket.once('close', () => connections.delete(socket));
+  });
   app.addHook('preClose', async () => {
     drain.stopping = true;
     if (delayMs > 0) await (opts.pause ?? timerPause)(delayMs);
     drain.begin();
+    // fastify stops listening right after these hooks: none can open after this.
+    for (const socket of connections) if (socket.bytesRead === 0) socket.destroy();
   });
   app.addHook('onSend', (_req, reply, payload, done) => {
     if (drain.started) reply.header('connection', 'close');
