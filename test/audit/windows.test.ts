@@ -4,6 +4,8 @@ import { type AuditEntry, auditStream, checkpointStream } from '../../src/audit/
 import { checkpointsBetween } from '../../src/audit/verifier.ts';
 import { auditConfigStream } from '../../commands/audit.ts';
 import { verifyRange } from '../../src/audit/windows.ts';
+import { PostgresEventStore } from '../../src/eventstore/postgres.ts';
+import { testDatabase } from '../helpers/db.ts';
 import { testLedger } from '../helpers/ledger.ts';
 import { until } from '../helpers/wait.ts';
 
@@ -121,8 +123,13 @@ t.test('a stretch reads the checkpoints signed in it, however many came before o
   const meta = { org_id: org, actor: { kind: 'system', id: 'test' }, occurred_at: '2026-11-21T12:00:00.000Z', schema_version: 1 };
   const data = (size: unknown) => ({ org_id: org, size, root_hash: '00', note: 'n', key_name: 'k', verifier_key: 'v', signed_at: '2026-11-21T12:00:00.000Z' });
   const events = [...sizes.map((s) => data(s)), data('forged')].map((d) => ({ type: 'audit.checkpoint_signed', data: d as never, metadata: meta as never }));
-  await ledger.store.appendToStream(checkpointStream(org), events, { expectedRevision: 'no_stream' });
-  const between = async (from: number, to: number) => (await checkpointsBetween(ledger.store, org, from, to)).map((c): unknown => c.size);
+  // A log of its own, with no read side: the made-up checkpoints would stop the ledger's projections,
+  // and its sealer would then wait for them after every seal of the tests that follow.
+  const { db } = await testDatabase(t, { schema: true });
+  const store = await PostgresEventStore.open(db);
+  t.teardown(() => store.close());
+  await store.appendToStream(checkpointStream(org), events, { expectedRevision: 'no_stream' });
+  const between = async (from: number, to: number) => (await checkpointsBetween(store, org, from, to)).map((c): unknown => c.size);
   const range = (a: number, b: number) => Array.from({ length: b - a + 1 }, (_, i) => a + i);
   t.same((await between(590, 700)).sort(), [...range(590, 600), 'forged' as unknown].sort(), 'at the tip');
   const middle = await between(250, 320);
@@ -138,7 +145,7 @@ t.test('a stored tree node rewritten inside a stretch: found at the node, on eve
   for (let i = 0; i < 12; i++) {
     await ledger.run(orgDecider, orgStream(org), { type: 'create_project', projectId: `prj_${org}_${i}`, name: `P${i}`, slug: `p-${i}`, environment: 'test', settings: {} }, ledger.ctx(org));
   }
-  // Sealed (the test before left a projection stopped on its made-up checkpoints: only the chain is waited for).
+  // Sealed.
   const tip = await until(async () => {
     const n = (await ledger.store.readStream(auditStream(org))).length;
     return n >= 13 ? n : undefined;
