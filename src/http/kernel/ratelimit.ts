@@ -38,18 +38,20 @@ export type Admitted = { watched: ReadonlyMap<string, string | null> };
 
 type Waiting = { key: string | null; resolve: (a: Admitted) => void; reject: (e: unknown) => void };
 
+/** The time of the decision, ms: the injected clock ($2), else the database's when the statement began (one value for the whole statement). */
+const NOW = `COALESCE($2::float8, extract(epoch FROM statement_timestamp()) * 1000)`;
 const ADMIT = `WITH req AS (SELECT k, count(*)::int AS n FROM unnest($1::text[]) AS k GROUP BY k),
 took AS (
   INSERT INTO rate_limit_cells AS c (key, tat, pending, admitted)
-  SELECT k, $2::float8 + LEAST(n, $5::int) * $3::float8, n, LEAST(n, $5::int) FROM req ORDER BY req.k
+  SELECT k, ${NOW} + LEAST(n, $5::int) * $3::float8, n, LEAST(n, $5::int) FROM req ORDER BY req.k
   ON CONFLICT (key) DO UPDATE SET
-    tat = GREATEST(c.tat, $2::float8) + LEAST(EXCLUDED.pending, GREATEST(0, floor(($2::float8 + $4::float8 - GREATEST(c.tat, $2::float8)) / $3::float8)))::int * $3::float8,
-    admitted = LEAST(EXCLUDED.pending, GREATEST(0, floor(($2::float8 + $4::float8 - GREATEST(c.tat, $2::float8)) / $3::float8)))::int,
+    tat = GREATEST(c.tat, ${NOW}) + LEAST(EXCLUDED.pending, GREATEST(0, floor((${NOW} + $4::float8 - GREATEST(c.tat, ${NOW})) / $3::float8)))::int * $3::float8,
+    admitted = LEAST(EXCLUDED.pending, GREATEST(0, floor((${NOW} + $4::float8 - GREATEST(c.tat, ${NOW})) / $3::float8)))::int,
     pending = EXCLUDED.pending
-  RETURNING key, tat, admitted
+  RETURNING key, tat, admitted, ${NOW} AS now
 )
 SELECT ARRAY(SELECT c.applied_position FROM unnest($6::text[]) WITH ORDINALITY AS w(name, ord) LEFT JOIN checkpoints c ON c.name = w.name ORDER BY w.ord) AS watched,
-  t.key, t.tat, t.admitted FROM (SELECT 1) one LEFT JOIN took t ON true`;
+  t.key, t.tat, t.admitted, t.now FROM (SELECT 1) one LEFT JOIN took t ON true`;
 
 export async function migrateRateLimits(db: Db): Promise<void> {
   await migrate(db, (tx) =>
@@ -72,7 +74,14 @@ export class SharedRateLimiter {
     private readonly cfg: RateLimitConfig & { message?: string },
     /** The projections whose applied positions each admission reports. */
     private readonly watch: readonly string[] = [],
-    private readonly now: () => number = Date.now,
+    /**
+     * A clock for tests. Without one the database's clock decides: one clock for every instance, read
+     * when the statement begins. A clock read before the statement was stale by the time the
+     * statement got a connection of the pool: under load, by more than the whole burst window, so a
+     * request was refused from a bucket another instance had just filled up to a later time (seen:
+     * 429s with a burst of 100 000 during a rolling restart, cluster/rolling-restart).
+     */
+    private readonly now?: () => number,
     /** Told each decision on a key: admitted or not, and how full its bucket is after it (0..1): the Usage page's figures (src/usecases/key-usage.ts). */
     private readonly observe?: (key: string, admitted: boolean, fill: number) => void,
   ) {}
@@ -111,28 +120,28 @@ export class SharedRateLimiter {
     await this.ready;
     const T = 1000 / this.cfg.perSecond;
     const tau = this.cfg.burst * T;
-    const now = this.now();
+    const clock = this.now?.() ?? null;
     // Cells are per limit: instances configured alike share them; a changed limit starts its own count.
     const cell = (key: string) => `${this.cfg.burst}/${this.cfg.perSecond}:${key}`;
     const keys = batch.flatMap((w) => (w.key === null ? [] : [cell(w.key)]));
-    const { rows } = await this.db.query<{ watched: (string | null)[]; key: string | null; tat: number | null; admitted: number | null }>(ADMIT, [keys, now, T, tau, this.cfg.burst, this.watch], { name: 'rate_limit_admit_v2' });
+    const { rows } = await this.db.query<{ watched: (string | null)[]; key: string | null; tat: number | null; admitted: number | null; now: number | null }>(ADMIT, [keys, clock, T, tau, this.cfg.burst, this.watch], { name: 'rate_limit_admit_v3' });
     const positions = rows[0]?.watched ?? [];
     const watched = new Map(this.watch.map((name, i) => [name, positions[i] ?? null]));
-    const left = new Map<string, { admitted: number; tat: number }>();
-    for (const r of rows) if (r.key !== null) left.set(r.key, { admitted: r.admitted!, tat: r.tat! });
+    const left = new Map<string, { admitted: number; tat: number; now: number }>();
+    for (const r of rows) if (r.key !== null) left.set(r.key, { admitted: r.admitted!, tat: r.tat!, now: r.now! });
     for (const w of batch) {
       if (w.key === null) {
         w.resolve({ watched });
         continue;
       }
       const c = left.get(cell(w.key))!;
-      this.observe?.(w.key, c.admitted > 0, (c.tat - now) / tau);
+      this.observe?.(w.key, c.admitted > 0, (c.tat - c.now) / tau);
       if (c.admitted > 0) {
         c.admitted--;
         w.resolve({ watched });
         continue;
       }
-      const retry = Math.max(1, Math.ceil((c.tat + T - tau - now) / 1000));
+      const retry = Math.max(1, Math.ceil((c.tat + T - tau - c.now) / 1000));
       w.reject(
         new RawHttpError(
           429,
