@@ -24,6 +24,29 @@ export async function runTap(args: string[], env: NodeJS.ProcessEnv = process.en
   return code;
 }
 
+/**
+ * Rebuilds tap's Test class for the plugins package.json's `tap.plugin` asks for, when the built one
+ * (node_modules/@tapjs/test/test-built) has others: what tap's runner does before its first file, once
+ * after an install. Started by test/run.ts beside the PostgreSQL it starts, instead of after it.
+ * When this guess is wrong, tap's own check still rebuilds; only the overlap is lost.
+ */
+export async function prebuildTap(): Promise<void> {
+  const built = await fs.readFile(path.join(root, 'node_modules/@tapjs/test/test-built/dist/esm/index.js'), 'utf8').catch(() => '');
+  const signature = /export const signature = `([^`]*)`/.exec(built)?.[1]?.split('\n') ?? [];
+  const pkg = JSON.parse(await fs.readFile(path.join(root, 'package.json'), 'utf8')) as { tap?: { plugin?: string[] } };
+  const wanted = pkg.tap?.plugin ?? [];
+  const stale = wanted.some((p) => (p.startsWith('!') ? signature.includes(p.slice(1)) : !signature.includes(p)));
+  if (!stale) return;
+  await new Promise<void>((resolve, reject) => {
+    const child = spawn(process.execPath, [path.join(root, 'node_modules/tap/dist/esm/run.mjs'), 'build'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d));
+    child.stderr.on('data', (d: Buffer) => (output += d));
+    child.on('error', reject);
+    child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`tap build failed (${code}):\n${output}`))));
+  });
+}
+
 export type FileTime = { file: string; ms: number; ok: boolean };
 
 /** The per-file results tap wrote since `since` (ms epoch): each file's duration (its closing `# time=`) and outcome. */

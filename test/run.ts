@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Test } from 'tap';
 import { startEmbeddedPostgres } from '../src/postgres/embedded.ts';
-import { runTap } from '../scripts/tap.ts';
+import { prebuildTap, runTap } from '../scripts/tap.ts';
 import { makeSchemaTemplate, TEMPLATE_ENV } from './helpers/db.ts';
 import { testApp } from './helpers/app.ts';
 
@@ -33,6 +33,9 @@ function printContractSurvey(lines: string): void {
   if (counts.size > 40) console.log(`#   … and ${counts.size - 40} more kinds`);
 }
 
+// tap's Test class, rebuilt for this project's plugins after an install, while the server starts.
+const tapBuilt = prebuildTap();
+tapBuilt.catch(() => {});
 const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'ledger-test-'));
 await fs.chmod(dir, 0o755);
 // Several files at once, each with its pools (and some with several service instances), on one server.
@@ -45,6 +48,7 @@ try {
   // does not describe fails the test that received it. CONTRACT_STRICT=0 turns the run into a
   // survey instead (the answers collected and summed up at the end, the run not failed on them),
   // for finding them all at once after a change (docs/decisions.md, "Issue 60: the reference").
+  await tapBuilt;
   const strict = process.env.CONTRACT_STRICT !== '0';
   const survey = path.join(dir, 'contract-violations.jsonl');
   // Compiled (`npm test` runs .build/test/run.js: scripts/build-tree.mjs), a file named as written, test/x.test.ts, runs as its .js.
