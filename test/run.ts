@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Test } from 'tap';
 import { startEmbeddedPostgres } from '../src/postgres/embedded.ts';
+import { findHeadlessShell } from '../src/adapters/browser/chromium.ts';
 import { prebuildTap, runTap } from '../scripts/tap.ts';
 import { makeSchemaTemplate, TEMPLATE_ENV } from './helpers/db.ts';
 import { testApp } from './helpers/app.ts';
@@ -36,6 +37,8 @@ function printContractSurvey(lines: string): void {
 // tap's Test class, rebuilt for this project's plugins after an install, while the server starts.
 const tapBuilt = prebuildTap();
 tapBuilt.catch(() => {});
+// The headless shell the browser tests drive, unpacked once (@sparticuz/chromium, to /tmp) before files race to unpack it.
+const shellReady = findHeadlessShell();
 const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'ledger-test-'));
 await fs.chmod(dir, 0o755);
 // Several files at once, each with its pools (and some with several service instances), on one server.
@@ -49,6 +52,7 @@ try {
   // survey instead (the answers collected and summed up at the end, the run not failed on them),
   // for finding them all at once after a change (docs/decisions.md, "Issue 60: the reference").
   await tapBuilt;
+  await shellReady;
   const strict = process.env.CONTRACT_STRICT !== '0';
   const survey = path.join(dir, 'contract-violations.jsonl');
   // Compiled (`npm test` runs .build/test/run.js: scripts/build-tree.mjs), a file named as written, test/x.test.ts, runs as its .js.

@@ -60,7 +60,7 @@ t.test('the outbox is read-only: a POST is not served', async (t) => {
 });
 
 t.test('HTML: a person reads the newest code in Chromium and finishes the sign-up with it', chromium ? {} : { skip: 'no Chromium found (CHROMIUM_PATH, /usr/bin/chromium or @sparticuz/chromium): the outbox page browser test did not run' }, async (t) => {
-  const browser = await launchChromium();
+  const browser = await launchChromium('shell');
   t.teardown(() => browser.close());
   // A page of its own context: axe-core's Playwright runner needs one (not browser.newPage()).
   const page = await (await browser.newContext()).newPage();

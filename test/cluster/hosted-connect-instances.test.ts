@@ -53,7 +53,7 @@ t.test('a hosted session started through A is viewed, driven and finished throug
   t.equal(early.body.error.code, 'not_logged_in');
 
   // The person's browser opens the live view on B: page, frames and input all reach A's context.
-  const person = await launchChromium();
+  const person = await launchChromium('shell');
   t.teardown(() => person.close());
   const page = await person.newPage({ viewport: { width: 1400, height: 1100 } });
   const res = await page.goto(`${urlB}${new URL(liveUrl).pathname}`);

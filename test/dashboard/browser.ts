@@ -6,13 +6,15 @@ import type { AddressInfo } from 'node:net';
 import { launchChromium } from '../../src/adapters/browser/chromium.ts';
 import { until } from '../helpers/wait.ts';
 
-// What the dashboard's browser tests share: one Chromium per test file, a
-// context per person (never closed before the browser: the bundled Chromium
-// runs --single-process, where closing a context can end the browser), sign-in with the code read from the sandbox outbox,
-// an axe check, and the horizontal-scroll check at a width.
+// What the dashboard's browser tests share: one Chromium per test file (the
+// headless shell when it runs here: the same engine for half the CPU; passkeys
+// launch a full one), a context per person (never closed before the browser: a
+// Chromium run --single-process ends when a context closes), sign-in with the
+// code read from the sandbox outbox, an axe check, and the horizontal-scroll
+// check at a width.
 
 export async function chromium(t: Test): Promise<Browser> {
-  const browser = await launchChromium();
+  const browser = await launchChromium('shell');
   t.teardown(() => browser.close());
   return browser;
 }

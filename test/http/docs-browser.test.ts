@@ -12,7 +12,7 @@ if (!found) {
 } else {
   const { app } = await testApp(t);
   const base = await app.listen({ host: '127.0.0.1', port: 0 });
-  const browser = await launchChromium();
+  const browser = await launchChromium('shell');
   t.teardown(() => browser.close());
 
   t.test('/docs: title, search, an example, nothing from outside', async (t) => {

@@ -42,7 +42,7 @@ t.test('at 375 px with touch: laid out at the viewer width, a tap raises a real 
   t.equal(started.statusCode, 200, started.body);
   const { session_id: sessionId, live_view_url: liveUrl } = started.json();
 
-  const person = await launchChromium();
+  const person = await launchChromium('shell');
   t.teardown(() => person.close());
   const phone = await person.newContext({ viewport: { width: 375, height: 667 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true });
   const page = await phone.newPage();

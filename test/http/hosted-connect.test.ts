@@ -102,7 +102,7 @@ t.test('the person logs in through the live view; finish stores the login as a c
   t.equal(early.json().error.code, 'not_logged_in');
 
   // The person's own browser: a second Chromium.
-  const person = await launchChromium();
+  const person = await launchChromium('shell');
   t.teardown(() => person.close());
   // Pages of their own contexts: axe-core's Playwright runner needs one (not browser.newPage()).
   const page = await (await person.newContext({ viewport: { width: 1400, height: 1100 } })).newPage();
@@ -183,7 +183,7 @@ t.test('the person logs in through the live view; finish stores the login as a c
   t.ok(stored.storage_state.includes(cookie), 'the vault holds the captured session');
   // ...and it is a working login: a fresh browser context with it is signed in at the merchant.
   // (Its own Chromium: the bundled one runs --single-process, where closing a context can end the browser.)
-  const later = await launchChromium();
+  const later = await launchChromium('shell');
   try {
     const acct = await (await later.newContext({ storageState: JSON.parse(stored.storage_state) })).newPage();
     await acct.goto(`${sm.url}/merchant-a/account`);

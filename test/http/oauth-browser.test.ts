@@ -34,7 +34,7 @@ if (!found) {
   const p = await pkce();
   const q = new URLSearchParams({ client_id: client.client_id, redirect_uri: `http://127.0.0.1:${receiverPort}/callback`, response_type: 'code', code_challenge: p.challenge, code_challenge_method: 'S256', state: 'st-42', scope: 'projects:read' });
 
-  const browser = await launchChromium();
+  const browser = await launchChromium('shell');
   t.teardown(() => browser.close());
 
   t.test('consent in a browser', async (t) => {

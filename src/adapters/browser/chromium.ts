@@ -33,9 +33,35 @@ export function findChromium(): Promise<{ executablePath: string; args: string[]
   return resolved;
 }
 
-/** Launches headless Chromium; throws `Error('chromium_unavailable')` when none is found. */
-export async function launchChromium(): Promise<Browser> {
-  const found = await findChromium();
+let shell: Promise<{ executablePath: string; args: string[] } | null> | undefined;
+
+/**
+ * The headless shell inside the @sparticuz/chromium npm package (Chromium's
+ * headless-only build), with the common flags above and none of the package's
+ * own (--single-process and the like); null when the package cannot give it.
+ * No WebAuthn virtual authenticator. What a test drives as a person's browser
+ * (test/dashboard/browser.ts): it renders the same pages for about half the
+ * CPU of a full Chromium (docs/decisions.md, "Issue 60: the suite").
+ */
+export function findHeadlessShell(): Promise<{ executablePath: string; args: string[] } | null> {
+  shell ??= (async () => {
+    try {
+      const mod = (await import('@sparticuz/chromium')).default;
+      return { executablePath: await mod.executablePath(), args: BASE_ARGS };
+    } catch {
+      return null;
+    }
+  })();
+  return shell;
+}
+
+/**
+ * Launches headless Chromium: the one findChromium finds, or with 'shell' the
+ * headless shell when it runs here (else the same). Throws
+ * `Error('chromium_unavailable')` when none is found.
+ */
+export async function launchChromium(kind: 'default' | 'shell' = 'default'): Promise<Browser> {
+  const found = (kind === 'shell' ? await findHeadlessShell() : null) ?? (await findChromium());
   if (!found) throw new Error('chromium_unavailable');
   return (await playwright()).chromium.launch({ executablePath: found.executablePath, args: [...new Set(found.args)], headless: true });
 }
