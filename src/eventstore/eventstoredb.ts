@@ -17,6 +17,7 @@ import {
   UnavailableError,
   WrongExpectedVersionError,
   type AllStreamResolvedEvent,
+  type AppendExpectedRevision,
   type Filter,
   type ResolvedEvent,
   type StreamingRead,
@@ -129,6 +130,19 @@ const sharedPb = requireCjs('@eventstore/db-client/generated/shared_pb.js');
 const { StreamsClient } = requireCjs('@eventstore/db-client/generated/streams_grpc_pb.js');
 const { ReadStream } = requireCjs('@eventstore/db-client/dist/streams/utils/ReadStream.js');
 const { convertGrpcEvent } = requireCjs('@eventstore/db-client/dist/utils/convertGrpcEvent.js');
+/**
+ * The unary Append RPC, as the client sends it. The client's appendToStream
+ * takes its BatchAppend path whenever the server offers it, and that path keeps
+ * one table of pending appends for every stream of the process: a stream's
+ * error clears the whole table, so after a reconnection the old stream's late
+ * error drops the entries of the new one, whose answer then finds none and
+ * throws inside the gRPC callback (an uncaught TypeError that ends the process;
+ * seen under dropped subscriptions, docs/decisions.md). Append answers each
+ * call on its own call.
+ */
+const { append: unaryAppend } = requireCjs('@eventstore/db-client/dist/streams/appendToStream/append.js') as {
+  append: (this: EventStoreDBClient, stream: string, events: unknown[], opts: { expectedRevision: AppendExpectedRevision }) => Promise<{ success: boolean; nextExpectedRevision: bigint; position?: { commit: bigint; prepare: bigint } }>;
+};
 
 /** The protected members of the client that its own commands use. */
 type ClientInternals = {
@@ -330,7 +344,7 @@ export class EventStoreDbStore implements EventStore {
     // answer is recognised by the server as the same write (idempotent append).
     return this.withRetry('append', async () => {
       try {
-        const res = await this.client.appendToStream(stream, payload, { expectedRevision: expected });
+        const res = await unaryAppend.call(this.client, stream, payload, { expectedRevision: expected });
         if (!res.position) throw new EventStoreError('store_unavailable', `EventStoreDB at ${this.address}: append answered without a position`);
         return { nextExpectedRevision: res.nextExpectedRevision, lastPosition: formatPosition(res.position) };
       } catch (err) {

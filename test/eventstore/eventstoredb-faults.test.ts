@@ -166,3 +166,25 @@ t.test('the adapter set to a server\'s lower MaxAppendSize refuses a larger appe
   t.equal(double.calls.batchAppend + double.calls.append, batches);
   t.equal(await countOf(store, 'small-port'), 0);
 });
+
+t.test('appends go through the unary Append RPC, each answered on its own call, while subscriptions drop around them', async (t) => {
+  // The client's BatchAppend path keeps one table of pending appends for every stream of the process,
+  // which a stream's error clears whole: a reconnection then made an answer find no entry and end the
+  // process with an uncaught TypeError (the eventstoredb-slice flake). The store uses Append instead.
+  const double = await EsdbDouble.start();
+  t.teardown(() => double.stop());
+  const store = await EventStoreDbStore.open(double.url);
+  t.teardown(() => store.close());
+  const ac = new AbortController();
+  const followed = follow(store, 'unary-', 60, ac.signal);
+  double.dropSubscriptionsAfter = 3;
+  const before = { ...double.calls };
+  const answers = await Promise.all(Array.from({ length: 60 }, (_, i) => store.appendToStream(`unary-${i % 6}`, [ev(i)])));
+  double.dropSubscriptionsAfter = undefined;
+  t.equal(answers.length, 60, 'every append answered');
+  t.equal(double.calls.batchAppend - before.batchAppend, 0, 'no BatchAppend call');
+  t.ok(double.calls.append - before.append >= 60, 'one Append call per append (more when one is retried)');
+  const seen = await followed;
+  ac.abort();
+  t.equal(new Set(seen.map((e) => e.id)).size, 60, 'the follower saw each once, through the drops');
+});

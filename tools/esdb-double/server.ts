@@ -408,6 +408,12 @@ export class EsdbDouble {
       try {
         const r = this.log.append(stream, expected, proposed);
         this.appended();
+        if (this.timeoutAfterWrite > 0) {
+          // Written, but answered as the server answers a commit that timed out (RpcExceptions.Timeout).
+          this.timeoutAfterWrite--;
+          this.calls.deadlineExceeded++;
+          return cb({ code: grpc.status.DEADLINE_EXCEEDED, details: 'Deadline Exceeded' });
+        }
         const s = new AppendResp.Success();
         s.setCurrentRevision(r.revision.toString());
         const p = new AppendResp.Position();
