@@ -47,12 +47,12 @@ let code = 1;
 try {
   process.env.TEST_PG_ADMIN_URL = pg.adminUrl;
   await makeSchemaTemplate(pg.adminUrl, TEMPLATE, (t) => testApp(t as Test));
+  await tapBuilt;
+  await shellReady;
   // The response validator (test/helpers/contract.ts) is strict: an answer the served document
   // does not describe fails the test that received it. CONTRACT_STRICT=0 turns the run into a
   // survey instead (the answers collected and summed up at the end, the run not failed on them),
   // for finding them all at once after a change (docs/decisions.md, "Issue 60: the reference").
-  await tapBuilt;
-  await shellReady;
   const strict = process.env.CONTRACT_STRICT !== '0';
   const survey = path.join(dir, 'contract-violations.jsonl');
   // Compiled (`npm test` runs .build/test/run.js: scripts/build-tree.mjs), a file named as written, test/x.test.ts, runs as its .js.
