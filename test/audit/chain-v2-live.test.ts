@@ -24,7 +24,8 @@ const ORG = 'org_switch';
 
 for (const kind of ['postgres', 'esdb'] as const) {
   t.test(`a chain with v1 entries, the switch and v2 entries in the live log (${kind})`, async (t) => {
-    const ledger = await testLedger(t, { checkpointEveryEntries: 2, store: kind });
+    // A version 1 sealer: the test switches the chain itself, as the v2 writer will.
+    const ledger = await testLedger(t, { checkpointEveryEntries: 2, store: kind, auditFormat: 1 });
     const vkey = verifierKey(ledger.key.name, ledger.key.publicKey);
 
     /** Appends one event with its link in its metadata, through the store (everything hashed is known before the append). */

@@ -16,7 +16,8 @@ import { testLedger } from '../helpers/ledger.ts';
 // exactly as predicted. A prediction that misses writes nothing; the batch
 // then goes the ordinary way.
 
-const ledger = await testLedger(t, { checkpointEveryEntries: 1000 });
+// Its evidence is the version 1 entry sealed in the same round trip (the entry's predicted envelope), so the chain stays version 1.
+const ledger = await testLedger(t, { checkpointEveryEntries: 1000, auditFormat: 1 });
 const store = ledger.store as PostgresEventStore;
 // What happens outside this process (another process's appends, a lock held,
 // the observer of pg_stat_activity) goes through a pool of its own.
