@@ -1,9 +1,6 @@
-import { createPublicKey, verify } from 'node:crypto';
 import fs from 'node:fs/promises';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { parseCosignerKey } from '../../src/audit/cosignature.ts';
 import { SWITCH_EVENT_TYPE } from '../../src/audit/link.ts';
 import { leafHash, rootOf } from '../../src/audit/merkle.ts';
@@ -13,6 +10,7 @@ import { type TrustedLog, Witness } from '../../src/audit/witness.ts';
 import { WitnessSubmitter, type WitnessEndpoint } from '../../src/audit/witness-client.ts';
 import { AUDIT_ORIGIN } from '../../src/runtime.ts';
 import { bootstrapOrg, testApp } from '../helpers/app.ts';
+import { independentlyProven, viewProxy } from '../helpers/audit-views.ts';
 
 // Issue 57: the monitor and a witness on a switched chain, from outside (real
 // HTTP, real PostgreSQL). A service writing version 2 (an organization's first
@@ -24,47 +22,6 @@ import { bootstrapOrg, testApp } from '../helpers/app.ts';
 // its checkpoint made and signed with the log's own key (a split view). Each
 // view is consistent in itself; the second monitor catches the split through
 // the witness's cosignature, with evidence checked here by node:crypto alone.
-
-/** Evidence of a split view: two notes of one size and origin, with different roots, both signed by the log key (node:crypto only). */
-function provenSplit(ev: Evidence): boolean {
-  const [name, id, b64] = [ev.log_key.split('+')[0]!, ev.log_key.split('+')[1]!, ev.log_key.split('+').slice(2).join('+')];
-  const key = createPublicKey({ key: Buffer.concat([Buffer.from('302a300506032b6570032100', 'hex'), Buffer.from(b64, 'base64').subarray(1)]), format: 'der', type: 'spki' });
-  const open = (note: string) => {
-    const body = note.slice(0, note.indexOf('\n\n') + 1);
-    const [origin, size, root] = body.split('\n');
-    const signed = note
-      .slice(note.indexOf('\n\n') + 2)
-      .split('\n')
-      .some((l) => {
-        const m = /^\u2014 (\S+) (\S+)$/.exec(l);
-        const s = m && m[1] === name ? Buffer.from(m[2]!, 'base64') : null;
-        return !!s && s.subarray(0, 4).toString('hex') === id && verify(null, Buffer.from(body), key, s.subarray(4));
-      });
-    return { origin, size, root, signed };
-  };
-  const a = open(ev.trusted_checkpoint!);
-  const b = open(ev.served_checkpoint!);
-  return a.signed && b.signed && a.origin === b.origin && a.size === b.size && a.root !== b.root;
-}
-
-/** A loopback proxy to the service answering the latest checkpoint and the level-0 tiles from `view` when set. */
-async function splitProxy(t: Test, target: string, view: { note?: string; tile?: (n: number, width: number) => Buffer }): Promise<string> {
-  const server = http.createServer(async (req, res) => {
-    const tile = /^\/v1\/audit-events\/tile\/0\/(\d+)(?:\?width=(\d+))?$/.exec(req.url ?? '');
-    if (tile && view.tile) {
-      res.writeHead(200, { 'content-type': 'application/octet-stream' });
-      return void res.end(view.tile(Number(tile[1]), Number(tile[2] ?? 256)));
-    }
-    const r = await fetch(`${target}${req.url}`, { headers: { authorization: String(req.headers.authorization ?? '') } });
-    let body = Buffer.from(await r.arrayBuffer());
-    if (req.url === '/v1/audit-events/checkpoint' && view.note && r.status === 200) body = Buffer.from(JSON.stringify({ ...JSON.parse(body.toString()), note: view.note }));
-    res.writeHead(r.status, { 'content-type': r.headers.get('content-type') ?? 'application/octet-stream' });
-    res.end(body);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => (server.closeAllConnections(), server.close(() => resolve()))));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
 
 t.test('a switched chain: the monitor re-hashes it through the switch; a split view shown to two monitors is caught through the witness', async (t) => {
   const dir = t.testdir({});
@@ -108,8 +65,8 @@ t.test('a switched chain: the monitor re-hashes it through the switch; a split v
   const leaves: Buffer[] = Array.from({ length: cp.size }, (_, i) => genuine.subarray(i * 32, i * 32 + 32));
   leaves[cp.size - 2] = leafHash(Buffer.from('another fact'));
   const forged = Buffer.concat(leaves);
-  const view = { note: signCheckpoint({ origin: `${AUDIT_ORIGIN}/${org.orgId}`, size: cp.size, root: rootOf(leaves, cp.size) }, ledger.key), tile: (_n: number, width: number) => forged.subarray(0, width * 32) };
-  const via = await splitProxy(t, base, view);
+  const note = signCheckpoint({ origin: `${AUDIT_ORIGIN}/${org.orgId}`, size: cp.size, root: rootOf(leaves, cp.size) }, ledger.key);
+  const via = await viewProxy(t, base, { checkpoint: (b) => ({ ...b, note }), tile: (_n, width) => forged.subarray(0, width * 32) });
 
   const alone = await monitorOnce({ baseUrl: via, apiKey: org.testKey, orgId: org.orgId, stateFile: path.join(dir, 'b-alone.json'), logKey });
   t.match(alone, { ok: true, size: cp.size }, 'without a witness the other view is consistent in itself: one monitor alone cannot tell');
@@ -118,7 +75,7 @@ t.test('a switched chain: the monitor re-hashes it through the switch; a split v
   if (other.ok) return;
   t.equal(other.problem.kind, 'fork', 'the witness cosigned another root of the same size');
   const ev = JSON.parse(await fs.readFile(other.evidence_file!, 'utf8')) as Evidence;
-  t.ok(provenSplit(ev), 'the evidence (two signed roots of one size) holds with node:crypto and the log key alone');
+  t.ok(independentlyProven(ev), 'the evidence (two signed roots of one size) holds with node:crypto and the log key alone');
   t.equal(verifyEvidence(ev, logKey).proven, true, 'and with the monitor’s own evidence check, the log key pinned');
   t.equal(ev.trusted_checkpoint, cp.cosigned!.note, 'one note is the cosigned one the first monitor follows');
 

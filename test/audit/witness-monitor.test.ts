@@ -1,9 +1,9 @@
-import { createHash, createPublicKey, verify } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { countCosigners, formatAddCheckpoint, parseCosignerKey } from '../../src/audit/cosignature.ts';
 import { exportChain, verifyExport } from '../../src/audit/export.ts';
 import { type Evidence, monitorOnce, readMonitorState, verifyEvidence } from '../../src/audit/monitor.ts';
@@ -14,6 +14,7 @@ import { WitnessSubmitter, type WitnessEndpoint } from '../../src/audit/witness-
 import type { NewEvent } from '../../src/eventstore/port.ts';
 import { AUDIT_ORIGIN } from '../../src/runtime.ts';
 import { bootstrapOrg, testApp } from '../helpers/app.ts';
+import { independentlyProven, type View, viewProxy } from '../helpers/audit-views.ts';
 
 // Two witnesses and a monitor on loopback against a running service (real
 // HTTP, real PostgreSQL): a history of 10 000 entries cosigned 2 of 2 and
@@ -24,47 +25,6 @@ import { bootstrapOrg, testApp } from '../helpers/app.ts';
 // holds up a command.
 
 const ORIGIN_PREFIX = `${AUDIT_ORIGIN}/`;
-
-/** Evidence checked with node:crypto only: both notes signed by the log key, and the claim. */
-function independentlyProven(ev: Evidence): boolean {
-  const [name, id, b64] = [ev.log_key.split('+')[0]!, ev.log_key.split('+')[1]!, ev.log_key.split('+').slice(2).join('+')];
-  const raw = Buffer.from(b64, 'base64').subarray(1);
-  const key = createPublicKey({ key: Buffer.concat([Buffer.from('302a300506032b6570032100', 'hex'), raw]), format: 'der', type: 'spki' });
-  const open = (note: string) => {
-    const body = note.slice(0, note.indexOf('\n\n') + 1);
-    const [origin, size, root] = body.split('\n');
-    const sigOk = note
-      .slice(note.indexOf('\n\n') + 2)
-      .split('\n')
-      .some((l) => {
-        const m = /^\u2014 (\S+) (\S+)$/.exec(l);
-        if (!m || m[1] !== name) return false;
-        const s = Buffer.from(m[2]!, 'base64');
-        return s.subarray(0, 4).toString('hex') === id && verify(null, Buffer.from(body), key, s.subarray(4));
-      });
-    return { origin, size: Number(size), root, sigOk };
-  };
-  const a = open(ev.trusted_checkpoint!);
-  const b = open(ev.served_checkpoint!);
-  if (!a.sigOk || !b.sigOk || a.origin !== b.origin) return false;
-  if (ev.kind === 'fork') return a.size === b.size && a.root !== b.root;
-  if (ev.kind === 'rollback') return b.size < a.size;
-  return false;
-}
-
-/** A loopback proxy to the service that can rewrite the latest-checkpoint answer. */
-async function proxy(t: Test, target: string, rewrite: { fn?: (body: Record<string, unknown>) => Record<string, unknown> }): Promise<string> {
-  const server = http.createServer(async (req, res) => {
-    const r = await fetch(`${target}${req.url}`, { headers: { authorization: String(req.headers.authorization ?? '') } });
-    let body = Buffer.from(await r.arrayBuffer());
-    if (req.url === '/v1/audit-events/checkpoint' && rewrite.fn && r.status === 200) body = Buffer.from(JSON.stringify(rewrite.fn(JSON.parse(body.toString()))));
-    res.writeHead(r.status, { 'content-type': r.headers.get('content-type') ?? 'application/octet-stream' });
-    res.end(body);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => (server.closeAllConnections(), server.close(() => resolve()))));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
 
 t.test('witnesses cosign, the monitor follows, forks and rollbacks are caught, a witness refuses and catches up', async (t) => {
   const dir = t.testdir({});
@@ -129,9 +89,9 @@ t.test('witnesses cosign, the monitor follows, forks and rollbacks are caught, a
 
   await t.test('a forged fork (same size, another root) served to the monitor is caught with evidence that verifies independently', async (t) => {
     const trusted = (await readMonitorState(path.join(dir, 'monitor.json')))!;
-    const rewrite: { fn?: (b: Record<string, unknown>) => Record<string, unknown> } = {};
-    const via = await proxy(t, base, rewrite);
-    rewrite.fn = (b) => {
+    const rewrite: View = {};
+    const via = await viewProxy(t, base, rewrite);
+    rewrite.checkpoint = (b) => {
       const note = signCheckpoint({ origin: `${AUDIT_ORIGIN}/${org.orgId}`, size: trusted.size, root: createHash('sha256').update('another history').digest() }, ledger.key);
       return { ...b, note };
     };
@@ -144,14 +104,14 @@ t.test('witnesses cosign, the monitor follows, forks and rollbacks are caught, a
     t.equal(verifyEvidence(ev, logKey).proven, true);
     t.equal((await readMonitorState(path.join(dir, 'monitor.json')))!.size, trusted.size, 'the trusted state did not move');
     // A forged note the key did not sign is a bad signature, not a fork.
-    rewrite.fn = (b) => ({ ...b, note: signCheckpoint({ origin: `${AUDIT_ORIGIN}/${org.orgId}`, size: trusted.size + 1, root: Buffer.alloc(32) }, generateSigningKey(ledger.key.name)) });
+    rewrite.checkpoint = (b) => ({ ...b, note: signCheckpoint({ origin: `${AUDIT_ORIGIN}/${org.orgId}`, size: trusted.size + 1, root: Buffer.alloc(32) }, generateSigningKey(ledger.key.name)) });
     const bad = await monitorOnce({ baseUrl: via, apiKey: org.testKey, orgId: org.orgId, stateFile: path.join(dir, 'monitor.json'), evidenceFile: path.join(dir, 'bad.json') });
     t.equal(!bad.ok && bad.problem.kind, 'bad_signature');
   });
 
   await t.test('a rollback (an older genuine checkpoint served as the latest) is caught with evidence', async (t) => {
     const first = (await get('/v1/audit-events/checkpoints')).json().checkpoints[0] as { note: string; size: number };
-    const via = await proxy(t, base, { fn: (b) => ({ ...b, note: first.note, size: first.size }) });
+    const via = await viewProxy(t, base, { checkpoint: (b) => ({ ...b, note: first.note, size: first.size }) });
     const r = await monitorOnce({ baseUrl: via, apiKey: org.testKey, orgId: org.orgId, stateFile: path.join(dir, 'monitor.json'), evidenceFile: path.join(dir, 'rollback.json') });
     t.equal(!r.ok && r.problem.kind, 'rollback');
     const ev = JSON.parse(await fs.readFile(path.join(dir, 'rollback.json'), 'utf8')) as Evidence;
