@@ -104,6 +104,8 @@ if (!(await findChromium())) {
     t.ok(await late.isVisible('#deny'));
 
     await a.click(row);
+    // Live: its stream connected once htmx wired the regions it refreshes (src/dashboard/assets/live.js).
+    await a.waitForSelector('#live[data-live="connected"]');
     t.equal(await a.textContent('#tool'), 'mandate.spend');
     t.same(JSON.parse((await a.textContent('#input')) ?? '{}'), { mandate_id: mandate.id, amount_minor: '700', currency: 'BRL', merchant: '<script>alert(1)</script>', description: null, channel: 'api' }, 'the verbatim input');
     await a.fill('#reason', 'looks right');

@@ -23,29 +23,37 @@
   var name = el.getAttribute('data-live-event');
   var fires = el.getAttribute('data-live-fires');
   var notice = document.getElementById('notice');
-  var source = new EventSource(el.getAttribute('data-live-stream'));
   var refresh = function () {
     document.body.dispatchEvent(new CustomEvent(fires));
   };
-  el.setAttribute('data-live', 'connecting');
-  source.addEventListener('open', function () {
-    el.setAttribute('data-live', 'connected');
-    refresh();
-  });
-  source.addEventListener('error', function () {
-    el.setAttribute('data-live', 'reconnecting');
-  });
-  source.addEventListener(name, function (e) {
-    var c;
-    try {
-      c = JSON.parse(e.data);
-    } catch (_) {
-      return;
-    }
-    if (notice && c && c.id && say[name]) {
-      notice.classList.remove('error');
-      notice.textContent = say[name](c);
-    }
-    refresh();
-  });
+  // Connected only once htmx has wired the regions (its DOMContentLoaded
+  // handler, registered by the deferred htmx.js before this one): a stream
+  // that opened earlier fired its refresh at regions not yet listening, and an
+  // approval decided between the page's render and the connection stayed unseen.
+  var connect = function () {
+    var source = new EventSource(el.getAttribute('data-live-stream'));
+    el.setAttribute('data-live', 'connecting');
+    source.addEventListener('open', function () {
+      el.setAttribute('data-live', 'connected');
+      refresh();
+    });
+    source.addEventListener('error', function () {
+      el.setAttribute('data-live', 'reconnecting');
+    });
+    source.addEventListener(name, function (e) {
+      var c;
+      try {
+        c = JSON.parse(e.data);
+      } catch (_) {
+        return;
+      }
+      if (notice && c && c.id && say[name]) {
+        notice.classList.remove('error');
+        notice.textContent = say[name](c);
+      }
+      refresh();
+    });
+  };
+  if (document.readyState === 'complete') connect();
+  else document.addEventListener('DOMContentLoaded', connect);
 })();
