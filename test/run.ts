@@ -7,6 +7,7 @@ import { findHeadlessShell } from '../src/adapters/browser/chromium.ts';
 import { prebuildTap, runTap } from '../scripts/tap.ts';
 import { makeSchemaTemplate, TEMPLATE_ENV } from './helpers/db.ts';
 import { testApp } from './helpers/app.ts';
+import { OPENAPI_DOC_ENV } from './helpers/contract.ts';
 
 // `npm test`: the suite compiled (tsc emits .build/, scripts/build-tree.mjs),
 // then this file's compiled copy: one embedded PostgreSQL for the whole run, the service's schema
@@ -46,7 +47,12 @@ const pg = await startEmbeddedPostgres({ dataDir: dir, durable: false, maxConnec
 let code = 1;
 try {
   process.env.TEST_PG_ADMIN_URL = pg.adminUrl;
-  await makeSchemaTemplate(pg.adminUrl, TEMPLATE, (t) => testApp(t as Test));
+  // The served OpenAPI document, kept for the files' response validator (test/helpers/contract.ts).
+  const openapi = path.join(dir, 'openapi.json');
+  await makeSchemaTemplate(pg.adminUrl, TEMPLATE, async (t) => {
+    const { app } = await testApp(t as Test);
+    await fs.writeFile(openapi, (await app.inject({ method: 'GET', url: '/openapi.json' })).body);
+  });
   await tapBuilt;
   await shellReady;
   // The response validator (test/helpers/contract.ts) is strict: an answer the served document
@@ -57,7 +63,7 @@ try {
   const survey = path.join(dir, 'contract-violations.jsonl');
   // Compiled (`npm test` runs .build/test/run.js: scripts/build-tree.mjs), a file named as written, test/x.test.ts, runs as its .js.
   const args = process.argv.slice(2).map((a) => (import.meta.url.endsWith('.js') ? a.replace(/^(test\/.*)\.tsx?$/, '$1.js') : a));
-  code = await runTap(args, { ...process.env, [TEMPLATE_ENV]: TEMPLATE, ...(strict || process.env.CONTRACT_LOG ? {} : { CONTRACT_LOG: survey }) });
+  code = await runTap(args, { ...process.env, [TEMPLATE_ENV]: TEMPLATE, [OPENAPI_DOC_ENV]: openapi, ...(strict || process.env.CONTRACT_LOG ? {} : { CONTRACT_LOG: survey }) });
   if (!strict) printContractSurvey(await fs.readFile(survey, 'utf8').catch(() => ''));
 } finally {
   await pg.stop();

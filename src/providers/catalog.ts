@@ -118,8 +118,11 @@ export class Catalog {
     return new Catalog(f.providers, new Set(f.recipes));
   }
 
-  /** The catalog shipped with the service. */
-  static load(file: URL = new URL('./catalog.v1.json', import.meta.url)): Catalog {
+  private static shipped: Catalog | undefined;
+
+  /** The catalog shipped with the service (read and checked once a process: its tools' schemas compile), or the one in `file`. */
+  static load(file?: URL): Catalog {
+    if (!file) return (Catalog.shipped ??= Catalog.load(new URL('./catalog.v1.json', import.meta.url)));
     return Catalog.parse(JSON.parse(fs.readFileSync(file, 'utf8')));
   }
 

@@ -1,6 +1,8 @@
 import SwaggerParser from '@apidevtools/swagger-parser';
+import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { testApp } from '../helpers/app.ts';
+import { OPENAPI_DOC_ENV } from '../helpers/contract.ts';
 
 // The served OpenAPI document passes an independent validator, and every route
 // fastify registered appears in it with its security and error codes.
@@ -16,6 +18,15 @@ t.test('valid OpenAPI 3.1 at both addresses', async (t) => {
   t.equal(doc.openapi, '3.1.0');
   await SwaggerParser.validate(structuredClone(doc));
   t.pass('validated by @apidevtools/swagger-parser');
+});
+
+t.test('the document comes from the route declarations alone: the same text whatever the options an app is built with', async (t) => {
+  // What lets a run check every app's answers against one document (test/helpers/contract.ts).
+  const text = (await app.inject({ method: 'GET', url: '/openapi.json' })).body;
+  const configured = await testApp(t, { x402: true, providers: true, merchants: true, oauth: {}, store: 'esdb' });
+  t.equal((await configured.app.inject({ method: 'GET', url: '/openapi.json' })).body, text, 'an app with every adapter configured, on EventStoreDB');
+  const run = process.env[OPENAPI_DOC_ENV];
+  if (run) t.equal(readFileSync(run, 'utf8'), text, "the run's document (test/run.ts)");
 });
 
 t.test('every registered route is documented', async (t) => {
