@@ -107,9 +107,11 @@ t.test('rebuild from position 0 produces identical tables and takes over', async
 
 t.test('rebuild in small pages: identical tables; a duplicate creation falls back to the guarded path', async (t) => {
   // A creation of an id that exists (never decided, written straight to the log):
-  // every path must leave the existing row as it is, as `apply` does.
+  // every path must leave the existing row as it is, as `apply` does. Its metadata is the
+  // first's without the first's audit link (version 2): the writer links the copy itself.
   const first = (await ledger.store.readAll({ filter: { eventTypes: ['project.created'] }, maxCount: 1000 })).find((e) => (e.data as { project_id: string }).project_id === 'prj_org_a_3')!;
-  await ledger.store.appendToStream(first.streamName, [{ type: 'project.created', data: { ...first.data, name: 'Duplicate', slug: 'duplicate' }, metadata: { ...first.metadata, request_id: null } }], { expectedRevision: 'any' });
+  const { audit_link: _itsLink, ...metadata } = first.metadata as typeof first.metadata & { audit_link?: string };
+  await ledger.store.appendToStream(first.streamName, [{ type: 'project.created', data: { ...first.data, name: 'Duplicate', slug: 'duplicate' }, metadata: { ...metadata, request_id: null } }], { expectedRevision: 'any' });
   // Interleave organizations so that pages and lanes cut across them.
   for (let i = 0; i < 6; i++) {
     for (const org of ['org_a', 'org_b', 'org_c']) {
