@@ -5,7 +5,7 @@ import { canonicalize } from './hash.ts';
 import { CompactRange, leafHash } from './merkle.ts';
 import { openCheckpoint } from './note.ts';
 import { checkLinked } from './verify-linked.ts';
-import { switchStream } from './link.ts';
+import { decodeLink, LINK_MEMBER, switchStream } from './link.ts';
 
 // The chain verifier. It walks a chain in order, recomputes every hash and
 // link, re-canonicalizes the stored envelope text, compares each entry with
@@ -273,12 +273,27 @@ export async function* chainItems(store: EventStore, orgId: string): AsyncGenera
   }
   const [sw] = await store.readStream(switchStream(orgId), { maxCount: 1 });
   if (!sw) return;
-  yield { revision: revision++, linked: sw };
+  yield { revision: (revision = linkedPosition(sw, revision)), linked: sw };
+  revision++;
   for await (const e of store.iterateAll({ after: sw.position })) {
     // Every business event of the organization after the switch is an entry: one without its link is reported (malformed_entry).
     if (e.metadata?.org_id !== orgId || isAuditStream(e.streamName)) continue;
-    yield { revision: revision++, linked: e };
+    yield { revision: (revision = linkedPosition(e, revision)), linked: e };
+    revision++;
   }
+}
+
+/**
+ * A linked event's place in the walk: the next one, unless its link claims a
+ * later sequence number. Then the entries between are missing from the log (a
+ * removed event, or the last v1 entries before the switch) and the walk reports
+ * them as the gap they are, as a v1 stream's missing revisions, instead of every
+ * later entry as out of place. A claim behind the walk stays where it is found
+ * (reported there: sequence_mismatch).
+ */
+function linkedPosition(e: RecordedEvent, next: bigint): bigint {
+  const claimed = decodeLink((e.metadata as Record<string, unknown> | undefined)?.[LINK_MEMBER])?.sequence_number;
+  return claimed !== undefined && BigInt(claimed) - 1n > next ? BigInt(claimed) - 1n : next;
 }
 
 export async function storedCheckpoints(store: EventStore, orgId: string): Promise<{ note: string; verifier_key: string; size: number; root_hash: string; signed_at: string }[]> {

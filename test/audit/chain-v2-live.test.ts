@@ -86,5 +86,14 @@ for (const kind of ['postgres', 'esdb'] as const) {
     await exportChain(ledger.store, ORG, ledger.origin, bad);
     t.match((await verifyExport(bad, vkey)).first_problem, { kind: 'hash_mismatch', sequence_number: 6 });
     t.match(verifyBundleDir(bad, vkey), { ok: false, kind: 'hash_mismatch', sequence_number: 6 });
+
+    // The same fact removed from the log: a gap where it was (as a v1 stream's missing revision), not every later entry out of place.
+    await ledger.db.query('DELETE FROM es_events WHERE stream_name = $1 AND stream_revision = 1', [`note-${ORG}`]);
+    const gapped = await verifyOrgChain(ledger.store, ORG, ledger.key, ledger.origin);
+    t.same(gapped.problems.map((p) => [p.kind, p.sequence_number, p.to_sequence]), [['sequence_gap', 6, 6]], 'one problem: entry 6 is missing');
+    const holed = await fs.mkdtemp(path.join(os.tmpdir(), 'chain-v2-live-gap-'));
+    t.teardown(() => fs.rm(holed, { recursive: true, force: true }));
+    await exportChain(ledger.store, ORG, ledger.origin, holed);
+    t.match(verifyBundleDir(holed, vkey), { ok: false, kind: 'sequence_gap', sequence_number: 6 }, 'the independent verifier reads the same gap in the export');
   });
 }

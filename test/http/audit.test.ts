@@ -1,9 +1,9 @@
 import t from 'tap';
 import { clampAuditLimit } from '../../src/http/audit/audit-schemas.ts';
-import { auditStream } from '../../src/audit/chain.ts';
 import { verifyInclusion } from '../../src/audit/merkle.ts';
 import { bootstrapOrg, platform, testApp } from '../helpers/app.ts';
 import { nodeArgs } from '../helpers/entry.ts';
+import { storedEntryEvent } from '../helpers/audit-entries.ts';
 
 const { app, ledger } = await testApp(t);
 const org = await bootstrapOrg(app, 'Audited');
@@ -104,10 +104,9 @@ t.test('tamper → broken, one incident, acknowledge checks, health green only a
   t.equal(h.verification.coverage_ratio, 1);
   t.not((await get('/v1/audit-events/config')).json().initial_walk_completed_at, null, 'the first full walk is recorded');
 
-  // Tamper with one stored event by SQL.
-  const { rows } = await ledger.db.query<{ position: string; data: Record<string, unknown> }>(`SELECT position::text, data FROM es_events WHERE stream_name = $1 AND stream_revision = 5`, [auditStream(org.orgId)]);
-  const original = rows[0]!;
-  await ledger.db.query('UPDATE es_events SET data = $2::json WHERE position = $1', [original.position, JSON.stringify({ ...original.data, payload: { forged: true } })]);
+  // Tamper with one stored event by SQL: entry 6's payload.
+  const original = await storedEntryEvent(ledger.db, ledger.store, org.orgId, 6);
+  await ledger.db.query('UPDATE es_events SET data = $2::json WHERE position = $1', [original.position, JSON.stringify(original.forged)]);
   await ledger.readSide.verifier.verifyOrg(org.orgId);
   h = (await get('/v1/audit-events/health')).json();
   t.same([h.status, h.actionable_status], ['degraded', 'broken']);
@@ -159,7 +158,7 @@ t.test('a deleted entry shows as link_unverifiable with a sequence_gap segment',
   const other = await bootstrapOrg(app, 'Gapped');
   for (let i = 0; i < 4; i++) await app.inject({ method: 'POST', url: '/v1/projects', headers: other.key, payload: { name: `G${i}`, slug: `g-${i}` } });
   await ledger.settle();
-  await ledger.db.query('DELETE FROM es_events WHERE stream_name = $1 AND stream_revision = 2', [auditStream(other.orgId)]);
+  await ledger.db.query('DELETE FROM es_events WHERE position = $1', [(await storedEntryEvent(ledger.db, ledger.store, other.orgId, 3)).position]);
   await ledger.readSide.verifier.verifyOrg(other.orgId);
   const h = (await get('/v1/audit-events/health', other.key)).json();
   t.equal(h.actionable_status, 'link_unverifiable');
