@@ -138,9 +138,13 @@ if (!(await findChromium())) {
 
     // The chain holds the approval with the person as actor.
     await ledger.settle();
-    const entries = (await inject('GET', '/v1/audit-events/entries?limit=1000')).json().entries as { event_type: string; envelope: string; payload: Record<string, unknown> }[];
-    const sealed = entries.find((e) => e.event_type === 'approval.approved' && e.payload.approval_id === id);
-    t.same(JSON.parse(sealed!.envelope).actor, { kind: 'user', id: org.ownerId });
+    // Either format's entry (docs/audit-chain.md): v1's copy with its envelope, v2's linked event itself.
+    type Entry = { event_type: string; envelope: string; payload: Record<string, unknown> } | { format: 2; event: { event_type: string; metadata: { actor: unknown }; data: Record<string, unknown> } };
+    const entries = ((await inject('GET', '/v1/audit-events/entries?limit=1000')).json().entries as Entry[]).map((e) =>
+      'event' in e ? { type: e.event.event_type, data: e.event.data, actor: e.event.metadata.actor } : { type: e.event_type, data: e.payload, actor: (JSON.parse(e.envelope) as { actor: unknown }).actor },
+    );
+    const sealed = entries.find((e) => e.type === 'approval.approved' && e.data.approval_id === id);
+    t.same(sealed?.actor, { kind: 'user', id: org.ownerId });
   });
 
   t.test('a member sees the queue but cannot decide, by the page or by URL', async (t) => {

@@ -6,7 +6,7 @@ import { type TrustedLog, Witness } from '../../src/audit/witness.ts';
 import { WitnessSubmitter } from '../../src/audit/witness-client.ts';
 import { AUDIT_ORIGIN } from '../../src/runtime.ts';
 import { findChromium } from '../../src/adapters/browser/chromium.ts';
-import { auditStream } from '../../src/audit/chain.ts';
+import { storedEntryEvent } from '../helpers/audit-entries.ts';
 import { bootstrapOrg, testApp } from '../helpers/app.ts';
 import { axeViolations, chromium, listen, scrollsSideways, signIn } from './browser.ts';
 
@@ -88,9 +88,8 @@ if (!(await findChromium())) {
   });
 
   t.test('a tampered entry: the browser sees it, verification opens an incident, a person acknowledges it', async (t) => {
-    const { rows } = await ledger.db.query<{ position: string; data: Record<string, unknown> }>(`SELECT position::text, data FROM es_events WHERE stream_name = $1 AND stream_revision = 3`, [auditStream(org.orgId)]);
-    const original = rows[0]!;
-    await ledger.db.query('UPDATE es_events SET data = $2::json WHERE position = $1', [original.position, JSON.stringify({ ...original.data, payload: { forged: true } })]);
+    const original = await storedEntryEvent(ledger.db, ledger.store, org.orgId, 4);
+    await ledger.db.query('UPDATE es_events SET data = $2::json WHERE position = $1', [original.position, JSON.stringify(original.forged)]);
     t.teardown(() => ledger.db.query('UPDATE es_events SET data = $2::json WHERE position = $1', [original.position, JSON.stringify(original.data)]));
     await ledger.readSide.verifier.verifyOrg(org.orgId);
     await ledger.settle();
@@ -140,6 +139,37 @@ if (!(await findChromium())) {
     t.ok(types.length >= 6 && types.every((x) => x?.startsWith('project.')), types.join(','));
     await page.goto(`${base}/dashboard/audit?from=not-a-date`);
     t.match(await page.textContent('#error-summary'), /From must be a date/);
+  });
+
+  t.test('a version 2 entry (the event itself, with its link) verifies in the page; its payload changed in the log fails', async (t) => {
+    const v2 = await testApp(t, { checkpointEveryEntries: 2, providers: true, auditFormat: 2 });
+    const o = await bootstrapOrg(v2.app, 'LinkedDash');
+    for (let i = 0; i < 3; i++) await v2.app.inject({ method: 'POST', url: '/v1/projects', headers: o.key, payload: { name: `L${i}`, slug: `l-${i}` } });
+    await v2.ledger.settle();
+    await v2.ledger.readSide.sealer.checkpointAll(true);
+    const at = await listen(v2.app);
+    const context = await browser.newContext();
+    t.teardown(() => context.close());
+    const p = await signIn(context, at, v2.sandboxProviders!.url, 'owner+linkeddash@example.com');
+    // The last entry the latest signed checkpoint covers: a linked event whatever sequence the chain switched at.
+    const { size } = (await v2.app.inject({ method: 'GET', url: '/v1/audit-events/checkpoint', headers: o.key })).json() as { size: number };
+    const entry = (await v2.app.inject({ method: 'GET', url: `/v1/audit-events/entries?after_sequence=${size - 1}&limit=1`, headers: o.key })).json().entries[0] as { format?: number; sequence_number: number; event?: { event_type: string } };
+    t.equal(entry.format, 2, `entry ${size}, a version 2 entry (${entry.event?.event_type})`);
+    const seq = entry.sequence_number;
+    const outcome = async () => {
+      await p.goto(`${at}/dashboard/audit`);
+      await p.click(`#verify-btn-${seq}`);
+      await p.waitForSelector(`#verify-${seq}[data-state="verified"], #verify-${seq}[data-state="failed"]`);
+      return { state: await p.getAttribute(`#verify-${seq}`, 'data-state'), text: (await p.textContent(`#verify-${seq}`)) ?? '' };
+    };
+    const good = await outcome();
+    t.equal(good.state, 'verified', good.text);
+    t.match(good.text, new RegExp(`entry ${seq} \\(${entry.event!.event_type.replace('.', '\\.')}\\) hashes to [0-9a-f]{16}…, and its payload matches its commitment.*Ed25519 verified in this browser`));
+    const stored = await storedEntryEvent(v2.ledger.db, v2.ledger.store, o.orgId, seq);
+    await v2.ledger.db.query('UPDATE es_events SET data = $2::json WHERE position = $1', [stored.position, JSON.stringify(stored.forged)]);
+    const forged = await outcome();
+    t.equal(forged.state, 'failed');
+    t.match(forged.text, /entry step: the payload does not match its commitment in the link/);
   });
 
   t.test('axe-core finds nothing; no sideways scrolling at 375 and 1440 px', async (t) => {

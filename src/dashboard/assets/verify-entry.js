@@ -2,7 +2,10 @@
 // about it (docs/audit-chain.md is the format):
 //   1. the entry: entry_hash = SHA-256("agent-ledger/audit-entry/v1\n" || envelope),
 //      the envelope names this sequence number, and the payload recomputes to
-//      its salted commitment payload_hash (unless redacted);
+//      its salted commitment payload_hash (unless redacted); a version 2 entry
+//      is the event itself: its envelope is derived from the event and the link
+//      in its metadata, hashed under "agent-ledger/audit-entry/v2\n", and its
+//      data recomputes to the link's commitment;
 //   2. the inclusion proof: RFC 6962 leaf and node hashing from that
 //      entry_hash up to a root;
 //   3. the signed checkpoint (C2SP signed note): its origin is this chain's,
@@ -18,6 +21,10 @@
 const enc = new TextEncoder();
 const ENTRY_PREFIX = 'agent-ledger/audit-entry/v1\n';
 const PAYLOAD_PREFIX = 'agent-ledger/audit-payload/v1\n';
+const ENTRY_PREFIX_V2 = 'agent-ledger/audit-entry/v2\n';
+const PAYLOAD_PREFIX_V2 = 'agent-ledger/audit-payload/v2\n';
+/** A version 2 link, `metadata.audit_link`: "2:" sequence ":" prev_hash ":" salt (empty once redacted) ":" payload_hash. */
+const LINK = /^2:([1-9][0-9]{0,15}):([0-9a-f]{64}):((?:[0-9a-f]{32})?):([0-9a-f]{64})$/;
 
 const hex = (bytes) => Array.from(new Uint8Array(bytes), (b) => b.toString(16).padStart(2, '0')).join('');
 const fromHex = (s) => {
@@ -115,8 +122,47 @@ async function getJson(url) {
   return body;
 }
 
+/** A version 1 entry (its envelope text, hashes and payload copied from the event): its hash and what it says, or the problem. */
+async function copiedEntry(entry, seq) {
+  const envelope = JSON.parse(entry.envelope);
+  const entryHash = await sha256(enc.encode(ENTRY_PREFIX), enc.encode(entry.envelope));
+  if (hex(entryHash) !== entry.entry_hash) return { problem: 'the entry hash does not recompute from its envelope' };
+  if (envelope.sequence_number !== seq || entry.sequence_number !== seq) return { problem: `the envelope is not entry ${seq}` };
+  if (jcs(envelope) !== entry.envelope) return { problem: 'the envelope is not canonical JSON' };
+  if (entry.payload === null || entry.payload_salt === null) return { entryHash, eventType: envelope.event_type, payloadChecked: false };
+  const commit = await hmacSha256(fromHex(entry.payload_salt), enc.encode(PAYLOAD_PREFIX), enc.encode(jcs(entry.payload)));
+  if (hex(commit) !== envelope.payload_hash) return { problem: 'the payload does not match its commitment in the envelope' };
+  return { entryHash, eventType: envelope.event_type, payloadChecked: true };
+}
+
+/** A version 2 entry (the event itself, carrying its link): its envelope is derived from the event's own fields and the link. */
+async function linkedEntry(event, seq) {
+  const m = LINK.exec(typeof event?.metadata?.audit_link === 'string' ? event.metadata.audit_link : '');
+  if (!m) return { problem: 'the event carries no audit link in the compact form' };
+  const [, sequence, prevHash, salt, payloadHash] = m;
+  if (Number(sequence) !== seq) return { problem: `the event's link is for entry ${sequence}, not ${seq}` };
+  const a = event.metadata.actor;
+  const envelope = {
+    v: 2,
+    org_id: event.metadata.org_id,
+    sequence_number: seq,
+    prev_hash: prevHash,
+    event_id: event.event_id,
+    event_type: event.event_type,
+    stream: event.stream,
+    occurred_at: typeof event.metadata.occurred_at === 'string' ? event.metadata.occurred_at : null,
+    actor: a && typeof a.kind === 'string' && typeof a.id === 'string' ? { kind: a.kind, id: a.id } : { kind: 'system', id: 'unknown' },
+    payload_hash: payloadHash,
+  };
+  const entryHash = await sha256(enc.encode(ENTRY_PREFIX_V2), enc.encode(jcs(envelope)));
+  if (salt === '') return { entryHash, eventType: event.event_type, payloadChecked: false };
+  const commit = await hmacSha256(fromHex(salt), enc.encode(PAYLOAD_PREFIX_V2), enc.encode(jcs(event.data)));
+  if (hex(commit) !== payloadHash) return { problem: 'the payload does not match its commitment in the link' };
+  return { entryHash, eventType: event.event_type, payloadChecked: true };
+}
+
 /**
- * Verifies entry `seq`; answers { ok, steps: [{ step, ok, detail }] }, the
+ * Verifies entry `seq` (either format, docs/audit-chain.md); answers { ok, steps: [{ step, ok, detail }] }, the
  * first failing step last. `entryUrl` answers { entry }, `proofUrl` the
  * inclusion proof with its checkpoint note.
  */
@@ -129,16 +175,11 @@ export async function verifyEntry({ seq, origin, verifierKey, entryUrl, proofUrl
   };
   try {
     const { entry } = await getJson(entryUrl);
-    const envelope = JSON.parse(entry.envelope);
-    const entryHash = await sha256(enc.encode(ENTRY_PREFIX), enc.encode(entry.envelope));
-    if (hex(entryHash) !== entry.entry_hash) return fail('entry', 'the entry hash does not recompute from its envelope');
-    if (envelope.sequence_number !== seq || entry.sequence_number !== seq) return fail('entry', `the envelope is not entry ${seq}`);
-    if (jcs(envelope) !== entry.envelope) return fail('entry', 'the envelope is not canonical JSON');
-    if (entry.payload !== null && entry.payload_salt !== null) {
-      const commit = await hmacSha256(fromHex(entry.payload_salt), enc.encode(PAYLOAD_PREFIX), enc.encode(jcs(entry.payload)));
-      if (hex(commit) !== envelope.payload_hash) return fail('entry', 'the payload does not match its commitment in the envelope');
-      pass('entry', `entry ${seq} (${envelope.event_type}) hashes to ${entry.entry_hash.slice(0, 16)}…, and its payload matches its commitment`);
-    } else pass('entry', `entry ${seq} (${envelope.event_type}) hashes to ${entry.entry_hash.slice(0, 16)}…; its payload is redacted, its commitment stays`);
+    const checked = entry.format === 2 ? await linkedEntry(entry.event, seq) : await copiedEntry(entry, seq);
+    if (checked.problem) return fail('entry', checked.problem);
+    const entryHash = checked.entryHash;
+    const shown = `entry ${seq} (${checked.eventType}) hashes to ${hex(entryHash).slice(0, 16)}…`;
+    pass('entry', checked.payloadChecked ? `${shown}, and its payload matches its commitment` : `${shown}; its payload is redacted, its commitment stays`);
 
     const p = await getJson(proofUrl);
     if (p.entry_hash !== hex(entryHash) || p.leaf_index !== seq - 1) return fail('proof', 'the proof is for another entry');
