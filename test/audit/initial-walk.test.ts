@@ -1,12 +1,11 @@
 import t from 'tap';
 import { auditConfigDecider, auditConfigStream } from '../../commands/audit.ts';
 import { orgDecider, orgStream } from '../../commands/org.ts';
-import { chainItems } from '../../src/audit/verifier.ts';
 import { VerifierThread } from '../../src/audit/verifier-thread.ts';
 import { loadState } from '../../src/eventstore/handler.ts';
 import { testLedger, type TestLedger } from '../helpers/ledger.ts';
 import { until } from '../helpers/wait.ts';
-import { storedEntryEvent } from '../helpers/audit-entries.ts';
+import { chainSize, chainSizeWith, storedEntryEvent } from '../helpers/audit-entries.ts';
 
 // Spec, Audit config: initial_walk_completed_at is null until a forward walk
 // reaches the chain tip. The running service verifies on its own thread with
@@ -32,21 +31,9 @@ for (const format of [1, 2] as const) {
   type Row = { watermark: number; tip: number; ok: boolean; checked: string | null };
   const verification = async (org: string): Promise<Row | undefined> =>
     (await ledger.db.query<Row>('SELECT watermark_sequence::int AS watermark, tip_sequence::int AS tip, ok, last_checked_at::text AS checked FROM audit_verification WHERE org_id = $1', [org])).rows[0];
-  const chainTip = async (org: string) => {
-    let n = 0;
-    for await (const _ of chainItems(ledger.store, org)) n++;
-    return n;
-  };
+  const chainTip = (org: string) => chainSize(ledger.store, org);
   /** The chain's size once the walk's record is one of its entries (with a switch before it, when it was the batch that switched). */
-  const sealedWithRecord = async (org: string) => {
-    let n = 0;
-    let found = false;
-    for await (const i of chainItems(ledger.store, org)) {
-      n++;
-      found ||= ('linked' in i ? i.linked.type : i.entry.event_type) === 'audit.initial_walk_completed';
-    }
-    return found ? n : undefined;
-  };
+  const sealedWithRecord = (org: string) => chainSizeWith(ledger.store, org, 'audit.initial_walk_completed');
   const initialWalkAt = async (org: string) => (await loadState(ledger.store, auditConfigStream(org), auditConfigDecider)).state.initialWalkAt;
   const walkRecords = async (org: string) => (await ledger.store.readStream(auditConfigStream(org))).filter((e) => e.type === 'audit.initial_walk_completed');
   const projected = async (org: string) => (await ledger.db.query<{ at: string | null }>('SELECT initial_walk_completed_at::text AS at FROM audit_configs WHERE org_id = $1', [org])).rows[0]?.at ?? null;

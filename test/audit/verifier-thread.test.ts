@@ -1,10 +1,10 @@
 import t from 'tap';
 import { orgDecider, orgStream } from '../../commands/org.ts';
-import { type AuditEntry, auditStream } from '../../src/audit/chain.ts';
 import { VerifierThread } from '../../src/audit/verifier-thread.ts';
 import type { Db } from '../../src/postgres/db.ts';
 import { testLedger, type TestLedger } from '../helpers/ledger.ts';
 import { until } from '../helpers/wait.ts';
+import { chainSize, chainSizeWith, storedEntryEvent } from '../helpers/audit-entries.ts';
 
 // The continuous verifier on its own thread (what `npm start` runs): with its
 // own connections and its own view of the log, it walks every sealed entry to
@@ -32,37 +32,40 @@ async function seal(ledger: TestLedger, org: string, projects: number, from = 0)
   await ledger.settle();
 }
 
-for (const store of ['postgres', 'esdb'] as const) {
-  t.test(`on ${store}: the thread verifies to the tip${store === 'postgres' ? ' and finds an edited entry' : ', a second thread from where the first stopped'}`, async (t) => {
-    const ledger = await testLedger(t, { store, auditFormat: 1 });
+// On PostgreSQL in both formats of the chain (docs/audit-chain.md); on EventStoreDB chains stay version 1.
+for (const [store, format] of [['postgres', 1], ['postgres', 2], ['esdb', 1]] as const) {
+  t.test(`on ${store}, format ${format}: the thread verifies to the tip${store === 'postgres' ? ' and finds an edited entry' : ', a second thread from where the first stopped'}`, async (t) => {
+    const ledger = await testLedger(t, { store, auditFormat: format });
     const org = 'org_thread';
     await seal(ledger, org, 5);
+    const first = await chainSize(ledger.store, org);
     const esdbUrl = store === 'esdb' ? (ledger.store as unknown as { connectionString(): string }).connectionString() : undefined;
     const spec = { dbUrl: ledger.url, esdbUrl, keyName: ledger.key.name, publicKey: ledger.key.publicKey, origin: ledger.origin };
     let thread = await VerifierThread.start(spec);
     t.teardown(() => thread.stop());
 
-    // 8 entries (creating the organization seals three) walked to the tip, clean; reaching
-    // it records the initial walk, sealed as entry 9, which a later pass walks too.
-    await until(async () => (await verification(ledger.db, org))?.watermark === 9, 'the thread to verify the first 8 entries and the record of its walk');
-    t.match(await verification(ledger.db, org), { watermark: 9, tip: 9, ok: true, first_problem: null });
+    // 8 entries (creating the organization seals three; a switch is one more) walked to the tip, clean;
+    // reaching it records the initial walk, sealed as the next entry, which a later pass walks too.
+    t.equal(first, format === 1 ? 8 : 9, format === 1 ? 'eight entries' : 'eight entries and the switch');
+    const sealed = await until(() => chainSizeWith(ledger.store, org, 'audit.initial_walk_completed'), 'the record of the walk to be sealed');
+    await until(async () => (await verification(ledger.db, org))?.watermark === sealed, 'the thread to verify the first entries and the record of its walk');
+    t.match(await verification(ledger.db, org), { watermark: sealed, tip: sealed, ok: true, first_problem: null });
 
-    // Stopped, then entries 10..13 are sealed and (on Postgres) entry 10's payload edited; a new thread walks them.
+    // Stopped, then four entries more are sealed and (on Postgres) the first one's payload edited; a new thread walks them.
     await thread.stop();
     await seal(ledger, org, 4, 5);
     if (store === 'postgres') {
-      const { rows } = await ledger.db.query<{ data: AuditEntry }>('SELECT data FROM es_events WHERE stream_name = $1 AND stream_revision = 9', [auditStream(org)]);
-      const e = rows[0]!.data;
-      await ledger.db.query('UPDATE es_events SET data = $2::json WHERE stream_name = $1 AND stream_revision = 9', [auditStream(org), JSON.stringify({ ...e, payload: { ...e.payload, name: 'forged' } })]);
+      const edited = await storedEntryEvent(ledger.db, ledger.store, org, sealed + 1);
+      await ledger.db.query('UPDATE es_events SET data = $2::json WHERE position = $1', [edited.position, JSON.stringify(edited.forged)]);
     }
     thread = await VerifierThread.start(spec);
     if (store === 'postgres') {
       await until(async () => (await verification(ledger.db, org))?.ok === false, 'the thread to find the edited entry');
-      t.match((await verification(ledger.db, org))!.first_problem, { kind: 'hash_mismatch', sequence_number: 10 }, 'found at its sequence');
+      t.match((await verification(ledger.db, org))!.first_problem, { kind: 'hash_mismatch', sequence_number: sealed + 1 }, 'found at its sequence');
     } else {
       // The EventStoreDB log cannot be edited in place: the new entries verify clean.
-      await until(async () => (await verification(ledger.db, org))?.watermark === 13, 'the thread to verify entries 10..13');
-      t.match(await verification(ledger.db, org), { watermark: 13, tip: 13, ok: true });
+      await until(async () => (await verification(ledger.db, org))?.watermark === sealed + 4, 'the thread to verify the four new entries');
+      t.match(await verification(ledger.db, org), { watermark: sealed + 4, tip: sealed + 4, ok: true });
     }
   });
 }

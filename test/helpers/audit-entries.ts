@@ -28,3 +28,21 @@ export async function storedEntryEvent(db: Db, store: EventStore, orgId: string,
   }
   throw new Error(`${orgId}'s chain has no entry ${sequence} (it has ${n})`);
 }
+
+/** The number of entries of `orgId`'s chain, whichever formats it holds. */
+export async function chainSize(store: EventStore, orgId: string): Promise<number> {
+  let n = 0;
+  for await (const _ of chainItems(store, orgId)) n++;
+  return n;
+}
+
+/** The chain's size once an entry of `eventType` is one of its entries, else undefined (to wait on with `until`). */
+export async function chainSizeWith(store: EventStore, orgId: string, eventType: string): Promise<number | undefined> {
+  let n = 0;
+  let found = false;
+  for await (const i of chainItems(store, orgId)) {
+    n++;
+    found ||= ('linked' in i ? i.linked.type : i.entry.event_type) === eventType;
+  }
+  return found ? n : undefined;
+}
