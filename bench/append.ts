@@ -1,6 +1,9 @@
 import { getPostgreSQLEventStore } from '@event-driven-io/emmett-postgresql';
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
+import { genesisHash } from '../src/audit/chain.ts';
+import { ChainLinker } from '../src/audit/linker.ts';
+import type { NewEvent } from '../src/eventstore/port.ts';
 import { PostgresEventStore } from '../src/eventstore/postgres.ts';
 import { openDb } from '../src/postgres/db.ts';
 import { bareGroupCommit, benchPostgres, FLOOR_SQL, benchSeconds, closedLoop, printTable, ratio, type LoadResult } from './harness.ts';
@@ -14,6 +17,9 @@ import { ESDB_DISCLAIMER, esdbStoreForBench, storeArg } from './esdb.ts';
 //     log (lock the head, insert at its positions, move it, NOTIFY), no revisions
 //   Emmett's PostgreSQL event store, 1 and 16 writers
 //   our Postgres adapter, 1 and 16 writers
+//   the same with the organization's audit chain in version 2: each event
+//     linked into the chain by the store's writer in its own append
+//     (docs/audit-chain.md, "Version 2"), where version 1 seals it afterwards
 // Run: npm run bench:append   (BENCH_SECONDS=5 by default per scenario)
 // `-- --store esdb` adds our EventStoreDB adapter through the official client
 // (against ESDB_URL, else the protocol double on loopback).
@@ -82,6 +88,20 @@ try {
     });
   }
   const { rows } = await db.query<{ n: string; max: string }>('SELECT count(*)::text AS n, max(position)::text AS max FROM es_events');
+  // Ours, the chain in version 2: the organization switched first (entry 1), then every append linked.
+  const v2Db = openDb(await pgServer.database('bench_ours_v2'), { max: 16 });
+  const v2Store = await PostgresEventStore.open(v2Db);
+  const sw = ChainLinker.switchEvent('org_bench', 1, genesisHash('org_bench'), randomUUID(), new Date().toISOString());
+  await v2Store.appendToStream(sw.stream, [sw.event as NewEvent], { expectedRevision: 'no_stream' });
+  for (const n of [1, 16]) {
+    results[`oursV2${n}`] = await closedLoop(`ours, chain v2 (linked), ${n} writer${n > 1 ? 's' : ''}`, n, seconds, async (w) => {
+      await v2Store.appendToStream(`bench-${n}-${w}`, [{ type: 'bench.appended', data: payload, metadata: { org_id: 'org_bench' } }]);
+      return 1;
+    });
+  }
+  const linked = (await v2Db.query<{ n: string; head: string }>(`SELECT count(*)::text AS n, (SELECT sequence::text FROM audit_chain_head WHERE org_id = 'org_bench') AS head FROM es_events WHERE metadata->>'audit_link' IS NOT NULL`)).rows[0]!;
+  await v2Store.close();
+  await v2Db.close();
   if (storeArg() === 'esdb') {
     const esdb = await esdbStoreForBench();
     for (const n of [1, 16]) {
@@ -103,6 +123,9 @@ try {
   ratio('ceiling (bare group commit) / raw INSERT 16 conn', results.ceiling16!, results.raw16!);
   ratio('floor (lock-ordered group commit) / raw INSERT 16 conn', results.floor16!, results.raw16!);
   ratio('ours 16 writers / floor', results.ours16!, results.floor16!, 0.85);
+  ratio('ours, chain v2, 16 writers / floor', results.oursV216!, results.floor16!, 0.85);
+  ratio('ours, chain v2 / without the chain, 16 writers', results.oursV216!, results.ours16!);
+  ratio('ours, chain v2 / without the chain, 1 writer', results.oursV21!, results.ours1!);
   ratio('ours/Emmett, 1 writer', results.ours1!, results.emmett1!);
   ratio('ours 1 writer / raw INSERT 1 conn', results.ours1!, results.raw1!);
   if (results.esdb16) {
@@ -111,6 +134,7 @@ try {
     console.log(ESDB_DISCLAIMER);
   }
   console.log(`\nlog check: ${rows[0]!.n} events, max position ${rows[0]!.max} (${rows[0]!.n === rows[0]!.max ? 'gapless' : 'GAP'})`);
+  console.log(`chain v2 check: ${linked.n} linked events, the chain's head at ${linked.head} (${Number(linked.n) === Number(linked.head) ? 'every entry linked, gapless' : 'MISMATCH'})`);
 } finally {
   await pgServer.stop();
 }
