@@ -16,6 +16,7 @@ import {
   ENTRY_EVENT_TYPE,
   genesisHash,
   isAuditStream,
+  occurredAt,
 } from './chain.ts';
 import { leafHash, verifyConsistency } from './merkle.ts';
 import { appendLeaves, consistencyProofFromStore, edgeFromJson, edgeRoot, edgeToJson, insertNodesSql, migrateTree, type Node, nodeParams, NODES_PER_STATEMENT, type RightEdge, storeNodes } from './tree.ts';
@@ -492,11 +493,16 @@ export class Sealer {
    * Switches a v1 chain to version 2 inside an append transaction: the switch
    * event, itself entry `sequence + 1`, linked on the last v1 entry, appended
    * only if no switch exists and the v1 chain still ends where this process
-   * sealed it (its guard); es_append then records the chain's head.
+   * sealed it (its guard); es_append then records the chain's head. It takes
+   * the time of the latest fact it follows (`sealed`, the batch just sealed),
+   * not this process's clock: the chain's times then stay in order around it
+   * whatever clock each writer had, which the verification windows rely on
+   * (they find a window's entries by `happened_at`).
    */
-  private async switchChain(tx: InlineTx, chain: Chain): Promise<RecordedEvent> {
+  private async switchChain(tx: InlineTx, chain: Chain, sealed: readonly RecordedEvent[]): Promise<RecordedEvent> {
     const s = chain.sequence + 1;
-    const { stream, event } = ChainLinker.switchEvent(chain.orgId, s, chain.tipHash, derivedUuid('switch', chain.orgId), this.now().toISOString());
+    const at = sealed.reduce((latest, e) => (occurredAt(e) > latest ? occurredAt(e) : latest), '');
+    const { stream, event } = ChainLinker.switchEvent(chain.orgId, s, chain.tipHash, derivedUuid('switch', chain.orgId), at || this.now().toISOString());
     const [r] = await tx.append([
       { stream, events: [event as NewEvent], expectedRevision: 'no_stream', guard: { stream: auditStream(chain.orgId), revision: chain.sequence === 0 ? 'no_stream' : BigInt(chain.sequence - 1) } },
     ]);
@@ -637,7 +643,7 @@ export class Sealer {
         if (this.opts.format === 2 && chain.format !== 2) {
           chain.format ??= (await tx.query('SELECT 1 FROM audit_chain_head WHERE org_id = $1', [org])).rowCount ? 2 : 1;
           // Every event of the organization before this point is sealed (this sealer stood at the head before the batch): the chain switches here.
-          if (chain.format !== 2) written.push(await this.switchChain(tx, chain));
+          if (chain.format !== 2) written.push(await this.switchChain(tx, chain, events));
         }
       }
     } catch (err) {
