@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { BROWSER_MAX_CONTEXTS, BROWSER_MAX_CONTEXTS_PER_ORG } from '../../limits.ts';
-import { launchChromium, playwright } from './chromium.ts';
+import { findChromium, launchChromium, playwright } from './chromium.ts';
 import { ContextSlots, NoSlot, type Lease, type SharedHoldings, type SlotLimits, type SlotState, type SlotWait } from './slots.ts';
 
 // The browser worker port: isolated browser contexts for signup runs and
@@ -69,6 +69,8 @@ class PooledWorker implements BrowserWorker {
     private readonly connect: () => Promise<Browser>,
     readonly limits: WorkerLimits,
     readonly instanceUrl: string | undefined,
+    /** Whether contexts share one browser process (else one process per session, closed with it). */
+    private readonly shared: () => Promise<boolean>,
   ) {
     this.slots = new ContextSlots(limits);
   }
@@ -90,14 +92,14 @@ class PooledWorker implements BrowserWorker {
   }
 
   private async get(): Promise<Browser> {
-    this.browser ??= this.connect();
+    this.browser ??= withTimeout(this.connect(), 30_000, 'launch');
     try {
       const b = await this.browser;
       if (b.isConnected()) return b;
     } catch {
       // fall through: try once more with a fresh browser
     }
-    this.browser = this.connect();
+    this.browser = withTimeout(this.connect(), 30_000, 'launch');
     try {
       return await this.browser;
     } catch (err) {
@@ -114,19 +116,22 @@ class PooledWorker implements BrowserWorker {
       throw err instanceof NoSlot ? new WorkerError('capacity', err.message, err.state) : err;
     }
     try {
-      // Embedded: one Chromium process per session (the bundled Chromium runs --single-process,
-      // where closing one context can take the whole browser down); remote: one shared connection.
-      const b = this.kind === 'embedded' ? await withTimeout(this.connect(), 30_000, 'launch') : await this.get();
+      // One browser, each session in its own context (a remote worker; the embedded one on a
+      // multi-process Chromium), or one Chromium process per session, closed with it (the bundled
+      // Chromium runs --single-process, where closing one context can take the whole browser down).
+      const shared = await this.shared();
+      const b = shared ? await this.get() : await withTimeout(this.connect(), 30_000, 'launch');
+      const owned = shared ? undefined : b;
       let context: BrowserContext | undefined;
       let page: Page | undefined;
       try {
         context = await withTimeout(b.newContext(), 15_000, 'newContext');
         page = await withTimeout(context.newPage(), 15_000, 'newPage');
       } catch (err) {
-        if (this.kind === 'embedded') await b.close().catch(() => {});
+        await context?.close().catch(() => {});
+        await owned?.close().catch(() => {});
         throw err;
       }
-      const owned = this.kind === 'embedded' ? b : undefined;
       const ctx = context!;
       let closed = false;
       return {
@@ -166,9 +171,11 @@ const limitsOf = (o: WorkerOptions): WorkerLimits => ({
   stallMs: o.stallMs ?? DEFAULT_WORKER_LIMITS.stallMs,
 });
 
-export const embeddedWorker = (o: WorkerOptions = {}): BrowserWorker => new PooledWorker('embedded', launchChromium, limitsOf(o), o.instanceUrl);
+/** A multi-process Chromium (Debian's, CHROMIUM_PATH) holds every session as a context; the bundled single-process one, a process each. */
+const multiProcess = async (): Promise<boolean> => !((await findChromium())?.args ?? []).includes('--single-process');
+export const embeddedWorker = (o: WorkerOptions = {}): BrowserWorker => new PooledWorker('embedded', launchChromium, limitsOf(o), o.instanceUrl, multiProcess);
 /** A Chromium reached over the DevTools protocol (http://host:9222 or ws://...). */
-export const remoteWorker = (url: string, o: WorkerOptions = {}): BrowserWorker => new PooledWorker('remote', async () => (await playwright()).chromium.connectOverCDP(url, { timeout: 10_000 }), limitsOf(o), o.instanceUrl);
+export const remoteWorker = (url: string, o: WorkerOptions = {}): BrowserWorker => new PooledWorker('remote', async () => (await playwright()).chromium.connectOverCDP(url, { timeout: 10_000 }), limitsOf(o), o.instanceUrl, async () => true);
 
 /**
  * Runs `steps` under the worker's bounds: rejects with drive_deadline_exceeded
