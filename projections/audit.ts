@@ -1,5 +1,6 @@
 import { businessEventTypes, parseEvent } from '../events/index.ts';
 import type { RecordedEvent } from '../src/eventstore/port.ts';
+import type { Queryable } from '../src/postgres/db.ts';
 import { linkOf, SWITCH_EVENT_TYPE } from '../src/audit/link.ts';
 import { entryHashOf } from '../src/audit/linker.ts';
 import { occurredAt } from '../src/audit/chain.ts';
@@ -8,7 +9,12 @@ import type { Projection } from '../src/projector/projection.ts';
 /** The audit read model's own events (the rest of what it reads are linked facts: version 2 entries). */
 const OWN_TYPES = ['audit.entry_sealed', 'audit.checkpoint_signed', 'audit.config_updated', 'audit.initial_walk_completed', 'audit.incident_opened', 'audit.incident_acknowledged'];
 
-/** The row of a linked event (a version 2 entry: the event is the entry, docs/audit-chain.md), or undefined for an unlinked one. */
+/**
+ * The row of a linked event (a version 2 entry: the event is the entry,
+ * docs/audit-chain.md), or undefined for an unlinked one. It holds no copy of
+ * the fact's data: `payload_in_log` says the payload is the data of the event
+ * at `position` in the log (false once redacted); `entryPayloads` reads it.
+ */
 function linkedRow(ev: RecordedEvent): Record<string, unknown> | undefined {
   const link = linkOf(ev);
   if (!link) return undefined;
@@ -17,12 +23,22 @@ function linkedRow(ev: RecordedEvent): Record<string, unknown> | undefined {
     sequence_number: link.sequence_number,
     event_type: ev.type,
     happened_at: occurredAt(ev),
-    payload: link.payload_salt === null ? null : JSON.stringify(ev.data),
+    payload: null,
+    payload_in_log: link.payload_salt !== null,
     prev_hash: link.prev_hash,
     entry_hash: entryHashOf(ev),
     source_event_id: ev.id,
     position: ev.position,
   };
+}
+
+/** A witness's latest cosignature of the organization's checkpoints (either format's `audit.checkpoint_cosigned`). */
+function cosignatureRow(ev: RecordedEvent): Record<string, unknown> | undefined {
+  if (ev.type !== 'audit.checkpoint_cosigned') return undefined;
+  const e = parseEvent(ev.type, ev.data);
+  if (e.type !== 'audit.checkpoint_cosigned') return undefined;
+  const d = e.data;
+  return { org_id: d.org_id, witness: d.witness, size: d.size, cosignature: d.cosignature, timestamp: d.timestamp, cosigned_at: occurredAt(ev), position: ev.position };
 }
 
 // Read models of the audit surface: the chain's entries (from `audit-<org>`
@@ -31,7 +47,9 @@ function linkedRow(ev: RecordedEvent): Record<string, unknown> | undefined {
 export const auditProjection: Projection = {
   name: 'audit',
   // 2: each entry keeps its source event's id (a person's search finds an entry by the event id).
-  version: 2,
+  // 3: a linked entry's payload is read from the log, not copied (payload_in_log); witnesses' cosignatures have their table;
+  //    the source event's id is a uuid (null for an entry whose source names none: a forged one).
+  version: 3,
   tables: {
     audit_events: (t) => `CREATE TABLE ${t} (
       org_id text NOT NULL,
@@ -39,9 +57,10 @@ export const auditProjection: Projection = {
       event_type text NOT NULL,
       happened_at timestamptz NOT NULL,
       payload jsonb,
+      payload_in_log boolean NOT NULL DEFAULT false,
       prev_hash text NOT NULL,
       entry_hash text NOT NULL,
-      source_event_id text,
+      source_event_id uuid,
       position text COLLATE "C" NOT NULL,
       PRIMARY KEY (org_id, sequence_number)
     );
@@ -56,6 +75,16 @@ export const auditProjection: Projection = {
       signed_at timestamptz NOT NULL,
       position text COLLATE "C" NOT NULL,
       PRIMARY KEY (org_id, size)
+    )`,
+    audit_cosignatures: (t) => `CREATE TABLE ${t} (
+      org_id text NOT NULL,
+      witness text NOT NULL,
+      size bigint NOT NULL,
+      cosignature text NOT NULL,
+      timestamp bigint NOT NULL,
+      cosigned_at timestamptz NOT NULL,
+      position text COLLATE "C" NOT NULL,
+      PRIMARY KEY (org_id, witness)
     )`,
     audit_configs: (t) => `CREATE TABLE ${t} (
       org_id text PRIMARY KEY,
@@ -92,6 +121,8 @@ export const auditProjection: Projection = {
   async apply(tx, event, t) {
     const row = linkedRow(event);
     if (row) await insertEntries(tx, t, [row]);
+    const cosigned = cosignatureRow(event);
+    if (cosigned) await upsertCosignatures(tx, t, [cosigned]);
     if (OWN_TYPES.includes(event.type)) await applyOwn(tx, event, t);
   },
 };
@@ -105,7 +136,7 @@ async function applyOwn(tx: Parameters<Projection['apply']>[0], event: RecordedE
       case 'audit.entry_sealed':
         await tx.query(
           `INSERT INTO ${t.audit_events} (org_id, sequence_number, event_type, happened_at, payload, prev_hash, entry_hash, source_event_id, position)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING`,
+           VALUES ($1, $2, $3, $4, $5, $6, $7, ${SOURCE_ID('$8::text')}, $9) ON CONFLICT DO NOTHING`,
           [org, e.data.sequence_number, e.data.event_type, e.data.happened_at, e.data.payload === null ? null : JSON.stringify(e.data.payload), e.data.prev_hash, e.data.entry_hash, e.data.source.event_id, pos],
         );
         return;
@@ -165,9 +196,12 @@ async function applyOwn(tx: Parameters<Projection['apply']>[0], event: RecordedE
  */
 auditProjection.applyBatch = async (tx, events, t) => {
   const entries: unknown[] = [];
+  const cosignatures: unknown[] = [];
   // Each apply issues its one statement when called: all go out before any answer is awaited.
-  const others: Promise<void>[] = [];
+  const others: Promise<unknown>[] = [];
   for (const ev of events) {
+    const cosigned = cosignatureRow(ev);
+    if (cosigned) cosignatures.push(cosigned);
     const row = linkedRow(ev);
     if (row) {
       entries.push(row);
@@ -181,8 +215,9 @@ auditProjection.applyBatch = async (tx, events, t) => {
     const e = parseEvent(ev.type, ev.data);
     if (e.type !== 'audit.entry_sealed') continue;
     const d = e.data;
-    entries.push({ org_id: ev.metadata.org_id, sequence_number: d.sequence_number, event_type: d.event_type, happened_at: d.happened_at, payload: d.payload === null ? null : JSON.stringify(d.payload), prev_hash: d.prev_hash, entry_hash: d.entry_hash, source_event_id: d.source.event_id, position: ev.position });
+    entries.push({ org_id: ev.metadata.org_id, sequence_number: d.sequence_number, event_type: d.event_type, happened_at: d.happened_at, payload: d.payload === null ? null : JSON.stringify(d.payload), payload_in_log: false, prev_hash: d.prev_hash, entry_hash: d.entry_hash, source_event_id: d.source.event_id, position: ev.position });
   }
+  if (cosignatures.length > 0) others.push(upsertCosignatures(tx, t, cosignatures));
   for (const o of others) o.catch(() => {});
   if (entries.length === 0) {
     await Promise.all(others);
@@ -192,16 +227,48 @@ auditProjection.applyBatch = async (tx, events, t) => {
   await Promise.all([...others, inserted]);
 };
 
+/** An entry's source event id as a uuid; null when the entry names something else (a forged v1 entry must not stop the read model). */
+const SOURCE_ID = (text: string) => `CASE WHEN ${text} ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN ${text}::uuid END`;
+
 /** Entries in one statement (prepared once per connection and table: planning it each batch cost more than running it). */
 function insertEntries(tx: Parameters<Projection['apply']>[0], t: Parameters<Projection['apply']>[2], entries: unknown[]): Promise<unknown> {
   return tx.query(
-    `INSERT INTO ${t.audit_events} (org_id, sequence_number, event_type, happened_at, payload, prev_hash, entry_hash, source_event_id, position)
-     SELECT org_id, sequence_number, event_type, happened_at, payload::jsonb, prev_hash, entry_hash, source_event_id, position
-     FROM json_to_recordset($1::json) AS x(org_id text, sequence_number bigint, event_type text, happened_at timestamptz, payload text, prev_hash text, entry_hash text, source_event_id text, position text)
+    `INSERT INTO ${t.audit_events} (org_id, sequence_number, event_type, happened_at, payload, payload_in_log, prev_hash, entry_hash, source_event_id, position)
+     SELECT org_id, sequence_number, event_type, happened_at, payload::jsonb, payload_in_log, prev_hash, entry_hash, ${SOURCE_ID('source_event_id')}, position
+     FROM json_to_recordset($1::json) AS x(org_id text, sequence_number bigint, event_type text, happened_at timestamptz, payload text, payload_in_log boolean, prev_hash text, entry_hash text, source_event_id text, position text)
      ON CONFLICT DO NOTHING`,
     [JSON.stringify(entries)],
     { name: `audit_events_batch:${t.audit_events}` },
   );
+}
+
+/** Each witness's latest cosignature: a larger size replaces a smaller one (a later one of the same size, too). */
+function upsertCosignatures(tx: Parameters<Projection['apply']>[0], t: Parameters<Projection['apply']>[2], rows: unknown[]): Promise<unknown> {
+  return tx.query(
+    `INSERT INTO ${t.audit_cosignatures} AS c (org_id, witness, size, cosignature, timestamp, cosigned_at, position)
+     SELECT DISTINCT ON (org_id, witness) org_id, witness, size, cosignature, timestamp, cosigned_at, position
+     FROM json_to_recordset($1::json) AS x(org_id text, witness text, size bigint, cosignature text, timestamp bigint, cosigned_at timestamptz, position text)
+     ORDER BY org_id, witness, size DESC, position DESC
+     ON CONFLICT (org_id, witness) DO UPDATE SET size = EXCLUDED.size, cosignature = EXCLUDED.cosignature, timestamp = EXCLUDED.timestamp, cosigned_at = EXCLUDED.cosigned_at, position = EXCLUDED.position
+     WHERE (c.size, c.position) < (EXCLUDED.size, EXCLUDED.position)`,
+    [JSON.stringify(rows)],
+  );
+}
+
+/**
+ * The payloads of entries as the audit surface serves them: a v1 entry's copy,
+ * or a linked fact's data read from the log by its position (the PostgreSQL log
+ * shares the read models' database; a chain on EventStoreDB has no linked
+ * entries, docs/decisions.md "Issue 57").
+ */
+export async function entryPayloads<R extends { payload: unknown; payload_in_log: boolean; position: string }>(db: Queryable, rows: R[]): Promise<Omit<R, 'payload_in_log' | 'position'>[]> {
+  const inLog = rows.filter((r) => r.payload_in_log).map((r) => r.position);
+  const data = new Map<string, unknown>();
+  if (inLog.length > 0) {
+    const { rows: found } = await db.query<{ position: string; data: string }>('SELECT lpad(position::text, 20, \'0\') AS position, data::text AS data FROM es_events WHERE position = ANY($1::bigint[])', [inLog]);
+    for (const f of found) data.set(f.position, JSON.parse(f.data));
+  }
+  return rows.map(({ payload_in_log, position, ...r }) => ({ ...r, payload: payload_in_log ? (data.get(position) ?? null) : r.payload }));
 }
 
 /** Entries (v1 events or linked facts) and checkpoints: one statement each, issued without waiting (see applyBatch). */

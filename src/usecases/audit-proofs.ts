@@ -22,8 +22,7 @@ export type CosignedCheckpoint = { size: number; root_hash: string; note: string
 /** The newest checkpoint any witness cosigned, with every cosignature recorded for it appended to the log's note. */
 async function cosignedCheckpoint(ports: Pick<Ports, 'db'>, orgId: string): Promise<CosignedCheckpoint | null> {
   const { rows } = await ports.db.query<{ size: number; root_hash: string; note: string; cosignature: string; witness: string; ts: number }>(
-    `WITH c AS (SELECT (payload->>'size')::bigint AS size, payload->>'cosignature' AS cosignature, payload->>'witness' AS witness, (payload->>'timestamp')::bigint AS ts
-                FROM audit_events WHERE org_id = $1 AND event_type = 'audit.checkpoint_cosigned' AND payload IS NOT NULL)
+    `WITH c AS (SELECT size, cosignature, witness, timestamp AS ts FROM audit_cosignatures WHERE org_id = $1)
      SELECT k.size::int, k.root_hash, k.note, c.cosignature, c.witness, c.ts::float8 AS ts FROM c JOIN audit_checkpoints k ON k.org_id = $1 AND k.size = c.size
      WHERE c.size = (SELECT max(size) FROM c) ORDER BY c.witness`,
     [orgId],

@@ -1,4 +1,5 @@
 import { type Acknowledgement, auditConfigDecider, auditConfigStream, incidentDecider, incidentStream, type Thresholds } from '../../commands/audit.ts';
+import { entryPayloads } from '../../projections/audit.ts';
 import type { VerificationRow } from '../audit/health.ts';
 import { UNWITNESSED_TYPES } from '../audit/witness-client.ts';
 import { loadState } from '../eventstore/handler.ts';
@@ -56,11 +57,7 @@ export type HealthView = {
 async function witnessLag(ports: Pick<Ports, 'db' | 'auditWitnesses'>, orgId: string): Promise<WitnessLagView[]> {
   const configured = ports.auditWitnesses ?? [];
   if (configured.length === 0) return [];
-  const { rows } = await ports.db.query<{ witness: string; size: number; at: string }>(
-    `SELECT DISTINCT ON (payload->>'witness') payload->>'witness' AS witness, (payload->>'size')::int AS size, ${TS('happened_at')} AS at
-     FROM audit_events WHERE org_id = $1 AND event_type = 'audit.checkpoint_cosigned' AND payload IS NOT NULL ORDER BY payload->>'witness', (payload->>'size')::bigint DESC`,
-    [orgId],
-  );
+  const { rows } = await ports.db.query<{ witness: string; size: number; at: string }>(`SELECT witness, size::int, ${TS('cosigned_at')} AS at FROM audit_cosignatures WHERE org_id = $1`, [orgId]);
   const last = Number((await ports.db.query<{ s: string | null }>('SELECT max(sequence_number)::text AS s FROM audit_events WHERE org_id = $1 AND event_type <> ALL($2)', [orgId, [...UNWITNESSED_TYPES]])).rows[0]?.s ?? 0);
   return configured.map((w) => {
     const r = rows.find((x) => x.witness === w.key.name);
@@ -173,10 +170,11 @@ export async function listAuditEvents(
     params.push(type.endsWith('.') ? type.replace(/[\\%_]/g, (c) => '\\' + c) + '%' : type);
     where += type.endsWith('.') ? ` AND event_type LIKE $${params.length}` : ` AND event_type = $${params.length}`;
   }
-  const { rows } = await ports.db.query<AuditEventView>(
-    `SELECT sequence_number::int, event_type, ${TS('happened_at')} AS happened_at, payload, prev_hash, entry_hash FROM audit_events WHERE ${where} ORDER BY audit_events.sequence_number DESC LIMIT $4`,
+  const { rows: stored } = await ports.db.query<AuditEventView & { payload_in_log: boolean; position: string }>(
+    `SELECT sequence_number::int, event_type, ${TS('happened_at')} AS happened_at, payload, payload_in_log, prev_hash, entry_hash, position FROM audit_events WHERE ${where} ORDER BY audit_events.sequence_number DESC LIMIT $4`,
     params,
   );
+  const rows: AuditEventView[] = await entryPayloads(ports.db, stored);
   return { events: rows, next_before_sequence: rows.length === q.limit ? rows[rows.length - 1]!.sequence_number : null };
 }
 

@@ -64,7 +64,7 @@ t.test('a chain switches inline, then each fact carries its link; two writers on
   t.match(live, { ok: true, entries: v1.length + 41 }, JSON.stringify(live.problems));
 
   // The read model serves each linked fact as an entry with the verifier's hashes.
-  const { rows } = await ledger.db.query<{ sequence_number: string; entry_hash: string; source_event_id: string }>('SELECT sequence_number::text, entry_hash, source_event_id FROM audit_events WHERE org_id = $1 ORDER BY audit_events.sequence_number', [ORG]);
+  const { rows } = await ledger.db.query<{ sequence_number: string; entry_hash: string; source_event_id: string }>('SELECT sequence_number::text, entry_hash, source_event_id::text FROM audit_events WHERE org_id = $1 ORDER BY audit_events.sequence_number', [ORG]);
   t.equal(rows.length, v1.length + 41, 'one read-model row per entry');
   t.equal(rows[rows.length - 1]!.entry_hash, live.tip_hash, 'the newest row carries the chain tip');
   t.same(

@@ -53,6 +53,12 @@ t.test('a switched chain: the monitor re-hashes it through the switch; a split v
   t.ok(entries.slice(0, at).every((e) => e.format === undefined), 'version 1 entries before the switch');
   t.ok(entries.slice(at).every((e) => e.format === 2), 'from the switch on, every entry is the fact itself, with its link');
   t.ok(entries.length - at > 20, 'the agents registered after the switch are linked entries');
+  // A linked entry is served with its fact's data, read from the log: the read model keeps no copy of it.
+  const listed = (await get('/v1/audit-events?event_type=agent.registered&limit=200')).json().events as { payload: { agent_id: string; principal_ref: string } | null }[];
+  t.same(listed.map((e) => `${e.payload?.agent_id}/${e.payload?.principal_ref}`).sort(), Array.from({ length: 20 }, (_, i) => `buyer-${i}/person-${i}`).sort(), "each agent's entry is served with the fact's data");
+  const rows = (await ledger.db.query<{ linked: number; copies: number }>('SELECT count(*) FILTER (WHERE payload_in_log)::int AS linked, count(payload) FILTER (WHERE payload_in_log)::int AS copies FROM audit_events WHERE org_id = $1', [org.orgId])).rows[0]!;
+  t.same([rows.linked >= 20, rows.copies], [true, 0], `${rows.linked} linked entries, none with a copy of its payload`);
+  t.match((await get('/v1/audit-events/health')).json().witnesses, [{ cosigned_size: cp.size, lag_entries: Number }], "the witness's latest cosignature, in the health");
 
   const logKey = verifierKey(ledger.key.name, ledger.key.publicKey);
   const policy = { witnesses: [endpoint.vkey], quorum: 1 };

@@ -1,10 +1,13 @@
+import { randomUUID } from 'node:crypto';
 import t from 'tap';
 import { orgDecider, orgStream } from '../../commands/org.ts';
+import { auditProjection } from '../../projections/audit.ts';
 import { getProject, orgProjection } from '../../projections/org.ts';
 import { Rejection } from '../../src/eventstore/handler.ts';
+import type { RecordedEvent } from '../../src/eventstore/port.ts';
 import type { Queryable } from '../../src/postgres/db.ts';
 import { listCheckpoints, readCheckpoint } from '../../src/projector/checkpoints.ts';
-import type { Projection } from '../../src/projector/projection.ts';
+import { liveTables, type Projection } from '../../src/projector/projection.ts';
 import { applyBatch, ensureTables, ProjectionRunner, rebuildProjection } from '../../src/projector/runner.ts';
 import { testLedger } from '../helpers/ledger.ts';
 import { until } from '../helpers/wait.ts';
@@ -193,4 +196,23 @@ t.test('a failing projection stops at the failing event, records it, and never s
   t.equal((await readCheckpoint(ledger.db, 'flaky'))!.status, 'running');
   t.ok(applied.includes(firstUpdate.position), 'the failed event was applied after the fix');
   await again.stop();
+});
+
+t.test('an entry naming a source that is not an event id (a forged one) is projected all the same, its source id left empty', async (t) => {
+  const entry = (org: string, eventId: string): RecordedEvent => ({
+    id: randomUUID(),
+    type: 'audit.entry_sealed',
+    streamName: `audit-${org}`,
+    revision: 0n,
+    position: '00000000000999999999',
+    data: { sequence_number: 1, event_type: 'project.created', happened_at: '2026-11-29T10:00:00.000Z', payload: { a: 1 }, payload_salt: null, source: { event_id: eventId, stream: 'org-x', revision: '0', position: '1' }, envelope: '{}', prev_hash: '0'.repeat(64), entry_hash: 'f'.repeat(64) },
+    metadata: { org_id: org },
+    recordedAt: '2026-11-29T10:00:00.000Z',
+  });
+  const real = randomUUID();
+  const tables = liveTables(auditProjection);
+  await auditProjection.apply(ledger.db, entry('org_forged_one', 'not-an-event-id'), tables);
+  await auditProjection.applyBatch!(ledger.db, [entry('org_forged_batch', 'also not one'), entry('org_real_batch', real)], tables);
+  const { rows } = await ledger.db.query<{ org_id: string; source: string | null }>(`SELECT org_id, source_event_id::text AS source FROM audit_events WHERE org_id IN ('org_forged_one', 'org_forged_batch', 'org_real_batch') ORDER BY org_id`);
+  t.same(rows, [{ org_id: 'org_forged_batch', source: null }, { org_id: 'org_forged_one', source: null }, { org_id: 'org_real_batch', source: real }]);
 });
