@@ -5,7 +5,7 @@
 //   npx tsx scripts/layer-figures.ts [commit]   (default HEAD)
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
-import ts from 'typescript';
+import { functionSpans } from './function-spans.ts';
 
 const commit = process.argv[2] ?? 'HEAD';
 const git = (...args: string[]) => execFileSync('git', args, { encoding: 'utf8', maxBuffer: 1 << 28 });
@@ -29,22 +29,7 @@ const routeToRoute = files.filter((f) => f.startsWith('src/http/')).flatMap((f) 
 const upward = files.filter((f) => !f.startsWith('src/http/') && f !== 'src/app.ts').flatMap((f) => importsOf(f).filter((d) => d.startsWith('src/http/')).map((d) => `${f} → ${d}`));
 
 // Functions (declarations, methods, arrows and function expressions) by their line span.
-const fns: { name: string; lines: number }[] = [];
-for (const f of files.filter((x) => x.startsWith('src/'))) {
-  const sf = ts.createSourceFile(f, text.get(f)!, ts.ScriptTarget.Latest, true);
-  const visit = (n: ts.Node) => {
-    if (ts.isFunctionDeclaration(n) || ts.isMethodDeclaration(n) || ts.isArrowFunction(n) || ts.isFunctionExpression(n)) {
-      const a = sf.getLineAndCharacterOfPosition(n.getStart(sf)).line;
-      const b = sf.getLineAndCharacterOfPosition(n.getEnd()).line;
-      let name = (n as ts.FunctionDeclaration).name?.getText(sf);
-      if (!name && ts.isVariableDeclaration(n.parent)) name = n.parent.name.getText(sf);
-      if (!name && ts.isPropertyAssignment(n.parent)) name = n.parent.name.getText(sf);
-      fns.push({ name: `${f}:${a + 1} ${name ?? '(anonymous)'}`, lines: b - a + 1 });
-    }
-    ts.forEachChild(n, visit);
-  };
-  visit(sf);
-}
+const fns = functionSpans(new Map(files.filter((x) => x.startsWith('src/')).map((f) => [f, text.get(f)!]))).map((s) => ({ name: `${s.file}:${s.line} ${s.name ?? '(anonymous)'}`, lines: s.lines }));
 fns.sort((x, y) => y.lines - x.lines);
 
 const size = (dir: string) => {
