@@ -7,6 +7,7 @@ import { HOSTED_CONNECT_QUEUE_WAIT_MS } from '../../src/limits.ts';
 import { hostedConfig } from '../../src/usecases/hosted-browser.ts';
 import { bootstrapOrg, secondInstance, testApp, type Org } from '../helpers/app.ts';
 import { until } from '../helpers/wait.ts';
+import { clickThrough, remoteLaidOut } from '../helpers/live-view.ts';
 
 // Browser state across two instances on one PostgreSQL (issue 38, Build item
 // 2): a hosted-connect session started through instance A is viewed, driven
@@ -62,11 +63,8 @@ t.test('a hosted session started through A is viewed, driven and finished throug
   const shows = (sel: string, text: string) => until(async () => (await page.textContent(sel)) === text, `the live view's ${sel} reads ${text}`);
   await shows('#remote-title', 'Merchant A — Sign in');
   const attr = async (name: string) => Number(await page.getAttribute('#screen', name));
-  const clickRemote = async (b: { x: number; y: number; w: number; h: number }) => {
-    const box = (await page.locator('#screen').boundingBox())!;
-    const scale = box.width / (await attr('data-width'));
-    await page.mouse.click(box.x + (b.x + b.w / 2) * scale, box.y + (b.y + b.h / 2) * scale);
-  };
+  await remoteLaidOut(page);
+  const clickRemote = (b: { x: number; y: number; w: number; h: number }) => clickThrough(page, b);
   const flushed = () => until(async () => (await attr('data-sent')) === (await attr('data-done')), 'the live view sent every input');
   await clickRemote(LOGIN_LAYOUT.username);
   await page.keyboard.type(SANDBOX_MERCHANT_USER.username);

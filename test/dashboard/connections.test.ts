@@ -6,6 +6,7 @@ import { bootstrapOrg, testApp } from '../helpers/app.ts';
 import { until } from '../helpers/wait.ts';
 import { chromium, listen, signIn } from './browser.ts';
 import { checkLook } from './look-checks.ts';
+import { clickThrough, remoteLaidOut } from '../helpers/live-view.ts';
 
 // The Connections and Sessions pages in real Chromium, checked through the
 // HTTP API: a connection verified with its provider and revoked; a hosted
@@ -59,11 +60,8 @@ if (!(await findChromium())) {
     await view.goto(`${base}${live.pathname}`);
     await until(async () => (await view.textContent('#remote-title')) === 'Merchant A — Sign in', 'the live view shows the login page');
     const attr = async (name: string) => Number(await view.getAttribute('#screen', name));
-    const clickRemote = async (b: { x: number; y: number; w: number; h: number }) => {
-      const box = (await view.locator('#screen').boundingBox())!;
-      const scale = box.width / (await attr('data-width'));
-      await view.mouse.click(box.x + (b.x + b.w / 2) * scale, box.y + (b.y + b.h / 2) * scale);
-    };
+    await remoteLaidOut(view);
+    const clickRemote = (b: { x: number; y: number; w: number; h: number }) => clickThrough(view, b);
     const flushed = () => until(async () => (await attr('data-sent')) === (await attr('data-done')), 'the live view sent every input');
 
     // Finishing before logging in is refused, in words.

@@ -8,6 +8,7 @@ import { hostedConfig } from '../../src/usecases/hosted-browser.ts';
 import { MERCHANT_A_NOTE } from '../../src/usecases/hosted-connect.ts';
 import { bootstrapOrg, testApp } from '../helpers/app.ts';
 import { until } from '../helpers/wait.ts';
+import { clickThrough, remoteLaidOut } from '../helpers/live-view.ts';
 
 // Hosted-browser connect (spec 4.16) in real Chromium: start opens a worker
 // context on the sandbox merchant's login page; a second Chromium (the
@@ -143,12 +144,9 @@ t.test('the person logs in through the live view; finish stores the login as a c
   t.same(size, { width: Number(await page.getAttribute('#screen', 'data-width')), height: Number(await page.getAttribute('#screen', 'data-height')) }, 'the frame is a JPEG the size of the remote viewport');
   t.ok(jpeg.length > 2_000, 'with a painted page in it');
 
-  /** Clicks the remote page at CSS pixel (x, y) through the live-view image, as the person does. */
-  const clickRemote = async (b: { x: number; y: number; w: number; h: number }) => {
-    const box = (await page.locator('#screen').boundingBox())!;
-    const scale = box.width / Number(await page.getAttribute('#screen', 'data-width'));
-    await page.mouse.click(box.x + (b.x + b.w / 2) * scale, box.y + (b.y + b.h / 2) * scale);
-  };
+  // Clicks through the live-view image once the remote page has the view's new width (the viewport changed above).
+  await remoteLaidOut(page);
+  const clickRemote = (b: { x: number; y: number; w: number; h: number }) => clickThrough(page, b);
   const flushed = () => until(async () => (await attr('data-sent')) === (await attr('data-done')), 'the live view sent every input');
   t.same(sm.signedIn('merchant-a'), [], 'nobody is signed in at the merchant yet');
   const seqBefore = await attr('data-seq');
