@@ -34,3 +34,6 @@ export const auditVerificationPasses = new Counter({
   labelNames: ['result'] as const,
   registers: [processRegistry],
 });
+
+/** Counts one audit verification pass (the verifier's, in this thread or reported by its own thread). */
+export const countPass = (result: 'ok' | 'broken'): void => void auditVerificationPasses.inc({ result });

@@ -34,6 +34,7 @@ import { Recovery } from './recovery.ts';
 import { attachSnapshots, detachSnapshots, Snapshots } from './eventstore/snapshots.ts';
 import { Snapshotter, snapshotTarget } from './reactors/snapshotter.ts';
 import { mandateDecider } from '../commands/mandate.ts';
+import { countPass } from './metrics.ts';
 
 // Everything that follows the log to serve reads: the projections and the
 // audit sealer, and the progress tracker behind read-your-writes.
@@ -91,7 +92,7 @@ export async function startReadSide(
   attachSnapshots(store, snapshots);
   const snapshotter = new Snapshotter(db, store, snapshots, snapshotted);
   await AuditVerifier.migrate(db);
-  const verifier = new AuditVerifier(db, store, sealerOpts.signingKey, sealerOpts.origin ?? 'agent-ledger/audit', opts.now);
+  const verifier = new AuditVerifier(db, store, sealerOpts.signingKey, sealerOpts.origin ?? 'agent-ledger/audit', opts.now, countPass);
   let verifierThread: VerifierThread | undefined;
   if (opts.reactors !== false) {
     expiry.start();

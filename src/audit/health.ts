@@ -5,7 +5,6 @@ import type { Db } from '../postgres/db.ts';
 import { derivedUuid } from './chain.ts';
 import { verifyOrgChain, type Problem, type VerifyReport } from './verifier.ts';
 import { verifyRange } from './windows.ts';
-import { auditVerificationPasses } from '../metrics.ts';
 import { addMissingColumns, migrate } from '../postgres/schema.ts';
 
 // The verification worker: re-walks each organization's chain on a schedule
@@ -34,6 +33,9 @@ const FORWARD_CHUNK = 50_000;
 const COLD_CHUNK = 20_000;
 const TICK_MS = 1_000;
 
+/** What a verification pass found: `ok`, or `broken` (any problem). */
+export type PassResult = 'ok' | 'broken';
+
 export class AuditVerifier {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
@@ -44,6 +46,8 @@ export class AuditVerifier {
     private readonly key: { name: string; publicKey: Uint8Array },
     private readonly origin: string,
     private readonly now: () => Date = () => new Date(),
+    /** Told each pass's result (a pass that verified entries, or a whole walk): the process's counter, or the service's thread from a worker. */
+    private readonly counted: (result: PassResult) => void = () => {},
   ) {}
 
   static async migrate(db: Db): Promise<void> {
@@ -160,6 +164,7 @@ export class AuditVerifier {
     const prior = v.first_problem?.sequence_number;
     const cleared = !first && (prior === undefined || verified.some(([a, b]) => prior >= a && prior <= b));
     const ok = first ? false : cleared ? true : v.ok;
+    if (verified.length > 0) this.counted(first ? 'broken' : 'ok');
     await this.db.query(
       `UPDATE audit_verification SET last_checked_at = $2, writer_tip_check_at = CASE WHEN $3 THEN $2 ELSE writer_tip_check_at END,
          watermark_sequence = $4, tip_sequence = $5, ok = $6, first_problem = CASE WHEN $7::jsonb IS NOT NULL THEN $7::jsonb WHEN $6 THEN NULL ELSE first_problem END,
@@ -200,7 +205,7 @@ export class AuditVerifier {
     const at = this.now().toISOString();
     await this.db.query(`INSERT INTO audit_verification (org_id, in_progress) VALUES ($1, true) ON CONFLICT (org_id) DO UPDATE SET in_progress = true`, [orgId]);
     const report = await verifyOrgChain(this.store, orgId, this.key, this.origin);
-    auditVerificationPasses.inc({ result: report.ok ? 'ok' : 'broken' });
+    this.counted(report.ok ? 'ok' : 'broken');
     const { rows: prev } = await this.db.query<{ gaps: Gap[] }>('SELECT gaps FROM audit_verification WHERE org_id = $1', [orgId]);
     const seen = new Map((prev[0]?.gaps ?? []).map((g) => [`${g.from_sequence}-${g.to_sequence}`, g.first_detected_at]));
     const gaps: Gap[] = report.problems

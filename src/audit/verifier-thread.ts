@@ -1,5 +1,7 @@
+import { EventEmitter } from 'node:events';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
+import { countPass } from '../metrics.ts';
 
 // Continuous verification re-reads and re-hashes every sealed entry: as much
 // work as sealing it, and none of it on any request's path. It runs on a
@@ -21,6 +23,7 @@ export class VerifierThread {
   private constructor(
     private readonly worker: Worker,
     private readonly exited: Promise<void>,
+    private readonly said: EventEmitter,
   ) {}
 
   static async start(spec: VerifierThreadSpec): Promise<VerifierThread> {
@@ -31,9 +34,15 @@ export class VerifierThread {
     const boot = import.meta.url.endsWith('.js') ? `import(${entry})` : `import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((m) => { m.register(); return import(${entry}); })`;
     const worker = new Worker(boot, { eval: true, workerData: spec });
     const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
+    // Its messages: 'started', then each pass's result ({ pass }), counted here for /metrics; 'stopped' when told to stop.
+    const said = new EventEmitter();
+    worker.on('message', (m: unknown) => {
+      if (m === 'started' || m === 'stopped') said.emit(m);
+      else if (m && typeof m === 'object' && ((m as { pass?: unknown }).pass === 'ok' || (m as { pass?: unknown }).pass === 'broken')) countPass((m as { pass: 'ok' | 'broken' }).pass);
+    });
     try {
       await new Promise<void>((resolve, reject) => {
-        worker.once('message', () => resolve());
+        said.once('started', () => resolve());
         worker.once('error', reject);
         void exited.then(() => reject(new Error('the verifier thread exited before starting')));
       });
@@ -46,12 +55,12 @@ export class VerifierThread {
     worker.removeAllListeners('error');
     worker.on('error', () => {});
     worker.unref();
-    return new VerifierThread(worker, exited);
+    return new VerifierThread(worker, exited, said);
   }
 
   /** Stops the schedule after the pass under way, closes the thread's connections, ends it. */
   async stop(): Promise<void> {
-    const stopped = new Promise<void>((resolve) => this.worker.once('message', () => resolve()));
+    const stopped = new Promise<void>((resolve) => this.said.once('stopped', () => resolve()));
     this.worker.postMessage('stop');
     await Promise.race([stopped, this.exited]);
     await this.worker.terminate();

@@ -20,7 +20,8 @@ try {
 const db = openDb(spec.dbUrl, { max: 2, applicationName: 'ledger-verifier' });
 // It reads on a timer and never waits for new events: no LISTEN connection woken by every commit.
 const store = await openEventStore({ esdbUrl: spec.esdbUrl, db, listen: false });
-const verifier = new AuditVerifier(db, store, { name: spec.keyName, publicKey: spec.publicKey }, spec.origin);
+// Each pass's result goes to the service's thread, whose counter /metrics serves (this thread's registry would be its own).
+const verifier = new AuditVerifier(db, store, { name: spec.keyName, publicKey: spec.publicKey }, spec.origin, undefined, (result) => parentPort!.postMessage({ pass: result }));
 verifier.start();
 parentPort!.postMessage('started');
 parentPort!.once('message', async () => {

@@ -1,6 +1,7 @@
 import t from 'tap';
 import { orgDecider, orgStream } from '../../commands/org.ts';
 import { VerifierThread } from '../../src/audit/verifier-thread.ts';
+import { auditVerificationPasses } from '../../src/metrics.ts';
 import type { Db } from '../../src/postgres/db.ts';
 import { testLedger, type TestLedger } from '../helpers/ledger.ts';
 import { until } from '../helpers/wait.ts';
@@ -41,6 +42,8 @@ for (const [store, format] of [['postgres', 1], ['postgres', 2], ['esdb', 1]] as
     const first = await chainSize(ledger.store, org);
     const esdbUrl = store === 'esdb' ? (ledger.store as unknown as { connectionString(): string }).connectionString() : undefined;
     const spec = { dbUrl: ledger.url, esdbUrl, keyName: ledger.key.name, publicKey: ledger.key.publicKey, origin: ledger.origin };
+    const passes = async (result: 'ok' | 'broken') => (await auditVerificationPasses.get()).values.find((v) => v.labels.result === result)?.value ?? 0;
+    const okBefore = await passes('ok');
     let thread = await VerifierThread.start(spec);
     t.teardown(() => thread.stop());
 
@@ -50,6 +53,7 @@ for (const [store, format] of [['postgres', 1], ['postgres', 2], ['esdb', 1]] as
     const sealed = await until(() => chainSizeWith(ledger.store, org, 'audit.initial_walk_completed'), 'the record of the walk to be sealed');
     await until(async () => (await verification(ledger.db, org))?.watermark === sealed, 'the thread to verify the first entries and the record of its walk');
     t.match(await verification(ledger.db, org), { watermark: sealed, tip: sealed, ok: true, first_problem: null });
+    t.ok((await passes('ok')) > okBefore, "the thread's clean passes are counted in this process's registry (what /metrics serves)");
 
     // Stopped, then four entries more are sealed and (on Postgres) the first one's payload edited; a new thread walks them.
     await thread.stop();
@@ -62,6 +66,7 @@ for (const [store, format] of [['postgres', 1], ['postgres', 2], ['esdb', 1]] as
     if (store === 'postgres') {
       await until(async () => (await verification(ledger.db, org))?.ok === false, 'the thread to find the edited entry');
       t.match((await verification(ledger.db, org))!.first_problem, { kind: 'hash_mismatch', sequence_number: sealed + 1 }, 'found at its sequence');
+      await until(async () => (await passes('broken')) > 0, 'the broken pass to be counted here');
     } else {
       // The EventStoreDB log cannot be edited in place: the new entries verify clean.
       await until(async () => (await verification(ledger.db, org))?.watermark === sealed + 4, 'the thread to verify the four new entries');
