@@ -12,6 +12,7 @@ import { loadConfig } from './config.ts';
 import { listCheckpoints } from './projector/checkpoints.ts';
 import type { Runtime } from './runtime.ts';
 import { redactText } from './redact.ts';
+import { runningServiceUrl } from './service-url.ts';
 import { existingCluster, noDatabaseLine, resetDataFolder } from './postgres/data-folder.ts';
 import { checkDataFolder, startupLine } from './startup.ts';
 import { projectionsTable } from './cli-format.ts';
@@ -74,9 +75,11 @@ async function bootstrap(orgName: string, email: string): Promise<number> {
   const fresh = !config.databaseUrl && !existingCluster(config.dataDir);
   // Which database this wrote to, without a password: the service must run with the same one to accept the keys.
   const database = config.databaseUrl ? `DATABASE_URL ${redactUrl(config.databaseUrl)}` : `the embedded PostgreSQL of DATA_DIR=${path.resolve(config.dataDir)}`;
+  // The running service's address (its PORT and PUBLIC_BASE_URL may not be this environment's), unless told one here.
+  const baseUrl = (process.env.PUBLIC_BASE_URL ? undefined : await runningServiceUrl(config.dataDir)) ?? config.publicBaseUrl;
   const rt = await openRuntime(config, () => {}, { sandboxes: false });
   const { buildApp } = await import('./app.ts');
-  const app = await buildApp({ db: rt.db, store: rt.store, readSide: rt.readSide!, serviceSecret: rt.serviceSecret, vault: rt.vault, baseUrl: config.publicBaseUrl, logLevel: 'warn' });
+  const app = await buildApp({ db: rt.db, store: rt.store, readSide: rt.readSide!, serviceSecret: rt.serviceSecret, vault: rt.vault, baseUrl, logLevel: 'warn' });
   try {
     const platform = { authorization: `Bearer ${rt.serviceSecret}` };
     const org = await app.inject({ method: 'POST', url: '/v1/orgs', headers: platform, payload: { name: orgName, owner_email: email } });
@@ -104,7 +107,7 @@ async function bootstrap(orgName: string, email: string): Promise<number> {
       service_secret_file: rt.serviceSecretFile,
       database,
       // Where the owner signs in (with this e-mail address: a code is mailed to it).
-      dashboard_url: `${config.publicBaseUrl}/dashboard`,
+      dashboard_url: `${baseUrl}/dashboard`,
     });
     stderr(
       `bootstrap wrote to ${database}${fresh ? ' (created now: no service had run with this DATA_DIR; start the service with the same DATA_DIR to use these keys)' : ''}\n`,

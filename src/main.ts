@@ -4,6 +4,7 @@ import { build as prettyLog } from 'pino-pretty';
 import { checkDataFolder, checkPortFree, readyLine, sandboxLine, startupLine } from './startup.ts';
 import { redactText } from './redact.ts';
 import { withoutHealthPolls } from './log-filter.ts';
+import { forgetServiceUrl, recordServiceUrl } from './service-url.ts';
 
 // Server entry point: `npm start`.
 
@@ -42,6 +43,7 @@ async function shutdown(signal: string) {
   if (stopping) return;
   stopping = true;
   app.log.info({ signal, shutdown_delay_ms: config.shutdownDelayMs }, 'draining: readiness fails (for shutdown_delay_ms with the listener open), then no new connections, event streams told to reconnect elsewhere, requests in flight finishing');
+  await forgetServiceUrl(config.dataDir).catch(() => {});
   await close().catch((err: unknown) => app.log.error({ err }, 'runtime close failed'));
   app.log.info('drained; exiting');
   process.exit(0);
@@ -49,6 +51,9 @@ async function shutdown(signal: string) {
 process.on('SIGINT', () => void shutdown('SIGINT'));
 process.on('SIGTERM', () => void shutdown('SIGTERM'));
 
+// The CLI beside this server (bootstrap's dashboard link) finds where it answers; written
+// before the listener opens, so a client that sees the server up finds it (a record whose process exited is ignored).
+await recordServiceUrl(config.dataDir, config.publicBaseUrl).catch((err: unknown) => app.log.warn({ err }, 'could not record the service URL in DATA_DIR'));
 try {
   await app.listen({ host: config.host, port: config.port, listenTextResolver: (url) => readyLine(url, organizations) });
 } catch (err) {

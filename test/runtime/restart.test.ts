@@ -52,9 +52,11 @@ async function call(method: string, url: string, headers: Record<string, string>
   return { status: r.status, body: text ? (JSON.parse(text) as Json) : {} };
 }
 
-// bootstrap, as the README runs it, beside the running server (its DATA_DIR).
-const boot = await promisify(execFile)(process.execPath, [...nodeArgs('src/cli.ts'), 'bootstrap', '--org-name', 'Acme', '--email', 'owner@acme.example'], { cwd: root, env: { ...process.env, ...env } });
-const keys = JSON.parse(boot.stdout) as { org_id: string; user_id: string; test_api_key: string; database: string };
+// bootstrap, as the README runs it, beside the running server (its DATA_DIR), in a terminal
+// where the server's PORT was not set: the dashboard link is still the running server's.
+const { PORT: _port, HOST: _host, ...cliEnv } = { ...process.env, ...env };
+const boot = await promisify(execFile)(process.execPath, [...nodeArgs('src/cli.ts'), 'bootstrap', '--org-name', 'Acme', '--email', 'owner@acme.example'], { cwd: root, env: cliEnv });
+const keys = JSON.parse(boot.stdout) as { org_id: string; user_id: string; test_api_key: string; database: string; dashboard_url: string };
 const KEY = { authorization: `Bearer ${keys.test_api_key}` };
 const ADMIN = { ...KEY, 'x-svc-user': keys.user_id };
 
@@ -102,6 +104,7 @@ let codeBefore: string | undefined;
 
 t.test('the walkthroughs, before a restart', async (t) => {
   t.match(keys.database, `DATA_DIR=${dataDir}`, 'bootstrap names the database it wrote to');
+  t.equal(keys.dashboard_url, `${api}/dashboard`, "bootstrap's dashboard link is the running server's, whatever PORT its own terminal has");
   t.match(service.output(), `providers ${SANDBOX}`, 'the start log prints the sandbox providers URL');
   t.match(service.output(), `${SANDBOX}/_sandbox/outbox.html`, 'and the outbox');
 
