@@ -263,12 +263,12 @@ function upsertCosignatures(tx: Parameters<Projection['apply']>[0], t: Parameter
  */
 export async function entryPayloads<R extends { payload: unknown; payload_in_log: boolean; position: string }>(db: Queryable, rows: R[]): Promise<Omit<R, 'payload_in_log' | 'position'>[]> {
   const inLog = rows.filter((r) => r.payload_in_log).map((r) => r.position);
-  const data = new Map<string, unknown>();
+  const data = new Map<bigint, unknown>();
   if (inLog.length > 0) {
-    const { rows: found } = await db.query<{ position: string; data: string }>('SELECT lpad(position::text, 20, \'0\') AS position, data::text AS data FROM es_events WHERE position = ANY($1::bigint[])', [inLog]);
-    for (const f of found) data.set(f.position, JSON.parse(f.data));
+    const { rows: found } = await db.query<{ position: string; data: string }>('SELECT position::text AS position, data::text AS data FROM es_events WHERE position = ANY($1::bigint[])', [inLog]);
+    for (const f of found) data.set(BigInt(f.position), JSON.parse(f.data));
   }
-  return rows.map(({ payload_in_log, position, ...r }) => ({ ...r, payload: payload_in_log ? (data.get(position) ?? null) : r.payload }));
+  return rows.map(({ payload_in_log, position, ...r }) => ({ ...r, payload: payload_in_log ? (data.get(BigInt(position)) ?? null) : r.payload }));
 }
 
 /** Entries (v1 events or linked facts) and checkpoints: one statement each, issued without waiting (see applyBatch). */

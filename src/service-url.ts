@@ -1,5 +1,6 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { processAlive } from './postgres/embedded.ts';
 
 // Where the service running on a DATA_DIR answers, for the CLI beside it: the
 // server records its public base URL in the data folder once it listens and
@@ -23,14 +24,7 @@ export async function forgetServiceUrl(dataDir: string): Promise<void> {
 /** The URL of the service running on `dataDir`, or undefined when none is (a record whose process is gone is ignored). */
 export async function runningServiceUrl(dataDir: string): Promise<string | undefined> {
   const r = await read(dataDir);
-  if (!r) return undefined;
-  try {
-    process.kill(r.pid, 0);
-    return r.url;
-  } catch (err) {
-    // EPERM: alive, another user's.
-    return (err as NodeJS.ErrnoException).code === 'EPERM' ? r.url : undefined;
-  }
+  return r && processAlive(r.pid) ? r.url : undefined;
 }
 
 async function read(dataDir: string): Promise<{ pid: number; url: string } | undefined> {

@@ -57,12 +57,13 @@ async function readOrCreateSecret(file: string): Promise<string> {
   }
 }
 
-function processAlive(pid: number): boolean {
+/** Whether a process with this pid runs (another user's too: signalling it is refused, not failed). */
+export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
-  } catch {
-    return false;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 
