@@ -23,7 +23,7 @@ let counting = false;
 const inflight = new WeakMap<object, number>();
 let roundTrips = 0;
 /** Per command, the instants (ns) of its phases; the request's own statements mark them. */
-type Marks = { start: bigint; rateIssued?: bigint; rateAnswered?: bigint; append?: bigint; begin?: bigint; commitIssued?: bigint; commitAnswered?: bigint; appended?: bigint; end?: bigint };
+type Marks = { trace?: Array<{ text: string; issued: bigint; answered?: bigint }>; start: bigint; rateIssued?: bigint; rateAnswered?: bigint; append?: bigint; begin?: bigint; commitIssued?: bigint; commitAnswered?: bigint; appended?: bigint; end?: bigint };
 let marks: Marks | undefined;
 const orig = pg.Client.prototype.query;
 (pg.Client.prototype as unknown as { query: unknown }).query = function (this: pg.Client, ...args: unknown[]) {
@@ -37,6 +37,8 @@ const orig = pg.Client.prototype.query;
   inflight.set(this, n + 1);
   const s = process.hrtime.bigint();
   const m = marks;
+  const step = m?.trace ? { text, issued: s, answered: undefined as bigint | undefined } : undefined;
+  if (step) m!.trace!.push(step);
   if (m) {
     if (text.startsWith('WITH req AS')) m.rateIssued ??= s;
     else if (text.startsWith('BEGIN')) m.begin ??= s;
@@ -46,6 +48,7 @@ const orig = pg.Client.prototype.query;
     const e = process.hrtime.bigint();
     inflight.set(this, (inflight.get(this) ?? 1) - 1);
     times.set(text, (times.get(text) ?? 0) + Number(e - s) / 1e6);
+    if (step) step.answered = e;
     if (m && text.startsWith('WITH req AS')) m.rateAnswered ??= e;
     if (m && text === 'COMMIT') m.commitAnswered ??= e;
   };
@@ -98,7 +101,7 @@ try {
   const t0 = process.hrtime.bigint();
   for (let i = 0; i < SPENDS; i++) {
     const s = process.hrtime.bigint();
-    marks = { start: s };
+    marks = { start: s, trace: [] };
     const r = await spend();
     marks.end = process.hrtime.bigint();
     all.push(marks);
@@ -134,6 +137,15 @@ try {
   console.log(`  COMMIT answered to the append resolved (wake-up)                                       ${med((m) => m.commitAnswered, (m) => m.appended)}`);
   console.log(`  append resolved to the response (read side, serialization)                             ${med((m) => m.appended, (m) => m.end)}`);
   console.log(`  whole request (app.inject, no socket)                                                  ${med((m) => m.start, (m) => m.end)}\n`);
+  // TRACE=1: one command's statements (the median command's), each issued and answered, in µs from the request's start.
+  if (process.env.TRACE === '1') {
+    const byLatency = all.map((m) => m).sort((a, b) => Number(a.end! - a.start - (b.end! - b.start)));
+    const m = byLatency[Math.floor(byLatency.length / 2)]!;
+    const us = (t: bigint | undefined) => (t === undefined ? '     -' : (Number(t - m.start) / 1e3).toFixed(0).padStart(6));
+    console.log(`one command's statements (the median one, ${us(m.end).trim()} µs), issued and answered, µs from its start`);
+    for (const st of m.trace ?? []) console.log(`  ${us(st.issued)} ${us(st.answered)}  ${st.text.slice(0, 60)}`);
+    console.log(`  append ${us(m.append)}  appended ${us(m.appended)}  end ${us(m.end)}\n`);
+  }
   for (const [k, v] of [...counts].sort((a, b) => b[1] - a[1])) console.log(`${(v / SPENDS).toFixed(2).padStart(7)}  ${((times.get(k) ?? 0) / SPENDS).toFixed(2).padStart(6)} ms  ${k}`);
   await app.close();
   await readSide.stop();

@@ -3,6 +3,7 @@ import t from 'tap';
 import { orgDecider, orgStream } from '../../commands/org.ts';
 import { auditProjection } from '../../projections/audit.ts';
 import { getProject, orgProjection } from '../../projections/org.ts';
+import { usageProjection } from '../../projections/usage.ts';
 import { Rejection } from '../../src/eventstore/handler.ts';
 import type { RecordedEvent } from '../../src/eventstore/port.ts';
 import type { Queryable } from '../../src/postgres/db.ts';
@@ -215,4 +216,31 @@ t.test('an entry naming a source that is not an event id (a forged one) is proje
   await auditProjection.applyBatch!(ledger.db, [entry('org_forged_batch', 'also not one'), entry('org_real_batch', real)], tables);
   const { rows } = await ledger.db.query<{ org_id: string; source: string | null }>(`SELECT org_id, source_event_id::text AS source FROM audit_events WHERE org_id IN ('org_forged_one', 'org_forged_batch', 'org_real_batch') ORDER BY org_id`);
   t.same(rows, [{ org_id: 'org_forged_batch', source: null }, { org_id: 'org_forged_one', source: null }, { org_id: 'org_real_batch', source: real }]);
+});
+
+t.test('usage rows: a batch of approved spends in one statement gives the rows one by one gives; a replay changes nothing', async (t) => {
+  const spend = (i: number, actor: { kind: string; id: string } | undefined): RecordedEvent => ({
+    id: randomUUID(),
+    type: 'mandate.spend_approved',
+    streamName: `mandate-mdt_usage_${i % 2}`,
+    revision: BigInt(i),
+    position: String(900000000 + i).padStart(20, '0'),
+    data: { mandate_id: `mdt_usage_${i % 2}`, transaction_id: `txn_usage_${i}`, channel: 'api', amount_minor: String(100 + i), currency: i % 3 ? 'USD' : 'BRL', merchant: 'Shop "q" \\ é', description: null, spent_minor: String(1000 + i), remaining_minor: '5', at: `2026-11-29T1${i}:00:00.000Z` },
+    metadata: { org_id: 'org_usage', project_id: i === 2 ? null : 'prj_usage', ...(actor ? { actor } : {}) } as RecordedEvent['metadata'],
+    recordedAt: '2026-11-29T10:00:00.000Z',
+  });
+  const events = [spend(0, { kind: 'api_key', id: 'key_1' }), spend(1, { kind: 'user', id: 'usr_1' }), spend(2, undefined), spend(3, { kind: 'api_key', id: 'key_"2"' })];
+  const one = { usage_spends: 'usage_spends__one' };
+  const batch = { usage_spends: 'usage_spends__batch' };
+  await ensureTables(ledger.db, usageProjection, one);
+  await ensureTables(ledger.db, usageProjection, batch);
+  for (const e of events) await usageProjection.apply(ledger.db, e, one);
+  t.ok(usageProjection.pipelined?.(events), 'the batch form issues its statement without waiting for an answer');
+  await ledger.db.transaction((tx) => usageProjection.applyBatch!(tx, events, batch));
+  const rows = await snapshot(ledger.db, batch.usage_spends);
+  t.equal(rows.length, 4);
+  t.same(rows, await snapshot(ledger.db, one.usage_spends), 'the same rows, column for column');
+  t.match(rows[2], { transaction_id: 'txn_usage_2', project_id: '', actor_kind: 'system', actor_id: '' });
+  await ledger.db.transaction((tx) => usageProjection.applyBatch!(tx, [...events, events[1]!], batch));
+  t.same(await snapshot(ledger.db, batch.usage_spends), rows, 'applied again (and twice in one batch): unchanged');
 });
