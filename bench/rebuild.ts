@@ -32,6 +32,21 @@ import type { EventStore } from '../src/eventstore/port.ts';
 // Issue 57's figures: the rebuild's CPU per event against reading plus the
 // write floor, and its wall time against the longer of the two.
 
+async function startProfile(): Promise<(file: string) => Promise<void>> {
+  const { Session } = await import('node:inspector/promises');
+  const { writeFile } = await import('node:fs/promises');
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.setSamplingInterval', { interval: 200 });
+  await session.post('Profiler.start');
+  return async (file) => {
+    const { profile } = await session.post('Profiler.stop');
+    await writeFile(file, JSON.stringify(profile));
+    session.disconnect();
+  };
+}
+
 const total = Number(process.env.EVENTS ?? '200000');
 const format = process.env.AUDIT_FORMAT === '2' ? 2 : 1;
 const other = Number(process.env.OTHER ?? '0');
@@ -93,7 +108,10 @@ try {
 
     const rebuildCpu = cpuMeter();
     t0 = process.hrtime.bigint();
+    // PROFILE_REBUILD=<file>: a CPU profile of this process during the rebuild alone (chrome devtools format).
+    const profiling = process.env.PROFILE_REBUILD ? await startProfile() : undefined;
     const r = await rebuildProjection(db, store, orgProjection);
+    if (profiling) await profiling(process.env.PROFILE_REBUILD!);
     const rebuildSecs = Number(process.hrtime.bigint() - t0) / 1e9;
     const rebuildUs = rebuildCpu.perRequest(read);
     const { rows } = await db.query<{ n: string }>('SELECT count(*)::text AS n FROM projects');
