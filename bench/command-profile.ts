@@ -10,7 +10,7 @@ import { spendApp } from './spend-app.ts';
 // (one connection, no concurrency): milliseconds per spend, and every SQL
 // statement and transaction the process sent for it (the request path and
 // the read side together), counted at the pg client.
-// Run: npx tsx bench/command-profile.ts   (SPENDS=300; AUDIT_FORMAT=2 for the chain's version 2; add --cpu-prof to node for a profile)
+// Run: npx tsx bench/command-profile.ts   (SPENDS=300; the chain in version 2, the default; AUDIT_FORMAT=1 for version 1; add --cpu-prof to node for a profile)
 
 const SPENDS = Number(process.env.SPENDS ?? '300');
 const counts = new Map<string, number>();
@@ -69,7 +69,7 @@ const pgServer = await benchPostgres();
 try {
   const db = openDb(await pgServer.database('bench_profile'), { max: 10 });
   const store = await PostgresEventStore.open(db);
-  const readSide = await startReadSide(db, store, { signingKey: generateSigningKey('bench'), origin: 'agent-ledger/audit', format: process.env.AUDIT_FORMAT === '2' ? 2 : 1 }, undefined, { inline: process.env.INLINE !== '0' });
+  const readSide = await startReadSide(db, store, { signingKey: generateSigningKey('bench'), origin: 'agent-ledger/audit', format: process.env.AUDIT_FORMAT === '1' ? 1 : 2 }, undefined, { inline: process.env.INLINE !== '0' });
   const phase = { append: 0, wait: 0, n: 0 };
   const origAppend = store.appendToStream.bind(store);
   store.appendToStream = async (...a: Parameters<typeof origAppend>) => {

@@ -23,7 +23,7 @@ import { AuditVerifier } from '../src/audit/health.ts';
 // figure is the median round's ratio.
 // Beside each rate at 50 connections: the CPU this process (both servers) and PostgreSQL spent per request.
 // Run: npm run bench:http-command   (BENCH_SECONDS=5 per round, ROUNDS=3, WARMUP_SECONDS=3; ONLY50=1 skips one connection;
-// AUDIT_FORMAT=2 writes the audit chain in version 2: each fact carries its link)
+// the audit chain in version 2, the default: each fact carries its link; AUDIT_FORMAT=1 for version 1)
 //
 // WITHOUT_AUDIT_CHAIN=1 is an experiment, never a way to run the service: in
 // this process only, the append transaction's seal answers without sealing
@@ -74,7 +74,7 @@ try {
   // The service.
   const db = openDb(await pgServer.database('bench_command'), { max: Number(process.env.POOL ?? '10') });
   const store = await PostgresEventStore.open(db);
-  const readSide = await startReadSide(db, store, { signingKey: generateSigningKey('bench'), origin: 'agent-ledger/audit', format: process.env.AUDIT_FORMAT === '2' ? 2 : 1 });
+  const readSide = await startReadSide(db, store, { signingKey: generateSigningKey('bench'), origin: 'agent-ledger/audit', format: process.env.AUDIT_FORMAT === '1' ? 1 : 2 });
   const { app, auth, mandate } = await benchOrg(db, store, readSide);
   process.stderr.write(`creating ${MANDATES} mandates...\n`);
   const mandateIds: string[] = [];

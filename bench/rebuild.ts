@@ -25,7 +25,7 @@ import type { EventStore } from '../src/eventstore/port.ts';
 // an empty copy of the table, with no projection logic at all.
 // `-- --store esdb` also writes the same log through our EventStoreDB adapter
 // (ESDB_URL, else the protocol double on loopback) and rebuilds from it.
-// AUDIT_FORMAT=2: each organization's chain is born on version 2 (its switch
+// Version 2 (the default; AUDIT_FORMAT=1 for version 1): each organization's chain is born on version 2 (its switch
 // appended first), so the store links every event of the log as it is
 // written (docs/audit-chain.md): the events carry their link (~170 bytes of
 // metadata each), which the rebuild reads and the projection ignores.
@@ -48,7 +48,7 @@ async function startProfile(): Promise<(file: string) => Promise<void>> {
 }
 
 const total = Number(process.env.EVENTS ?? '200000');
-const format = process.env.AUDIT_FORMAT === '2' ? 2 : 1;
+const format = process.env.AUDIT_FORMAT === '1' ? 1 : 2;
 const other = Number(process.env.OTHER ?? '0');
 const pgServer = await benchPostgres();
 try {

@@ -15,12 +15,12 @@ import { businessEventTypes } from '../events/index.ts';
 // bench/verify: verifies an N-entry chain (default 200 000) and compares
 // entries/s with canonicalize + SHA-256 of the same entries, in the same run.
 // Targets: ratio >= 0.5 for the chain walk, >= 0.35 for the full verification (issue 39). Run: npm run bench:verify  (ENTRIES=200000, ROUNDS=3)
-// AUDIT_FORMAT=2: the chain in version 2 (docs/audit-chain.md): a switch at entry 1, then each event
+// Version 2 (the default; AUDIT_FORMAT=1 for version 1): the chain in version 2 (docs/audit-chain.md): a switch at entry 1, then each event
 // linked by the store's writer as it is appended; the entry is the event, so there are no separate
 // sources to read, and the baseline hashes each event's stored JSON (its data and metadata).
 
 const total = Number(process.env.ENTRIES ?? '200000');
-const format = process.env.AUDIT_FORMAT === '2' ? 2 : 1;
+const format = process.env.AUDIT_FORMAT === '1' ? 1 : 2;
 const org = 'org_bench';
 const origin = 'agent-ledger/audit';
 const pgServer = await benchPostgres();

@@ -14,7 +14,7 @@ const schema = z.object({
   EVENTSTORE_MAX_APPEND_BYTES: z.coerce.number().int().min(APPEND_MAX_BYTES_FLOOR).max(APPEND_MAX_BYTES_CEILING).default(APPEND_MAX_BYTES),
   AUDIT_SIGNING_KEY: z.string().min(1).optional(),
   AUDIT_WITNESSES: z.string().optional(),
-  AUDIT_FORMAT: z.enum(['1', '2']).default('1'),
+  AUDIT_FORMAT: z.enum(['1', '2']).default('2'),
   SVC_SERVICE_SECRET: z.string().min(32).optional(),
   METRICS_TOKEN: z.string().min(16).optional(),
   VAULT_MASTER_KEY: z.string().min(1).optional(),
@@ -65,7 +65,7 @@ export type Config = {
   auditSigningKey: string | undefined;
   /** AUDIT_WITNESSES: C2SP tlog-witness witnesses that cosign each checkpoint, a comma list of "<base URL> <witness verifier key>". */
   auditWitnesses: WitnessEndpoint[];
-  /** AUDIT_FORMAT: 2 switches each organization's audit chain to version 2 (docs/audit-chain.md) the next time it is sealed inline; chains already switched stay so. */
+  /** AUDIT_FORMAT: 2 (the default) switches each organization's audit chain to version 2 (docs/audit-chain.md) the next time it is sealed inline (PostgreSQL log); 1 keeps unswitched chains on version 1; chains already switched stay so. */
   auditFormat: 1 | 2;
   /** The platform secret of the service-auth subtree; generated into dataDir when unset. */
   serviceSecret: string | undefined;
@@ -218,7 +218,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel: e.LOG_LEVEL,
     auditSigningKey: e.AUDIT_SIGNING_KEY,
     auditWitnesses: parseWitnesses(e.AUDIT_WITNESSES),
-    auditFormat: e.AUDIT_FORMAT === '2' ? 2 : 1,
+    auditFormat: e.AUDIT_FORMAT === '1' ? 1 : 2,
     serviceSecret: e.SVC_SERVICE_SECRET,
     metricsToken: e.METRICS_TOKEN,
     vaultMasterKey: e.VAULT_MASTER_KEY,

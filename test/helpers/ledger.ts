@@ -27,8 +27,8 @@ export type TestLedger = {
   settle(): Promise<void>;
 };
 
-/** The audit chain's format a test ledger seals in unless told: AUDIT_FORMAT=2 runs the suite on version 2. */
-export const testAuditFormat = (): 1 | 2 => (process.env.AUDIT_FORMAT === '2' ? 2 : 1);
+/** The audit chain's format a test ledger seals in unless told: the service's default, 2; AUDIT_FORMAT=1 runs the suite on version 1. */
+export const testAuditFormat = (): 1 | 2 => (process.env.AUDIT_FORMAT === '1' ? 1 : 2);
 
 /** `store: 'esdb'` puts the log on EventStoreDB: the server at ESDB_URL, else the double on loopback. */
 export async function testLedger(t: Test, opts: { checkpointEveryEntries?: number; checkpointIntervalMs?: number; now?: () => Date; store?: 'postgres' | 'esdb'; auditFormat?: 1 | 2 } = {}): Promise<TestLedger> {
