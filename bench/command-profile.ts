@@ -92,9 +92,29 @@ try {
       if (counting) phase.wait += Number(process.hrtime.bigint() - s) / 1e6;
     }
   };
-  const { app, spend } = await spendApp(db, store, readSide);
+  const { app, spend, spendMany } = await spendApp(db, store, readSide);
   for (let i = 0; i < 50; i++) await spend();
   await new Promise((r) => setTimeout(r, 500));
+  // CONCURRENCY=n: n callers at once, each spending on a mandate of its own; only the counts are printed (the phases are one command's alone).
+  const concurrency = Number(process.env.CONCURRENCY ?? '1');
+  if (concurrency > 1) {
+    const spendOn = await spendMany(concurrency);
+    await Promise.all(spendOn.map(async (s) => { for (let i = 0; i < 5; i++) await s(); }));
+    counting = true;
+    const t0 = process.hrtime.bigint();
+    await Promise.all(spendOn.map(async (s) => { for (let i = 0; i < Math.ceil(SPENDS / concurrency); i++) { const r = await s(); if (r.statusCode !== 201) throw new Error(r.body); } }));
+    const n = Math.ceil(SPENDS / concurrency) * concurrency;
+    counting = false;
+    const secs = Number(process.hrtime.bigint() - t0) / 1e9;
+    console.log(`\nbench/command-profile: ${n} spends from ${concurrency} callers at once (app.inject), ${(n / secs).toFixed(0)} spends/s`);
+    console.log(`statements per command ${(total / n).toFixed(2)}   transactions (BEGIN) per command ${((counts.get('BEGIN') ?? 0) / n).toFixed(3)}   round trips per command ${(roundTrips / n).toFixed(2)}\n`);
+    for (const [k, v] of [...counts].sort((a, b) => b[1] - a[1])) console.log(`${(v / n).toFixed(3).padStart(7)}  ${((times.get(k) ?? 0) / n).toFixed(2).padStart(6)} ms  ${k}`);
+    await app.close();
+    await readSide.stop();
+    await store.close();
+    await db.close();
+    process.exit(0);
+  }
   counting = true;
   const lat: number[] = [];
   const all: Marks[] = [];

@@ -37,5 +37,10 @@ export async function benchOrg(db: Db, store: PostgresEventStore, readSide: Awai
 export async function spendApp(db: Db, store: PostgresEventStore, readSide: Awaited<ReturnType<typeof startReadSide>>) {
   const { app, mandate, spendOn } = await benchOrg(db, store, readSide);
   const m = await mandate('100000000');
-  return { app, spend: () => spendOn(m.id) };
+  /** `n` spenders, each on a mandate of its own (concurrent spends on one mandate would conflict). */
+  const spendMany = async (n: number) => Promise.all(Array.from({ length: n }, async () => {
+    const own = await mandate('100000000');
+    return () => spendOn(own.id);
+  }));
+  return { app, spend: () => spendOn(m.id), spendMany };
 }

@@ -1,5 +1,6 @@
 import { parseEvent } from '../events/index.ts';
 import type { RecordedEvent } from '../src/eventstore/port.ts';
+import { arrayLiteral } from '../src/postgres/array-literal.ts';
 import type { Projection, TableNames } from '../src/projector/projection.ts';
 
 // Read model of mandates' currency slots (issue 58) and the transfers between
@@ -109,8 +110,42 @@ function statements(event: RecordedEvent, t: TableNames): Statement[] {
  * inline followers keep committing right behind them.
  */
 mandateSlotProjection.applyBatch = async (tx, events, t) => {
-  const issued = events.flatMap((ev) => statements(ev, t).map(([sql, params]) => tx.query(sql, params)));
+  const all: Statement[] = [];
+  // Consecutive approved spends (a group commit's usual batch) become one statement.
+  for (let i = 0; i < events.length; ) {
+    let j = i;
+    while (j < events.length && events[j]!.type === 'mandate.spend_approved') j++;
+    if (j - i > 1) {
+      all.push(spentStatement(events.slice(i, j), t));
+      i = j;
+    } else {
+      all.push(...statements(events[i]!, t));
+      i++;
+    }
+  }
+  const issued = all.map(([sql, params]) => tx.query(sql, params));
   for (const q of issued) q.catch(() => {});
   await Promise.all(issued);
 };
+
+/**
+ * Approved spends in one statement: what applying them one by one leaves.
+ * Each sets its slot's spent (absolute) if the row is older than the event,
+ * so of a slot's spends in the run only the latest (highest position) can
+ * decide the row, and it does exactly when it is newer than the row.
+ */
+function spentStatement(events: readonly RecordedEvent[], t: TableNames): Statement {
+  const cols: string[][] = [[], [], [], []];
+  for (const ev of events) {
+    const e = parseEvent(ev.type, ev.data);
+    if (e.type !== 'mandate.spend_approved') continue;
+    [e.data.mandate_id, e.data.currency, e.data.spent_minor, ev.position].forEach((v, i) => cols[i]!.push(v));
+  }
+  return [
+    `UPDATE ${t.mandate_slots} AS s SET spent_minor = v.spent::numeric, position = v.pos
+     FROM (SELECT DISTINCT ON (m, c) m, c, spent, pos FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS x(m, c, spent, pos) ORDER BY m, c, pos COLLATE "C" DESC) v
+     WHERE s.mandate_id = v.m AND s.currency = v.c AND s.position < v.pos COLLATE "C"`,
+    cols.map(arrayLiteral),
+  ];
+}
 mandateSlotProjection.pipelined = () => true;

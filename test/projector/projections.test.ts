@@ -4,6 +4,7 @@ import { orgDecider, orgStream } from '../../commands/org.ts';
 import { auditProjection } from '../../projections/audit.ts';
 import { getProject, orgProjection } from '../../projections/org.ts';
 import { usageProjection } from '../../projections/usage.ts';
+import { mandateSlotProjection } from '../../projections/mandate-slot.ts';
 import { Rejection } from '../../src/eventstore/handler.ts';
 import type { RecordedEvent } from '../../src/eventstore/port.ts';
 import type { Queryable } from '../../src/postgres/db.ts';
@@ -243,4 +244,41 @@ t.test('usage rows: a batch of approved spends in one statement gives the rows o
   t.match(rows[2], { transaction_id: 'txn_usage_2', project_id: '', actor_kind: 'system', actor_id: '' });
   await ledger.db.transaction((tx) => usageProjection.applyBatch!(tx, [...events, events[1]!], batch));
   t.same(await snapshot(ledger.db, batch.usage_spends), rows, 'applied again (and twice in one batch): unchanged');
+});
+
+t.test('mandate slots: a run of approved spends in one statement leaves what one by one leaves (the latest per slot, never an older one)', async (t) => {
+  let n = 0;
+  const ev = (type: string, data: Record<string, unknown>): RecordedEvent => {
+    n++;
+    return { id: randomUUID(), type, streamName: `mandate-${String(data.mandate_id)}`, revision: BigInt(n), position: String(800000000 + n).padStart(20, '0'), data: data as RecordedEvent['data'], metadata: { org_id: 'org_slots' } as RecordedEvent['metadata'], recordedAt: '2026-11-29T10:00:00.000Z' };
+  };
+  const created = (id: string) =>
+    ev('mandate.created', {
+      mandate_id: id, org_id: 'org_slots', project_id: 'prj_slots', consumer_id: 'con_slots', agent_id: 'agt_slots', agent_did: 'did:key:z6Mk', purpose: 'p', display_name: null, intent_note: null,
+      merchant_allowlist: ['shop'], merchant_pin_kind: 'merchant-id', cap_minor: '100000', per_tx_cap_minor: '50000', currency: 'USD', expires_at: '2027-01-01T00:00:00.000Z', created_at: '2026-11-29T10:00:00.000Z',
+      slots: [{ currency: 'USD', rail: null, cap_minor: '100000', per_tx_cap_minor: '50000', funding_source_id: null }, { currency: 'BRL', rail: 'pix', cap_minor: '90000', per_tx_cap_minor: '9000', funding_source_id: null }],
+    });
+  const spent = (id: string, currency: string, total: string) =>
+    ev('mandate.spend_approved', { mandate_id: id, transaction_id: `txn_${n}`, channel: 'api', amount_minor: '1', currency, merchant: 'shop', description: null, spent_minor: total, remaining_minor: '0', at: '2026-11-29T10:00:00.000Z' });
+  const setup = [created('mdt_s1'), created('mdt_s2')];
+  const late = spent('mdt_s2', 'BRL', '999');
+  const run = [spent('mdt_s1', 'USD', '10'), spent('mdt_s1', 'BRL', '5'), spent('mdt_s1', 'USD', '30'), spent('mdt_s2', 'USD', '7'), spent('mdt_s1', 'USD', '45')];
+  const newer = spent('mdt_s2', 'BRL', '20');
+  const one = { mandate_slots: 'mandate_slots__one', mandate_transfers: 'mandate_transfers__one' };
+  const batch = { mandate_slots: 'mandate_slots__batch', mandate_transfers: 'mandate_transfers__batch' };
+  for (const tables of [one, batch]) await ensureTables(ledger.db, mandateSlotProjection, tables);
+  // The BRL slot of mdt_s2 already stands past `late` (applied after it), which the run then carries: it must not go back.
+  for (const e of [...setup, newer, late, ...run]) await mandateSlotProjection.apply(ledger.db, e, one);
+  await ledger.db.transaction((tx) => mandateSlotProjection.applyBatch!(tx, setup, batch));
+  await mandateSlotProjection.apply(ledger.db, newer, batch);
+  await ledger.db.transaction((tx) => mandateSlotProjection.applyBatch!(tx, [late, ...run], batch));
+  const rows = await ledger.db.query<{ mandate_id: string; currency: string; spent_minor: string }>(`SELECT mandate_id, currency, spent_minor::text FROM ${batch.mandate_slots} ORDER BY 1, 2`);
+  t.same(rows.rows, [
+    { mandate_id: 'mdt_s1', currency: 'BRL', spent_minor: '5' },
+    { mandate_id: 'mdt_s1', currency: 'USD', spent_minor: '45' },
+    { mandate_id: 'mdt_s2', currency: 'BRL', spent_minor: '20' },
+    { mandate_id: 'mdt_s2', currency: 'USD', spent_minor: '7' },
+  ]);
+  const all = async (table: string) => (await ledger.db.query(`SELECT * FROM ${table} ORDER BY mandate_id, currency`)).rows;
+  t.same(await all(batch.mandate_slots), await all(one.mandate_slots), 'the same rows as one by one, position included');
 });
