@@ -17,6 +17,26 @@ export const AuditEntrySealed = z.object({
   entry_hash: z.string(),
 });
 
+/**
+ * A fact's entry in a version 2 chain on EventStoreDB (docs/audit-chain.md,
+ * "Version 2 on EventStoreDB"): the fact's link, which PostgreSQL writes in the
+ * fact's own metadata, written by the sealer as the next event of
+ * `audit-<org>` (its revision + 1 is the sequence number). The entry is the
+ * fact with this link; nothing of the fact's data is copied. `event_type`,
+ * `happened_at` and `entry_hash` are what the audit read model serves; a
+ * verifier recomputes the hash from the fact.
+ */
+export const AuditFactLinked = z.object({
+  event_id: z.string(),
+  stream: z.string(),
+  revision: z.string(),
+  position: z.string(),
+  event_type: z.string(),
+  happened_at: z.string(),
+  link: z.string(),
+  entry_hash: z.string(),
+});
+
 export const AuditCheckpointSigned = z.object({
   org_id: z.string(),
   size: z.number().int().nonnegative(),
@@ -81,6 +101,7 @@ export const AuditCheckpointCosigned = z.object({
 
 export const auditEvents = {
   'audit.entry_sealed': AuditEntrySealed,
+  'audit.fact_linked': AuditFactLinked,
   'audit.checkpoint_signed': AuditCheckpointSigned,
   'audit.config_updated': AuditConfigUpdated,
   'audit.initial_walk_completed': AuditInitialWalkCompleted,
@@ -90,4 +111,4 @@ export const auditEvents = {
 } as const;
 
 /** What the sealer writes: never subscribable as business events, never sealed again. */
-export const SEALER_OUTPUT_TYPES: ReadonlySet<string> = new Set(['audit.entry_sealed', 'audit.checkpoint_signed']);
+export const SEALER_OUTPUT_TYPES: ReadonlySet<string> = new Set(['audit.entry_sealed', 'audit.fact_linked', 'audit.checkpoint_signed']);

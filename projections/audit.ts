@@ -1,7 +1,7 @@
 import { businessEventTypes, parseEvent } from '../events/index.ts';
-import type { RecordedEvent } from '../src/eventstore/port.ts';
+import type { EventStore, RecordedEvent } from '../src/eventstore/port.ts';
 import type { Queryable } from '../src/postgres/db.ts';
-import { linkOf, SWITCH_EVENT_TYPE } from '../src/audit/link.ts';
+import { decodeLink, LINK_RECORD_TYPE, linkOf, SWITCH_EVENT_TYPE } from '../src/audit/link.ts';
 import { entryHashOf } from '../src/audit/linker.ts';
 import { occurredAt } from '../src/audit/chain.ts';
 import type { Projection } from '../src/projector/projection.ts';
@@ -16,6 +16,7 @@ const OWN_TYPES = ['audit.entry_sealed', 'audit.checkpoint_signed', 'audit.confi
  * at `position` in the log (false once redacted); `entryPayloads` reads it.
  */
 function linkedRow(ev: RecordedEvent): Record<string, unknown> | undefined {
+  if (ev.type === LINK_RECORD_TYPE) return recordRow(ev);
   const link = linkOf(ev);
   if (!link) return undefined;
   return {
@@ -29,6 +30,26 @@ function linkedRow(ev: RecordedEvent): Record<string, unknown> | undefined {
     entry_hash: entryHashOf(ev),
     source_event_id: ev.id,
     position: ev.position,
+  };
+}
+
+/** The row of a fact linked by a record in its chain's stream (EventStoreDB): the same as the fact's own link gives on PostgreSQL. */
+function recordRow(ev: RecordedEvent): Record<string, unknown> | undefined {
+  const e = parseEvent(ev.type, ev.data);
+  if (e.type !== LINK_RECORD_TYPE) return undefined;
+  const link = decodeLink(e.data.link);
+  if (!link) return undefined;
+  return {
+    org_id: ev.metadata.org_id,
+    sequence_number: link.sequence_number,
+    event_type: e.data.event_type,
+    happened_at: e.data.happened_at,
+    payload: null,
+    payload_in_log: link.payload_salt !== null,
+    prev_hash: link.prev_hash,
+    entry_hash: e.data.entry_hash,
+    source_event_id: e.data.event_id,
+    position: e.data.position,
   };
 }
 
@@ -116,7 +137,8 @@ export const auditProjection: Projection = {
     CREATE INDEX ON ${t} (org_id, status, detected_at)`,
   },
   // Every business event: after its chain's switch each is an entry (linked) and gets its row.
-  eventTypes: new Set([...OWN_TYPES, ...businessEventTypes, SWITCH_EVENT_TYPE]),
+  // On EventStoreDB a fact's link is a record in its chain's stream (LINK_RECORD_TYPE), which gets the row instead.
+  eventTypes: new Set([...OWN_TYPES, ...businessEventTypes, SWITCH_EVENT_TYPE, LINK_RECORD_TYPE]),
 
   async apply(tx, event, t) {
     const row = linkedRow(event);
@@ -257,18 +279,14 @@ function upsertCosignatures(tx: Parameters<Projection['apply']>[0], t: Parameter
 
 /**
  * The payloads of entries as the audit surface serves them: a v1 entry's copy,
- * or a linked fact's data read from the log by its position (the PostgreSQL log
- * shares the read models' database; a chain on EventStoreDB has no linked
- * entries, docs/decisions.md "Issue 57").
+ * or a linked fact's data read from the log at the position its row keeps
+ * (one read of the store for the page).
  */
-export async function entryPayloads<R extends { payload: unknown; payload_in_log: boolean; position: string }>(db: Queryable, rows: R[]): Promise<Omit<R, 'payload_in_log' | 'position'>[]> {
+export async function entryPayloads<R extends { payload: unknown; payload_in_log: boolean; position: string }>(store: Pick<EventStore, 'readAt'>, rows: R[]): Promise<Omit<R, 'payload_in_log' | 'position'>[]> {
   const inLog = rows.filter((r) => r.payload_in_log).map((r) => r.position);
-  const data = new Map<bigint, unknown>();
-  if (inLog.length > 0) {
-    const { rows: found } = await db.query<{ position: string; data: string }>('SELECT position::text AS position, data::text AS data FROM es_events WHERE position = ANY($1::bigint[])', [inLog]);
-    for (const f of found) data.set(BigInt(f.position), JSON.parse(f.data));
-  }
-  return rows.map(({ payload_in_log, position, ...r }) => ({ ...r, payload: payload_in_log ? (data.get(BigInt(position)) ?? null) : r.payload }));
+  const data = new Map<string, unknown>();
+  for (const e of await store.readAt(inLog)) data.set(e.position, e.data);
+  return rows.map(({ payload_in_log, position, ...r }) => ({ ...r, payload: payload_in_log ? (data.get(position) ?? null) : r.payload }));
 }
 
 /** Entries (v1 events or linked facts) and checkpoints: one statement each, issued without waiting (see applyBatch). */

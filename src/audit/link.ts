@@ -20,6 +20,11 @@ export const LINK_MEMBER = 'audit_link';
 /** The event that switches a chain to v2: itself the first v2 entry. */
 export const SWITCH_EVENT_TYPE = 'audit.chain_switched';
 export const switchStream = (orgId: string) => `audit_switch-${orgId}`;
+/** A fact's link written beside it (EventStoreDB): the next event of `audit-<org>`, naming the fact. */
+export const LINK_RECORD_TYPE = 'audit.fact_linked';
+
+/** The data of a link record (events/audit.ts AuditFactLinked). */
+export type LinkRecordData = { event_id: string; stream: string; revision: string; position: string; event_type: string; happened_at: string; link: string; entry_hash: string };
 
 export type AuditLink = {
   sequence_number: number;
@@ -135,4 +140,15 @@ export function linkedToJson(e: RecordedEvent): LinkedEventJson {
 /** The event of a bundle line; its log revision and position are not part of the entry. */
 export function linkedFromJson(j: LinkedEventJson): RecordedEvent {
   return { id: j?.event_id, type: j?.event_type, streamName: j?.stream, revision: -1n, position: '', recordedAt: j?.recorded_at, metadata: j?.metadata, data: j?.data };
+}
+
+/** A link record for a fact (EventStoreDB's version 2: the sealer links facts in the chain's own stream). */
+export function linkRecordFor(e: RecordedEvent, sequence: number, prevHash: string, saltHex: string): { data: LinkRecordData; entryHash: string } {
+  const { link, entryHash } = linkEvent(e, sequence, prevHash, saltHex);
+  return { data: { event_id: e.id, stream: e.streamName, revision: e.revision.toString(), position: e.position, event_type: e.type, happened_at: occurredAt(e), link, entry_hash: entryHash }, entryHash };
+}
+
+/** The entry a link record makes of its fact: the fact with the record's link in its metadata, as PostgreSQL stores a linked fact. */
+export function withRecordedLink(fact: RecordedEvent, record: Pick<LinkRecordData, 'link'>): RecordedEvent {
+  return { ...fact, metadata: { ...fact.metadata, [LINK_MEMBER]: record.link } as EventMetadata };
 }

@@ -114,11 +114,11 @@ export class ChainLinker {
   }
 
   /** The switch's own link: entry `sequence` on top of the last v1 entry (`prev`). */
-  static switchEvent(org: string, sequence: number, prev: string, id: string, occurredAt: string): { stream: string; event: { id: string; type: string; data: Record<string, unknown>; metadata: EventMetadata } } {
-    const stream = switchStream(org);
+  /** `stream`: where it is appended (PostgreSQL: `audit_switch-<org>`; EventStoreDB: the chain's own stream, `audit-<org>`). */
+  static switchEvent(org: string, sequence: number, prev: string, id: string, occurredAt: string, stream: string = switchStream(org), salt: string = pooledHex(16)): { stream: string; event: { id: string; type: string; data: Record<string, unknown>; metadata: EventMetadata } } {
     const data = { org_id: org, format: 2, from_sequence: sequence };
     const metadata: EventMetadata = { org_id: org, actor: { kind: 'system', id: 'audit-sealer' }, occurred_at: occurredAt, schema_version: 1 } as EventMetadata;
-    const { link } = linkEvent({ id, type: 'audit.chain_switched', streamName: stream, revision: -1n, position: '', data, metadata, recordedAt: '' }, sequence, prev, pooledHex(16));
+    const { link } = linkEvent({ id, type: 'audit.chain_switched', streamName: stream, revision: -1n, position: '', data, metadata, recordedAt: '' }, sequence, prev, salt);
     return { stream, event: { id, type: 'audit.chain_switched', data, metadata: { ...metadata, [LINK_MEMBER]: link } as EventMetadata } };
   }
 }

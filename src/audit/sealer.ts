@@ -21,8 +21,10 @@ import {
 import { leafHash, verifyConsistency } from './merkle.ts';
 import { appendLeaves, consistencyProofFromStore, edgeFromJson, edgeRoot, edgeToJson, insertNodesSql, migrateTree, type Node, nodeParams, NODES_PER_STATEMENT, type RightEdge, storeNodes } from './tree.ts';
 import { type SigningKey, signCheckpoint, verifierKey } from './note.ts';
-import { LINK_MEMBER, linkOf } from './link.ts';
+import { LINK_MEMBER, LINK_RECORD_TYPE, type LinkRecordData, linkOf, linkRecordFor, SWITCH_EVENT_TYPE } from './link.ts';
 import { ChainLinker, entryHashOf } from './linker.ts';
+import { pooledHex } from '../ids.ts';
+import { hmacSha256 } from './hash.ts';
 
 // The audit sealer: one writer that reads the log in order and appends one
 // entry per business event to its organization's chain `audit-<org_id>`, with
@@ -317,19 +319,27 @@ export class Sealer {
     for (;;) {
       const page = await this.store.readStream(auditStream(orgId), { fromRevision: from, maxCount: 5000 });
       if (page.length > 0) {
-        const entries = page.map((e) => e.data as unknown as AuditEntry);
-        const nodes = appendLeaves(chain.sequence, entries.map((en) => leafHash(Buffer.from(en.entry_hash, 'hex'))), chain.edge);
-        const last = entries[entries.length - 1]!;
-        chain.sequence = last.sequence_number;
-        chain.tipHash = last.entry_hash;
-        chain.lastSourcePosition = last.source.position;
-        await storeNodes(this.db, orgId, nodes);
+        const hashes: Buffer[] = [];
+        for (const e of page) {
+          const stored = storedEntryOf(e);
+          hashes.push(leafHash(Buffer.from(stored.entryHash, 'hex')));
+          chain.sequence = Number(e.revision) + 1;
+          chain.tipHash = stored.entryHash;
+          if (stored.sourcePosition !== undefined) chain.lastSourcePosition = stored.sourcePosition;
+          if (stored.linked) chain.format = 2;
+        }
+        await storeNodes(this.db, orgId, appendLeaves(Number(page[0]!.revision), hashes, chain.edge));
         caughtUp = true;
       }
       if (page.length < 5000) break;
       from = page[page.length - 1]!.revision + 1n;
     }
     if (await this.catchUpLinked(chain)) caughtUp = true;
+    // EventStoreDB: a chain whose stream ends on a link record (or its switch) has switched.
+    if (this.store.kind !== 'postgres' && chain.format === undefined && chain.sequence > 0) {
+      const last = await this.storeLast(auditStream(orgId));
+      if (last && storedEntryOf(last).linked) chain.format = 2;
+    }
     const [last] = await this.store.readStream(checkpointStream(orgId), { direction: 'backwards', maxCount: 1 });
     if (last) {
       const d = last.data as unknown as CheckpointEventData;
@@ -410,13 +420,27 @@ export class Sealer {
     await q.query(`WITH nodes AS (${insertNodesSql('$1', '$8', '$9', '$10')}) ${Sealer.SAVE_STATE}`, [...this.stateParams(chain), ...nodeParams(nodes)], { name: 'audit_nodes_state' });
   }
 
+  /**
+   * A payload commitment's salt. On EventStoreDB it is derived from the
+   * event's id under the signing key (HMAC, domain-separated): two sealers
+   * sealing the same events write the same entries, because EventStoreDB
+   * answers a re-append of written event ids as a success (idempotence), and
+   * a sealer that lost the race must then hold exactly what the winner wrote.
+   * Unguessable without the key, as a random salt. PostgreSQL refuses the
+   * re-append instead: a random salt.
+   */
+  private saltFor(eventId: string): string {
+    if (this.store.kind === 'postgres') return pooledHex(16);
+    return hmacSha256(this.opts.signingKey.secretKey, 'agent-ledger/audit-salt\n', eventId).subarray(0, 16).toString('hex');
+  }
+
   /** The entries sealing `fresh` on top of the chain, as events to append; the chain itself is not changed. */
   private entriesFor(chain: Chain, fresh: readonly RecordedEvent[]): { entries: AuditEntry[]; newEvents: NewEvent[]; prev: string; seq: number } {
     const entries: AuditEntry[] = [];
     let prev = chain.tipHash;
     let seq = chain.sequence;
     for (const e of fresh) {
-      const entry = buildEntry(e, ++seq, prev);
+      const entry = buildEntry(e, ++seq, prev, this.saltFor(e.id));
       entries.push(entry);
       prev = entry.entry_hash;
     }
@@ -519,11 +543,48 @@ export class Sealer {
     return sw;
   }
 
+  /**
+   * Version 2 on a store that cannot link a fact in its own append
+   * (EventStoreDB): each fact's link is written by this sealer as the next
+   * event of the chain's stream (a link record), after the switch, which is
+   * itself appended there; docs/audit-chain.md, "Version 2 on EventStoreDB".
+   */
+  private linksBeside(chain: Chain): boolean {
+    return this.store.kind !== 'postgres' && (chain.format === 2 || this.opts.format === 2);
+  }
+
+  /** The link records sealing `fresh` on top of the chain (the switch first if it has not switched); the chain itself is not changed. */
+  private linkRecordsFor(chain: Chain, fresh: readonly RecordedEvent[]): { hashes: string[]; newEvents: NewEvent[]; prev: string; seq: number } {
+    const stream = auditStream(chain.orgId);
+    const newEvents: NewEvent[] = [];
+    const hashes: string[] = [];
+    let prev = chain.tipHash;
+    let seq = chain.sequence;
+    const at = this.now().toISOString();
+    const meta = { org_id: chain.orgId, actor: { kind: 'system', id: SEALER_NAME }, occurred_at: at, schema_version: 1 };
+    if (chain.format !== 2) {
+      // The switch takes the time of the first fact after it (the chain's times stay in order around it).
+      const swId = derivedUuid('switch', chain.orgId);
+      const sw = ChainLinker.switchEvent(chain.orgId, ++seq, prev, swId, occurredAt(fresh[0]!), stream, this.saltFor(swId));
+      prev = entryHashOf({ ...sw.event, streamName: stream, revision: -1n, position: '', recordedAt: '' } as RecordedEvent)!;
+      hashes.push(prev);
+      newEvents.push(sw.event as NewEvent);
+    }
+    for (const e of fresh) {
+      const { data, entryHash } = linkRecordFor(e, ++seq, prev, this.saltFor(e.id));
+      prev = entryHash;
+      hashes.push(entryHash);
+      newEvents.push({ id: derivedUuid('link', e.id), type: LINK_RECORD_TYPE, data: data as unknown as NewEvent['data'], metadata: { ...meta, causation_id: e.id } });
+    }
+    return { hashes, newEvents, prev, seq };
+  }
+
   private async sealEntries(chain: Chain, events: readonly RecordedEvent[], append: Appender, q?: Queryable, last?: LastReader): Promise<Position> {
     // After a restart the checkpoint may lag the chain: skip what is already sealed.
     const fresh = events.filter((e) => e.position > chain.lastSourcePosition);
     if (fresh.length === 0) return '';
-    const { entries, newEvents, prev, seq } = this.entriesFor(chain, fresh);
+    const beside = this.linksBeside(chain);
+    const { entries, newEvents, prev, seq } = beside ? (({ hashes, ...r }) => ({ ...r, entries: hashes.map((entry_hash) => ({ entry_hash })) }))(this.linkRecordsFor(chain, fresh)) : this.entriesFor(chain, fresh);
     let appended: Position;
     try {
       appended = await append(auditStream(chain.orgId), newEvents, chain.sequence === 0 ? 'no_stream' : BigInt(chain.sequence - 1));
@@ -547,6 +608,7 @@ export class Sealer {
     chain.sequence = seq;
     chain.tipHash = prev;
     chain.lastSourcePosition = fresh[fresh.length - 1]!.position;
+    if (beside) chain.format = 2;
     // The tree's nodes and the chain's constant-size state, together.
     if (q) await this.saveNodesAndState(q, chain, nodes);
     else await this.db.transaction((tx) => this.saveNodesAndState(tx, chain, nodes));
@@ -894,4 +956,15 @@ export class Sealer {
     chain.lastCheckpoint = { size: d.size, root: Buffer.from(d.root_hash, 'hex') };
     chain.lastCheckpointAt = Date.now();
   }
+}
+
+/** What the sealer keeps of an event of a chain's stream: its entry hash, the last source it seals, whether it is version 2 (a switch or a link record). */
+function storedEntryOf(e: RecordedEvent): { entryHash: string; sourcePosition: Position | undefined; linked: boolean } {
+  if (e.type === LINK_RECORD_TYPE) {
+    const d = e.data as unknown as LinkRecordData;
+    return { entryHash: d.entry_hash, sourcePosition: d.position, linked: true };
+  }
+  if (e.type === SWITCH_EVENT_TYPE) return { entryHash: entryHashOf(e)!, sourcePosition: undefined, linked: true };
+  const entry = e.data as unknown as AuditEntry;
+  return { entryHash: entry.entry_hash, sourcePosition: entry.source.position, linked: false };
 }

@@ -5,7 +5,7 @@ import { canonicalize } from './hash.ts';
 import { CompactRange, leafHash } from './merkle.ts';
 import { openCheckpoint } from './note.ts';
 import { checkLinked } from './verify-linked.ts';
-import { decodeLink, LINK_MEMBER, switchStream } from './link.ts';
+import { decodeLink, LINK_MEMBER, LINK_RECORD_TYPE, type LinkRecordData, switchStream, SWITCH_EVENT_TYPE, withRecordedLink } from './link.ts';
 
 // The chain verifier. It walks a chain in order, recomputes every hash and
 // link, re-canonicalizes the stored envelope text, compares each entry with
@@ -34,7 +34,12 @@ export type Problem = { kind: ProblemKind; sequence_number: number; detail: stri
 
 export type StoredEntry = { revision: bigint; entry: AuditEntry };
 /** A v2 entry: the business event itself, carrying its link; `revision` is its sequence number - 1. */
-export type LinkedItem = { revision: bigint; linked: RecordedEvent };
+export type LinkedItem = {
+  revision: bigint;
+  linked: RecordedEvent;
+  /** A link record (EventStoreDB) whose fact is not in the log where it says: what is wrong, and the entry hash it claims (the walk goes on from it). */
+  unresolved?: { detail: string; entryHash: string };
+};
 /** One entry of a chain in order: a v1 entry of `audit-<org>`, or a linked event after the switch. */
 export type ChainItem = StoredEntry | LinkedItem;
 export type StoredCheckpoint = { note: string };
@@ -267,9 +272,10 @@ export async function* storedEntries(store: EventStore, orgId: string): AsyncGen
  */
 export async function* chainItems(store: EventStore, orgId: string): AsyncGenerator<ChainItem> {
   let revision = 0n;
-  for await (const se of storedEntries(store, orgId)) {
-    yield se;
-    revision = se.revision + 1n;
+  const facts = factsOfRecords(store);
+  for await (const e of store.iterateStream(auditStream(orgId))) {
+    yield await chainItemOf(e, facts);
+    revision = e.revision + 1n;
   }
   const [sw] = await store.readStream(switchStream(orgId), { maxCount: 1 });
   if (!sw) return;
@@ -281,6 +287,27 @@ export async function* chainItems(store: EventStore, orgId: string): AsyncGenera
     yield { revision: (revision = linkedPosition(e, revision)), linked: e };
     revision++;
   }
+}
+
+/** The facts link records name, found in log order (the records follow the log) or where they are. */
+export function factsOfRecords(store: EventStore): (d: LinkRecordData) => Promise<RecordedEvent | undefined> {
+  const cursor = logCursor(store, businessEventTypes);
+  return (d) => cursor({ event_id: d.event_id, stream: d.stream, revision: d.revision, position: d.position });
+}
+
+/**
+ * One event of a chain's stream as an entry of the walk: a v1 entry; the
+ * switch (on EventStoreDB it is in the chain's stream); a link record as the
+ * fact it links (docs/audit-chain.md, "Version 2 on EventStoreDB").
+ */
+export async function chainItemOf(e: RecordedEvent, facts: (d: LinkRecordData) => Promise<RecordedEvent | undefined>): Promise<ChainItem> {
+  if (e.type === SWITCH_EVENT_TYPE) return { revision: e.revision, linked: e };
+  if (e.type !== LINK_RECORD_TYPE) return { revision: e.revision, entry: e.data as unknown as AuditEntry };
+  const d = e.data as unknown as LinkRecordData;
+  const fact = typeof d?.position === 'string' && typeof d.stream === 'string' ? await facts(d) : undefined;
+  if (fact && fact.id === d.event_id) return { revision: e.revision, linked: withRecordedLink(fact, d) };
+  const stub: RecordedEvent = { id: String(d?.event_id), type: String(d?.event_type), streamName: String(d?.stream), revision: -1n, position: String(d?.position), data: null as never, metadata: { org_id: e.metadata.org_id, [LINK_MEMBER]: d?.link } as RecordedEvent['metadata'], recordedAt: '' };
+  return { revision: e.revision, linked: stub, unresolved: { detail: `the fact it links (${String(d?.event_id)} at ${String(d?.stream)}@${String(d?.revision)}) is not in the log there`, entryHash: typeof d?.entry_hash === 'string' ? d.entry_hash : '0'.repeat(64) } };
 }
 
 /**

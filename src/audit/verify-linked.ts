@@ -20,6 +20,7 @@ export function checkLinked(
   const e = item.linked;
   const seq = Number(item.revision) + 1;
   const bad = (kind: ProblemKind, detail: string): Problem => ({ kind, sequence_number: seq, detail });
+  if (item.unresolved) return { problem: bad('source_mismatch', item.unresolved.detail), entryHash: item.unresolved.entryHash };
   const link: AuditLink | undefined = typeof e === 'object' && e !== null && typeof e.metadata === 'object' && e.metadata !== null ? linkOf(e) : undefined;
   if (!link) return { problem: bad('malformed_entry', `event ${String(e?.id)} carries no audit link in the compact form`), entryHash: UNHASHABLE };
   let entryHash: string;

@@ -5,10 +5,11 @@ import { type AuditEntry, auditStream, genesisHash } from './chain.ts';
 import { leafHash, nodeHash } from './merkle.ts';
 import { openCheckpoint } from './note.ts';
 import { rootFromStore } from './tree.ts';
-import { checkParsed, checkpointsBetween, checkSource, type Problem, type StoredEntry } from './verifier.ts';
+import { chainItemOf, checkParsed, checkpointsBetween, checkSource, type Problem, type StoredEntry } from './verifier.ts';
 import { checkLinked } from './verify-linked.ts';
 import { linkedEvents, switchSequence } from './linked-range.ts';
 import { entryHashOf } from './linker.ts';
+import { LINK_RECORD_TYPE, type LinkRecordData, SWITCH_EVENT_TYPE } from './link.ts';
 
 // Verification of one stretch of a chain, [from, to] by sequence number, at a
 // cost proportional to the stretch, not to the chain: every entry is
@@ -87,9 +88,13 @@ export async function verifyRange(
   let prevSource: Position = START;
   if (from > 1) {
     const [prev] = await store.readStream(auditStream(orgId), { fromRevision: BigInt(from - 2), maxCount: 1 });
-    const entry = prev?.data as unknown as AuditEntry | undefined;
-    prevHash = entry?.entry_hash ?? prevHash;
-    if (typeof entry?.source?.position === 'string') prevSource = entry.source.position;
+    if (prev?.type === SWITCH_EVENT_TYPE) prevHash = entryHashOf(prev) ?? prevHash;
+    else {
+      const entry = prev?.data as unknown as (AuditEntry & Partial<LinkRecordData>) | undefined;
+      prevHash = entry?.entry_hash ?? prevHash;
+      const position = entry?.source?.position ?? entry?.position;
+      if (typeof position === 'string') prevSource = position;
+    }
   }
   let prefetched = new Map<string, RecordedEvent>();
   const lookup = async (s: AuditEntry['source']) => {
@@ -104,11 +109,24 @@ export async function verifyRange(
   let expected = BigInt(from - 1);
   // Version 2: from the switch on, the entries are the organization's linked events (read below).
   const switchedAt = await switchSequence(store, orgId);
+  /** An entry walked: its problem (if any), its hash as the next link's and the tree's leaf. */
+  const taken = async (problem: Problem | null, entryHash: string) => {
+    add(problem);
+    prevHash = entryHash;
+    leaves.push(leafHash(Buffer.from(entryHash, 'hex')));
+    expected++;
+    count++;
+    // A page is ~100 ms of hashing: let waiting requests run between slices of it.
+    if (count % YIELD_EVERY === 0) await new Promise((r) => setImmediate(r));
+  };
+  /** EventStoreDB: the switch seen in this stretch (its sequence), -1 once a link record shows the chain switched before it, 0 before either. */
+  let switchedBeside = 0;
   const v1To = switchedAt > 0 ? Math.min(to, switchedAt - 1) : to;
   for (let rev = BigInt(from - 1); rev <= BigInt(v1To - 1); ) {
     const page = await store.readStream(auditStream(orgId), { fromRevision: rev, maxCount: Math.min(PAGE, v1To - Number(rev)) });
     if (page.length === 0) break;
-    const sources = page.map((e) => (e.data as unknown as AuditEntry).source);
+    // A link record (EventStoreDB's version 2) names its fact as a v1 entry names its source.
+    const sources = page.map((e) => (e.type === LINK_RECORD_TYPE ? recordSource(e.data as unknown as LinkRecordData) : (e.data as unknown as AuditEntry).source));
     prefetched = await prefetchSources(store, prevSource, sources, opts.prefetchBudget ?? PREFETCH_BUDGET);
     for (const s of sources) if (typeof s?.position === 'string' && s.position > prevSource) prevSource = s.position;
     for (const e of page) {
@@ -116,16 +134,19 @@ export async function verifyRange(
         add({ kind: 'sequence_gap', sequence_number: Number(expected) + 1, to_sequence: Number(e.revision), detail: `entries ${Number(expected) + 1}..${Number(e.revision)} are missing` });
         expected = e.revision;
       }
+      if (e.type === SWITCH_EVENT_TYPE || e.type === LINK_RECORD_TYPE) {
+        // Version 2 in the chain's own stream (EventStoreDB): the switch, then each fact's link record.
+        const item = await chainItemOf(e, (d) => lookup(recordSource(d)));
+        if (!('linked' in item)) continue;
+        const checked = checkLinked(orgId, item, prevHash, e.type === SWITCH_EVENT_TYPE ? 0 : (switchedBeside ||= -1));
+        if (checked.switchAt !== undefined) switchedBeside = checked.switchAt;
+        await taken(checked.problem, checked.entryHash);
+        continue;
+      }
       const se: StoredEntry = { revision: e.revision, entry: e.data as unknown as AuditEntry };
       const { problem: p, env } = checkParsed(orgId, se, prevHash);
       add(p);
-      if (!p) add(await checkSource(se, lookup, env));
-      prevHash = typeof se.entry?.entry_hash === 'string' ? se.entry.entry_hash : '';
-      leaves.push(leafHash(Buffer.from(prevHash, 'hex')));
-      expected++;
-      count++;
-      // A page is ~100 ms of hashing: let waiting requests run between slices of it.
-      if (count % YIELD_EVERY === 0) await new Promise((r) => setImmediate(r));
+      await taken(p ? null : await checkSource(se, lookup, env), typeof se.entry?.entry_hash === 'string' ? se.entry.entry_hash : '');
     }
     rev = page[page.length - 1]!.revision + 1n;
   }
@@ -146,12 +167,7 @@ export async function verifyRange(
         expected = BigInt(seq - 1);
       }
       const checked = checkLinked(orgId, { revision: BigInt(seq - 1), linked: e }, prevHash, seq === switchedAt ? 0 : switchedAt);
-      add(checked.problem);
-      prevHash = checked.entryHash;
-      leaves.push(leafHash(Buffer.from(prevHash, 'hex')));
-      expected++;
-      count++;
-      if (count % YIELD_EVERY === 0) await new Promise((r) => setImmediate(r));
+      await taken(checked.problem, checked.entryHash);
     }
   }
   if (count < to - from + 1) add({ kind: 'truncated', sequence_number: from + count, detail: `the chain ends at ${from + count - 1}, before ${to}` });
@@ -210,3 +226,6 @@ export async function verifyRange(
   problems.sort((a, b) => a.sequence_number - b.sequence_number);
   return { from, to, entries: count, problems };
 }
+
+/** The fact a link record names, as a v1 entry names its source. */
+const recordSource = (d: LinkRecordData): AuditEntry['source'] => ({ event_id: d?.event_id, stream: d?.stream, revision: d?.revision, position: d?.position });

@@ -409,6 +409,22 @@ export class EventStoreDbStore implements EventStore {
     });
   }
 
+  /** One read of $all from each position (inclusive on the server), its first event kept if it is at that position. */
+  async readAt(positions: readonly Position[]): Promise<RecordedEvent[]> {
+    const found = await Promise.all(
+      [...new Set(positions)].map((p) => {
+        const from = parsePosition(p);
+        return this.withRetry('read $all', async () => {
+          // Read to its end (one event at most): a read left open would keep its call, and the client, busy.
+          let first: RecordedEvent | undefined;
+          for await (const r of filteredReadAll(this.client, { from, direction: 'forwards', count: 1, filter: serverFilter(undefined) })) first ??= toRecorded(r);
+          return first?.position === p ? first : undefined;
+        });
+      }),
+    );
+    return found.filter((e): e is RecordedEvent => e !== undefined).sort((a, b) => (a.position < b.position ? -1 : 1));
+  }
+
   // The client decodes each event as it arrives; pages read ahead keep the
   // next round trip under the reader's work, as on Postgres.
   iterateStream(stream: string, opts: IterateStreamOptions = {}): AsyncIterable<RecordedEvent> {

@@ -136,6 +136,12 @@ export interface EventStore {
   readStream(stream: string, opts?: ReadStreamOptions): Promise<RecordedEvent[]>;
   readAll(opts?: ReadAllOptions): Promise<RecordedEvent[]>;
   /**
+   * The events at these log positions (positions this store answered), in
+   * log order, each once (the audit read model reads a linked fact's data from
+   * where its row says it lies).
+   */
+  readAt(positions: readonly Position[]): Promise<RecordedEvent[]>;
+  /**
    * The events readStream gives forwards, from `fromRevision` to the stream's
    * end, one at a time: the store reads a page ahead and decodes each event
    * only when the reader reaches it (a long read keeps one page of rows alive,

@@ -1275,6 +1275,13 @@ export class PostgresEventStore implements EventStore {
     return readAhead(read, (page) => page.length < size, decodeRaw);
   }
 
+  async readAt(positions: readonly Position[]): Promise<RecordedEvent[]> {
+    if (positions.length === 0) return [];
+    const wanted = positions.map((p) => parsePosition(p).toString());
+    const { rows } = await this.db.query<RawEventRow>(`${SELECT_EVENT} WHERE position = ANY($1::bigint[]) ORDER BY position`, [wanted], { rawText: true });
+    return rows.map(decodeRaw);
+  }
+
   /** Identical reads in flight at the same time share one query (followers at the same position). */
   private readonly inflight = new Map<string, Promise<RecordedEvent[]>>();
 

@@ -1,5 +1,6 @@
 import { linkedEvents, switchSequence } from '../audit/linked-range.ts';
-import { linkedToJson } from '../audit/link.ts';
+import { LINK_RECORD_TYPE, linkedToJson, SWITCH_EVENT_TYPE } from '../audit/link.ts';
+import { chainItemOf, factsOfRecords } from '../audit/verifier.ts';
 import { leafHash, verifyConsistency, verifyInclusion } from '../audit/merkle.ts';
 import { consistencyProofFromStore, inclusionProofFromStore, readTile, TILE_WIDTH } from '../audit/tree.ts';
 import { auditStream } from '../audit/chain.ts';
@@ -83,7 +84,16 @@ export async function auditEntries(ports: Pick<Ports, 'store' | 'db'>, orgId: st
   const entries: Record<string, unknown>[] = [];
   if (switchedAt === 0 || after + 1 < switchedAt) {
     const page = await ports.store.readStream(auditStream(orgId), { fromRevision: BigInt(after), maxCount: switchedAt === 0 ? limit : Math.min(limit, switchedAt - 1 - after) });
-    entries.push(...page.map((e) => e.data as Record<string, unknown>));
+    // EventStoreDB's version 2 is in the same stream: the switch, then a link record for each fact (served as the linked fact).
+    const facts = factsOfRecords(ports.store);
+    for (const e of page) {
+      if (e.type !== SWITCH_EVENT_TYPE && e.type !== LINK_RECORD_TYPE) {
+        entries.push(e.data as Record<string, unknown>);
+        continue;
+      }
+      const item = await chainItemOf(e, facts);
+      if ('linked' in item) entries.push({ format: 2, sequence_number: Number(e.revision) + 1, event: linkedToJson(item.linked) });
+    }
   }
   const from = after + entries.length + 1;
   if (switchedAt > 0 && from >= switchedAt && entries.length < limit) {

@@ -155,7 +155,7 @@ export async function auditHealth(ports: Pick<Ports, 'db' | 'store' | 'now' | 'a
 
 /** A page of the chain, newest first: within [from, to] (epoch ms), below `before`, of an exact type or a prefix ending in a dot. */
 export async function listAuditEvents(
-  ports: Pick<Ports, 'db'>,
+  ports: Pick<Ports, 'db' | 'store'>,
   tenant: Pick<Tenant, 'orgId'>,
   q: { from: number; to: number; limit: number; before?: string; eventType?: string },
 ): Promise<{ events: AuditEventView[]; next_before_sequence: number | null }> {
@@ -174,7 +174,7 @@ export async function listAuditEvents(
     `SELECT sequence_number::int, event_type, ${TS('happened_at')} AS happened_at, payload, payload_in_log, prev_hash, entry_hash, position FROM audit_events WHERE ${where} ORDER BY audit_events.sequence_number DESC LIMIT $4`,
     params,
   );
-  const rows: AuditEventView[] = await entryPayloads(ports.db, stored);
+  const rows: AuditEventView[] = await entryPayloads(ports.store, stored);
   return { events: rows, next_before_sequence: rows.length === q.limit ? rows[rows.length - 1]!.sequence_number : null };
 }
 

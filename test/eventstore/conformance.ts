@@ -224,6 +224,15 @@ export function conformance(t: Test, factory: StoreFactory): void {
     t.same(await store.readStream(s), [], 'nothing written');
   });
 
+  t.test('readAt: the events at the positions asked for, in log order, whole', async (t) => {
+    const s = uniq('at');
+    await store.appendToStream(s, [ev('test.a', { n: 1 }), ev('test.b', { n: 2, text: 'é "q"' }), ev('test.c', { n: 3 })]);
+    const events = await collect(store, s);
+    t.same(await store.readAt([events[2]!.position, events[0]!.position]), [events[0], events[2]], 'as readAll gives them, in log order');
+    t.same(await store.readAt([events[1]!.position, events[1]!.position]), [events[1]], 'a position asked twice is answered once');
+    t.same(await store.readAt([]), []);
+  });
+
   t.test('lastPosition is the position readAll shows; after is exclusive', async (t) => {
     const s = uniq('pos');
     const before = await store.headPosition();
