@@ -92,9 +92,25 @@ t.test('a chain on EventStoreDB: version 1 entries, the switch in the chain stre
   const row = listed.events.find((e) => e.sequence_number === v1Size + 2);
   t.match(row, { event_type: fact!.type, entry_hash: first.entry_hash, payload: fact!.data }, 'the payload read from the log');
 
-  // A forged record (a fact linked on the wrong previous hash), appended where the next entry goes: caught at its sequence.
+  // A restart that lost the chain's state row (a crash between an append and the row): the next sealer reads the chain
+  // from its stream (v1 entries, the switch, the records) and links the next fact on its true tip.
   await Promise.all(sealers.map((s) => s.stop()));
-  const tip = records.length;
+  await ledger.db.query('DELETE FROM audit_chain_state WHERE org_id = $1', [ORG]);
+  const restarted = new Sealer(ledger.db, ledger.store, { signingKey: ledger.key, origin: ledger.origin, checkpointEveryEntries: 2, format: 2 });
+  await restarted.start();
+  await ledger.run(orgDecider, orgStream(ORG), { type: 'create_project', projectId: 'prj_v2_after', name: 'After', slug: 'after', environment: 'test', settings: {} }, ctx);
+  const grown = await until(async () => {
+    const all = await stream();
+    return all.length > records.length && all;
+  }, 'the fact after the restart linked');
+  await restarted.stop();
+  const next = grown[records.length]!;
+  t.equal(next.type, LINK_RECORD_TYPE, 'linked, not sealed in version 1: the chain is known to have switched');
+  t.equal(decodeLink((next.data as unknown as LinkRecordData).link)!.prev_hash, (records[records.length - 1]!.data as unknown as LinkRecordData).entry_hash, 'on the true tip');
+  t.match(await verifyOrgChain(ledger.store, ORG, ledger.key, ledger.origin), { ok: true, entries: grown.length });
+
+  // A forged record (a fact linked on the wrong previous hash), appended where the next entry goes: caught at its sequence.
+  const tip = grown.length;
   const forged = linkRecordFor(fact!, tip + 1, '0'.repeat(64), '11'.repeat(16));
   await ledger.store.appendToStream(auditStream(ORG), [{ type: LINK_RECORD_TYPE, data: forged.data as unknown as RecordedEvent['data'], metadata: { org_id: ORG, actor: { kind: 'system', id: 'forger' } } }], { expectedRevision: BigInt(tip - 1) });
   t.match((await verifyOrgChain(ledger.store, ORG, ledger.key, ledger.origin)).first_problem, { kind: 'link_mismatch', sequence_number: tip + 1 });
