@@ -35,7 +35,13 @@ function linkedRow(ev: RecordedEvent): Record<string, unknown> | undefined {
 
 /** The row of a fact linked by a record in its chain's stream (EventStoreDB): the same as the fact's own link gives on PostgreSQL. */
 function recordRow(ev: RecordedEvent): Record<string, unknown> | undefined {
-  const e = parseEvent(ev.type, ev.data);
+  let e: ReturnType<typeof parseEvent>;
+  try {
+    e = parseEvent(ev.type, ev.data);
+  } catch {
+    // A record not in its shape (forged) gets no row; the verification reports it. It must not stop the read model.
+    return undefined;
+  }
   if (e.type !== LINK_RECORD_TYPE) return undefined;
   const link = decodeLink(e.data.link);
   if (!link) return undefined;

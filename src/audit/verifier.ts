@@ -260,15 +260,12 @@ export async function verifyChain(source: ChainSource): Promise<VerifyReport> {
   };
 }
 
-/** Entries of an organization's chain in the live log, in order (decoded as the walk reaches them). */
-export async function* storedEntries(store: EventStore, orgId: string): AsyncGenerator<StoredEntry> {
-  for await (const e of store.iterateStream(auditStream(orgId))) yield { revision: e.revision, entry: e.data as unknown as AuditEntry };
-}
-
 /**
- * The whole chain of an organization in order: its v1 entries, then, once it
- * switched (the switch event in `audit_switch-<org>`), the switch and the
- * organization's linked events in log order (docs/audit-chain.md, "Version 2").
+ * The whole chain of an organization in order: the events of `audit-<org>`
+ * (its v1 entries; on EventStoreDB also the switch and the link records, each
+ * read as the fact it links), then on PostgreSQL, once it switched (the switch
+ * event in `audit_switch-<org>`), the switch and the organization's linked
+ * events in log order (docs/audit-chain.md, "Version 2").
  */
 export async function* chainItems(store: EventStore, orgId: string): AsyncGenerator<ChainItem> {
   let revision = 0n;

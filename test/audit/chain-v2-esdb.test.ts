@@ -13,6 +13,7 @@ import { verifyOrgChain } from '../../src/audit/verifier.ts';
 import type { RecordedEvent } from '../../src/eventstore/port.ts';
 import { auditEntries } from '../../src/usecases/audit-proofs.ts';
 import { listAuditEvents } from '../../src/usecases/audit.ts';
+import { readCheckpoint } from '../../src/projector/checkpoints.ts';
 import { testLedger } from '../helpers/ledger.ts';
 import { until } from '../helpers/wait.ts';
 import { verifyBundleDir } from './independent-verifier.ts';
@@ -119,4 +120,12 @@ t.test('a chain on EventStoreDB: version 1 entries, the switch in the chain stre
   await ledger.store.appendToStream(auditStream(ORG), [{ type: LINK_RECORD_TYPE, data: missing as unknown as RecordedEvent['data'], metadata: { org_id: ORG, actor: { kind: 'system', id: 'forger' } } }], { expectedRevision: BigInt(tip) });
   const report = await verifyOrgChain(ledger.store, ORG, ledger.key, ledger.origin);
   t.ok(report.problems.some((p) => p.kind === 'source_mismatch' && p.sequence_number === tip + 2), JSON.stringify(report.problems));
+  // One not in a record's shape at all: reported, and the audit read model goes on past it.
+  const junk = await ledger.store.appendToStream(auditStream(ORG), [{ type: LINK_RECORD_TYPE, data: { nonsense: true }, metadata: { org_id: ORG, actor: { kind: 'system', id: 'forger' } } }], { expectedRevision: BigInt(tip + 1) });
+  const walked = await verifyOrgChain(ledger.store, ORG, ledger.key, ledger.origin);
+  t.ok(walked.problems.some((p) => p.kind === 'source_mismatch' && p.sequence_number === tip + 3), JSON.stringify(walked.problems));
+  await until(async () => {
+    const cp = await readCheckpoint(ledger.db, 'audit');
+    return cp !== undefined && cp.position >= junk.lastPosition && cp.status === 'running';
+  }, 'the audit read model past the malformed record, running');
 });
