@@ -23,6 +23,9 @@ export const switchStream = (orgId: string) => `audit_switch-${orgId}`;
 /** A fact's link written beside it (EventStoreDB): the next event of `audit-<org>`, naming the fact. */
 export const LINK_RECORD_TYPE = 'audit.fact_linked';
 
+/** Whether an event of `audit-<org>` is a version 2 entry written there (EventStoreDB: the switch, or a link record). */
+export const isV2InChainStream = (e: { type: string }) => e.type === SWITCH_EVENT_TYPE || e.type === LINK_RECORD_TYPE;
+
 /** The data of a link record (events/audit.ts AuditFactLinked). */
 export type LinkRecordData = { event_id: string; stream: string; revision: string; position: string; event_type: string; happened_at: string; link: string; entry_hash: string };
 

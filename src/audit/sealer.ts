@@ -554,10 +554,10 @@ export class Sealer {
   }
 
   /** The link records sealing `fresh` on top of the chain (the switch first if it has not switched); the chain itself is not changed. */
-  private linkRecordsFor(chain: Chain, fresh: readonly RecordedEvent[]): { hashes: string[]; newEvents: NewEvent[]; prev: string; seq: number } {
+  private linkRecordsFor(chain: Chain, fresh: readonly RecordedEvent[]): { entries: { entry_hash: string }[]; newEvents: NewEvent[]; prev: string; seq: number } {
     const stream = auditStream(chain.orgId);
     const newEvents: NewEvent[] = [];
-    const hashes: string[] = [];
+    const entries: { entry_hash: string }[] = [];
     let prev = chain.tipHash;
     let seq = chain.sequence;
     const at = this.now().toISOString();
@@ -567,16 +567,16 @@ export class Sealer {
       const swId = derivedUuid('switch', chain.orgId);
       const sw = ChainLinker.switchEvent(chain.orgId, ++seq, prev, swId, occurredAt(fresh[0]!), stream, this.saltFor(swId));
       prev = entryHashOf({ ...sw.event, streamName: stream, revision: -1n, position: '', recordedAt: '' } as RecordedEvent)!;
-      hashes.push(prev);
+      entries.push({ entry_hash: prev });
       newEvents.push(sw.event as NewEvent);
     }
     for (const e of fresh) {
       const { data, entryHash } = linkRecordFor(e, ++seq, prev, this.saltFor(e.id));
       prev = entryHash;
-      hashes.push(entryHash);
+      entries.push({ entry_hash: entryHash });
       newEvents.push({ id: derivedUuid('link', e.id), type: LINK_RECORD_TYPE, data: data as unknown as NewEvent['data'], metadata: { ...meta, causation_id: e.id } });
     }
-    return { hashes, newEvents, prev, seq };
+    return { entries, newEvents, prev, seq };
   }
 
   private async sealEntries(chain: Chain, events: readonly RecordedEvent[], append: Appender, q?: Queryable, last?: LastReader): Promise<Position> {
@@ -584,7 +584,7 @@ export class Sealer {
     const fresh = events.filter((e) => e.position > chain.lastSourcePosition);
     if (fresh.length === 0) return '';
     const beside = this.linksBeside(chain);
-    const { entries, newEvents, prev, seq } = beside ? (({ hashes, ...r }) => ({ ...r, entries: hashes.map((entry_hash) => ({ entry_hash })) }))(this.linkRecordsFor(chain, fresh)) : this.entriesFor(chain, fresh);
+    const { entries, newEvents, prev, seq } = beside ? this.linkRecordsFor(chain, fresh) : this.entriesFor(chain, fresh);
     let appended: Position;
     try {
       appended = await append(auditStream(chain.orgId), newEvents, chain.sequence === 0 ? 'no_stream' : BigInt(chain.sequence - 1));

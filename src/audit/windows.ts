@@ -9,7 +9,7 @@ import { chainItemOf, checkParsed, checkpointsBetween, checkSource, type Problem
 import { checkLinked } from './verify-linked.ts';
 import { linkedEvents, switchSequence } from './linked-range.ts';
 import { entryHashOf } from './linker.ts';
-import { LINK_RECORD_TYPE, type LinkRecordData, SWITCH_EVENT_TYPE } from './link.ts';
+import { isV2InChainStream, LINK_RECORD_TYPE, type LinkRecordData, SWITCH_EVENT_TYPE } from './link.ts';
 
 // Verification of one stretch of a chain, [from, to] by sequence number, at a
 // cost proportional to the stretch, not to the chain: every entry is
@@ -134,7 +134,7 @@ export async function verifyRange(
         add({ kind: 'sequence_gap', sequence_number: Number(expected) + 1, to_sequence: Number(e.revision), detail: `entries ${Number(expected) + 1}..${Number(e.revision)} are missing` });
         expected = e.revision;
       }
-      if (e.type === SWITCH_EVENT_TYPE || e.type === LINK_RECORD_TYPE) {
+      if (isV2InChainStream(e)) {
         // Version 2 in the chain's own stream (EventStoreDB): the switch, then each fact's link record.
         const item = await chainItemOf(e, (d) => lookup(recordSource(d)));
         if (!('linked' in item)) continue;

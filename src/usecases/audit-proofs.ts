@@ -1,5 +1,5 @@
 import { linkedEvents, switchSequence } from '../audit/linked-range.ts';
-import { LINK_RECORD_TYPE, linkedToJson, SWITCH_EVENT_TYPE } from '../audit/link.ts';
+import { isV2InChainStream, linkedToJson } from '../audit/link.ts';
 import { chainItemOf, factsOfRecords } from '../audit/verifier.ts';
 import { leafHash, verifyConsistency, verifyInclusion } from '../audit/merkle.ts';
 import { consistencyProofFromStore, inclusionProofFromStore, readTile, TILE_WIDTH } from '../audit/tree.ts';
@@ -87,7 +87,7 @@ export async function auditEntries(ports: Pick<Ports, 'store' | 'db'>, orgId: st
     // EventStoreDB's version 2 is in the same stream: the switch, then a link record for each fact (served as the linked fact).
     const facts = factsOfRecords(ports.store);
     for (const e of page) {
-      if (e.type !== SWITCH_EVENT_TYPE && e.type !== LINK_RECORD_TYPE) {
+      if (!isV2InChainStream(e)) {
         entries.push(e.data as Record<string, unknown>);
         continue;
       }
