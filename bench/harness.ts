@@ -176,3 +176,19 @@ export function cpuMeter(): { perRequest(n: number): { ours: number; postgres: n
 export function cpuText(ours: number, postgres: number): string {
   return `this process ${ours.toFixed(0).padStart(3)} µs, PostgreSQL ${Number.isNaN(postgres) ? '  -' : postgres.toFixed(0).padStart(3)} µs of CPU per request`;
 }
+
+/** A CPU profile of this process from now until the returned function is called with a file (chrome devtools format). */
+export async function startProfile(): Promise<(file: string) => Promise<void>> {
+  const { Session } = await import('node:inspector/promises');
+  const { writeFile } = await import('node:fs/promises');
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.setSamplingInterval', { interval: 200 });
+  await session.post('Profiler.start');
+  return async (file) => {
+    const { profile } = await session.post('Profiler.stop');
+    await writeFile(file, JSON.stringify(profile));
+    session.disconnect();
+  };
+}

@@ -7,7 +7,7 @@ import type { NewEvent } from '../src/eventstore/port.ts';
 import { openDb } from '../src/postgres/db.ts';
 import { migrateCheckpoints } from '../src/projector/checkpoints.ts';
 import { rebuildProjection } from '../src/projector/runner.ts';
-import { benchPostgres, cpuMeter } from './harness.ts';
+import { benchPostgres, cpuMeter, startProfile } from './harness.ts';
 import { arrayLiteral } from '../src/postgres/array-literal.ts';
 import { cpus } from 'node:os';
 import { ESDB_DISCLAIMER, esdbStoreForBench, storeArg } from './esdb.ts';
@@ -31,21 +31,6 @@ import type { EventStore } from '../src/eventstore/port.ts';
 // metadata each), which the rebuild reads and the projection ignores.
 // Issue 57's figures: the rebuild's CPU per event against reading plus the
 // write floor, and its wall time against the longer of the two.
-
-async function startProfile(): Promise<(file: string) => Promise<void>> {
-  const { Session } = await import('node:inspector/promises');
-  const { writeFile } = await import('node:fs/promises');
-  const session = new Session();
-  session.connect();
-  await session.post('Profiler.enable');
-  await session.post('Profiler.setSamplingInterval', { interval: 200 });
-  await session.post('Profiler.start');
-  return async (file) => {
-    const { profile } = await session.post('Profiler.stop');
-    await writeFile(file, JSON.stringify(profile));
-    session.disconnect();
-  };
-}
 
 const total = Number(process.env.EVENTS ?? '200000');
 const format = process.env.AUDIT_FORMAT === '1' ? 1 : 2;

@@ -9,7 +9,7 @@ import { PostgresEventStore } from '../src/eventstore/postgres.ts';
 import type { NewEvent } from '../src/eventstore/port.ts';
 import { openDb } from '../src/postgres/db.ts';
 import { migrateCheckpoints } from '../src/projector/checkpoints.ts';
-import { benchPostgres } from './harness.ts';
+import { benchPostgres, startProfile } from './harness.ts';
 import { businessEventTypes } from '../events/index.ts';
 
 // bench/verify: verifies an N-entry chain (default 200 000) and compares
@@ -93,7 +93,10 @@ try {
     });
     const walkSecs = Number(process.hrtime.bigint() - t0) / 1e9;
     t0 = process.hrtime.bigint();
+    // PROFILE_VERIFY=<file>: a CPU profile of the last round's full verification alone.
+    const profiling = process.env.PROFILE_VERIFY && r === rounds - 1 ? await startProfile() : undefined;
     const live = await verifyOrgChain(store, org, key, origin);
+    if (profiling) await profiling(process.env.PROFILE_VERIFY!);
     const liveSecs = Number(process.hrtime.bigint() - t0) / 1e9;
     results.push({ baseSecs, walkSecs, liveSecs, walkOk: offline.ok, liveOk: live.ok });
   }

@@ -1,4 +1,4 @@
-import { createHmac, hash } from 'node:crypto';
+import { hash } from 'node:crypto';
 
 // Hashing and canonical encoding shared by the sealer and every verifier.
 // SHA-256 runs on node:crypto (about 3x @noble/hashes here); a test holds both
@@ -9,13 +9,48 @@ export function sha256(...parts: (Uint8Array | string)[]): Buffer {
   // entry three or four times.
   if (parts.length === 1) return hash('sha256', parts[0]!, 'buffer');
   if (parts.every((p) => typeof p === 'string')) return hash('sha256', parts.join(''), 'buffer');
-  return hash('sha256', Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p, 'utf8') : p))), 'buffer');
+  // Bytes (the tree's leaves and nodes): copied into one reused buffer rather than a new one per hash.
+  let n = 0;
+  for (const p of parts) n += typeof p === 'string' ? Buffer.byteLength(p) : p.length;
+  if (scratch.length < n) scratch = Buffer.allocUnsafe(Math.max(n, 2 * scratch.length));
+  let at = 0;
+  for (const p of parts) at += typeof p === 'string' ? scratch.write(p, at, 'utf8') : (scratch.set(p, at), p.length);
+  return hash('sha256', scratch.subarray(0, n), 'buffer');
 }
 
+/** Scratch space for sha256 of byte parts (hashing is synchronous: no two calls share it at once). */
+let scratch = Buffer.allocUnsafe(256);
+
+/** SHA-256 of UTF-8 text, as lowercase hex (no Buffer made: the entry hashes are hex). */
+export function sha256Hex(text: string): string {
+  return hash('sha256', text, 'hex');
+}
+
+/**
+ * HMAC-SHA-256 (RFC 2104) from two one-shot hashes: H((K^opad) || H((K^ipad) || m)).
+ * A Hmac object per call costs more than its two hashes (its key set-up), and
+ * the walk computes one for every entry's payload; a test holds it to
+ * @noble/hashes' HMAC for keys and messages of every size class.
+ */
 export function hmacSha256(key: Uint8Array, ...parts: (Uint8Array | string)[]): Buffer {
-  const h = createHmac('sha256', key);
-  for (const p of parts) h.update(p);
-  return h.digest();
+  const k = key.length > BLOCK ? hash('sha256', key, 'buffer') : key;
+  let n = 0;
+  for (const p of parts) n += typeof p === 'string' ? Buffer.byteLength(p) : p.length;
+  const inner = Buffer.allocUnsafe(BLOCK + n);
+  padKey(inner, k, 0x36);
+  let at = BLOCK;
+  for (const p of parts) at += typeof p === 'string' ? inner.write(p, at, 'utf8') : (inner.set(p, at), p.length);
+  const outer = Buffer.allocUnsafe(BLOCK + 32);
+  padKey(outer, k, 0x5c);
+  outer.set(hash('sha256', inner, 'buffer'), BLOCK);
+  return hash('sha256', outer, 'buffer');
+}
+
+/** SHA-256's block size in bytes: the HMAC key is padded to it. */
+const BLOCK = 64;
+
+function padKey(into: Buffer, key: Uint8Array, pad: number): void {
+  for (let i = 0; i < BLOCK; i++) into[i] = (i < key.length ? key[i]! : 0) ^ pad;
 }
 
 /**
@@ -82,7 +117,8 @@ function inKeyOrder(v: unknown, depth: number): boolean {
 /** Characters JSON escapes, and surrogates (which must come in pairs). */
 const SPECIAL = /[\u0000-\u001f"\\\uD800-\uDFFF]/;
 
-function str(s: string): string {
+/** A string's JSON text as RFC 8785 writes it (throws on a lone surrogate). */
+export function str(s: string): string {
   if (!SPECIAL.test(s)) return `"${s}"`;
   if (hasLoneSurrogate(s)) throw new Error('Lone surrogate is not allowed');
   return JSON.stringify(s);

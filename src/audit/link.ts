@@ -1,5 +1,5 @@
 import type { EventMetadata, RecordedEvent } from '../eventstore/port.ts';
-import { canonicalize, hmacSha256, sha256 } from './hash.ts';
+import { canonicalize, hmacSha256, sha256Hex, str } from './hash.ts';
 import { type AuditEntry, occurredAt, TAG } from './chain.ts';
 
 // The audit chain, version 2 (docs/audit-chain.md, "Version 2", is the
@@ -81,7 +81,7 @@ export function payloadHashV2(saltHex: string, payload: unknown): string {
 }
 
 export function entryHashV2(envelopeText: string): string {
-  return sha256(ENTRY_PREFIX_V2, envelopeText).toString('hex');
+  return sha256Hex(ENTRY_PREFIX_V2 + envelopeText);
 }
 
 function actorOf(metadata: EventMetadata): { kind: string; id: string } {
@@ -105,9 +105,35 @@ export function envelopeV2(e: RecordedEvent, link: AuditLink): EnvelopeV2 {
   };
 }
 
+/**
+ * The canonical text of `envelopeV2(e, link)`: written member by member in
+ * RFC 8785's order when every member is a string or a safe integer (what the
+ * walk hashes for each entry); anything else (a malformed event) goes through
+ * `canonicalize`, which decides its form or throws. A test holds the two to
+ * the same bytes.
+ */
+export function envelopeV2Text(e: RecordedEvent, link: AuditLink): string {
+  const m = e.metadata;
+  const occurred = typeof m?.occurred_at === 'string' ? m.occurred_at : null;
+  const a = m?.actor as { kind?: unknown; id?: unknown } | undefined;
+  if (
+    typeof m?.org_id !== 'string' ||
+    typeof e.id !== 'string' ||
+    typeof e.type !== 'string' ||
+    typeof e.streamName !== 'string' ||
+    typeof link.prev_hash !== 'string' ||
+    typeof link.payload_hash !== 'string' ||
+    !Number.isSafeInteger(link.sequence_number)
+  ) {
+    return canonicalize(envelopeV2(e, link));
+  }
+  const actor = typeof a?.kind === 'string' && typeof a.id === 'string' ? `{"id":${str(a.id)},"kind":${str(a.kind)}}` : '{"id":"unknown","kind":"system"}';
+  return `{"actor":${actor},"event_id":${str(e.id)},"event_type":${str(e.type)},"occurred_at":${occurred === null ? 'null' : str(occurred)},"org_id":${str(m.org_id)},"payload_hash":${str(link.payload_hash)},"prev_hash":${str(link.prev_hash)},"sequence_number":${link.sequence_number},"stream":${str(e.streamName)},"v":2}`;
+}
+
 /** The entry_hash of a linked event (its leaf input in the tree is the 32 raw bytes). */
 export function linkedEntryHash(e: RecordedEvent, link: AuditLink): string {
-  return entryHashV2(canonicalize(envelopeV2(e, link)));
+  return entryHashV2(envelopeV2Text(e, link));
 }
 
 /**

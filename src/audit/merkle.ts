@@ -8,6 +8,13 @@ const LEAF = Buffer.from([0]);
 const NODE = Buffer.from([1]);
 
 export const leafHash = (data: Uint8Array): Buffer => sha256(LEAF, data);
+/** The leaf hash of an entry whose hash is given as hex (the verifier's walk). */
+export function leafOfHex(entryHashHex: string): Buffer {
+  const b = Buffer.allocUnsafe(1 + (entryHashHex.length >> 1));
+  b[0] = 0;
+  const n = b.write(entryHashHex, 1, 'hex');
+  return sha256(b.subarray(0, 1 + n));
+}
 export const nodeHash = (l: Uint8Array, r: Uint8Array): Buffer => sha256(NODE, l, r);
 export const EMPTY_ROOT = sha256();
 

@@ -2,10 +2,10 @@ import type { EventStore, RecordedEvent } from '../eventstore/port.ts';
 import { businessEventTypes } from '../../events/index.ts';
 import { type AuditEntry, auditStream, isAuditStream, canonicalizeSafe, checkpointStream, entryHash, type Envelope, genesisHash, payloadHash } from './chain.ts';
 import { canonicalize } from './hash.ts';
-import { CompactRange, leafHash } from './merkle.ts';
+import { CompactRange, leafOfHex } from './merkle.ts';
 import { openCheckpoint } from './note.ts';
 import { checkLinked } from './verify-linked.ts';
-import { decodeLink, LINK_MEMBER, LINK_RECORD_TYPE, type LinkRecordData, switchStream, SWITCH_EVENT_TYPE, withRecordedLink } from './link.ts';
+import { type AuditLink, decodeLink, LINK_MEMBER, LINK_RECORD_TYPE, type LinkRecordData, switchStream, SWITCH_EVENT_TYPE, withRecordedLink } from './link.ts';
 
 // The chain verifier. It walks a chain in order, recomputes every hash and
 // link, re-canonicalizes the stored envelope text, compares each entry with
@@ -37,6 +37,8 @@ export type StoredEntry = { revision: bigint; entry: AuditEntry };
 export type LinkedItem = {
   revision: bigint;
   linked: RecordedEvent;
+  /** Its link, when the reader already decoded it from the event's metadata (else the walk decodes it). */
+  link?: AuditLink;
   /** A link record (EventStoreDB) whose fact is not in the log where it says: what is wrong, and the entry hash it claims (the walk goes on from it). */
   unresolved?: { detail: string; entryHash: string };
 };
@@ -217,7 +219,7 @@ export async function verifyChain(source: ChainSource): Promise<VerifyReport> {
       if (seq > watermark) add(checked.problem);
       if (switchedAt === 0 && checked.switchAt !== undefined) switchedAt = checked.switchAt;
       prevHash = checked.entryHash;
-      range.append(leafHash(Buffer.from(checked.entryHash, 'hex')));
+      range.append(leafOfHex(checked.entryHash));
       checkRoots();
       expectedRevision++;
       tip = seq;
@@ -232,7 +234,7 @@ export async function verifyChain(source: ChainSource): Promise<VerifyReport> {
       if (!problem && source.lookupSource) add(await checkSource(se, source.lookupSource, env));
     }
     prevHash = entryHashHex;
-    range.append(leafHash(Buffer.from(entryHashHex, 'hex')));
+    range.append(leafOfHex(entryHashHex));
     checkRoots();
     expectedRevision++;
     tip = seq;
@@ -276,12 +278,14 @@ export async function* chainItems(store: EventStore, orgId: string): AsyncGenera
   }
   const [sw] = await store.readStream(switchStream(orgId), { maxCount: 1 });
   if (!sw) return;
-  yield { revision: (revision = linkedPosition(sw, revision)), linked: sw };
+  const swLink = linkIn(sw);
+  yield { revision: (revision = linkedPosition(swLink, revision)), linked: sw, link: swLink };
   revision++;
   for await (const e of store.iterateAll({ after: sw.position })) {
     // Every business event of the organization after the switch is an entry: one without its link is reported (malformed_entry).
     if (e.metadata?.org_id !== orgId || isAuditStream(e.streamName)) continue;
-    yield { revision: (revision = linkedPosition(e, revision)), linked: e };
+    const link = linkIn(e);
+    yield { revision: (revision = linkedPosition(link, revision)), linked: e, link };
     revision++;
   }
 }
@@ -315,8 +319,11 @@ export async function chainItemOf(e: RecordedEvent, facts: (d: LinkRecordData) =
  * later entry as out of place. A claim behind the walk stays where it is found
  * (reported there: sequence_mismatch).
  */
-function linkedPosition(e: RecordedEvent, next: bigint): bigint {
-  const claimed = decodeLink((e.metadata as Record<string, unknown> | undefined)?.[LINK_MEMBER])?.sequence_number;
+/** An event's link, decoded once for the walk (undefined when its metadata has none in the compact form). */
+const linkIn = (e: RecordedEvent): AuditLink | undefined => decodeLink((e.metadata as Record<string, unknown> | undefined)?.[LINK_MEMBER]);
+
+function linkedPosition(link: AuditLink | undefined, next: bigint): bigint {
+  const claimed = link?.sequence_number;
   return claimed !== undefined && BigInt(claimed) - 1n > next ? BigInt(claimed) - 1n : next;
 }
 

@@ -19,38 +19,41 @@ export function checkLinked(
 ): { problem: Problem | null; entryHash: string; switchAt?: number } {
   const e = item.linked;
   const seq = Number(item.revision) + 1;
-  const bad = (kind: ProblemKind, detail: string): Problem => ({ kind, sequence_number: seq, detail });
-  if (item.unresolved) return { problem: bad('source_mismatch', item.unresolved.detail), entryHash: item.unresolved.entryHash };
-  const link: AuditLink | undefined = typeof e === 'object' && e !== null && typeof e.metadata === 'object' && e.metadata !== null ? linkOf(e) : undefined;
-  if (!link) return { problem: bad('malformed_entry', `event ${String(e?.id)} carries no audit link in the compact form`), entryHash: UNHASHABLE };
+  if (item.unresolved) return { problem: bad(seq, 'source_mismatch', item.unresolved.detail), entryHash: item.unresolved.entryHash };
+  const link: AuditLink | undefined = item.link ?? (typeof e === 'object' && e !== null && typeof e.metadata === 'object' && e.metadata !== null ? linkOf(e) : undefined);
+  if (!link) return { problem: bad(seq, 'malformed_entry', `event ${String(e?.id)} carries no audit link in the compact form`), entryHash: UNHASHABLE };
   let entryHash: string;
   try {
     entryHash = linkedEntryHash(e, link);
   } catch {
-    return { problem: bad('malformed_entry', 'the event has no canonical envelope'), entryHash: UNHASHABLE };
+    return { problem: bad(seq, 'malformed_entry', 'the event has no canonical envelope'), entryHash: UNHASHABLE };
   }
-  const answer = (problem: Problem | null, switchAt?: number) => ({ problem, entryHash, ...(switchAt !== undefined ? { switchAt } : {}) });
-  if (link.sequence_number !== seq) return answer(bad('sequence_mismatch', `event at chain position ${seq} claims sequence ${link.sequence_number}`));
-  if (e.metadata.org_id !== orgId) return answer(bad('foreign_entry', `entry belongs to organization ${e.metadata.org_id}`));
+  if (link.sequence_number !== seq) return { problem: bad(seq, 'sequence_mismatch', `event at chain position ${seq} claims sequence ${link.sequence_number}`), entryHash };
+  if (e.metadata.org_id !== orgId) return { problem: bad(seq, 'foreign_entry', `entry belongs to organization ${e.metadata.org_id}`), entryHash };
   let switchAt: number | undefined;
   if (switchedAt === 0) {
     const d = e.data as Partial<SwitchData>;
     if (e.type !== SWITCH_EVENT_TYPE || d.format !== 2 || d.from_sequence !== seq || d.org_id !== orgId) {
-      return answer(bad('format_mismatch', `a version 2 entry before the chain's switch entry (${SWITCH_EVENT_TYPE} from this sequence)`));
+      return { problem: bad(seq, 'format_mismatch', `a version 2 entry before the chain's switch entry (${SWITCH_EVENT_TYPE} from this sequence)`), entryHash };
     }
     switchAt = seq;
   } else if (e.type === SWITCH_EVENT_TYPE) {
-    return answer(bad('format_mismatch', `a second switch entry (the chain switched at ${switchedAt})`));
+    return { problem: bad(seq, 'format_mismatch', `a second switch entry (the chain switched at ${switchedAt})`), entryHash };
   }
-  if (link.payload_salt !== null) {
-    let ok = false;
-    try {
-      ok = payloadHashV2(link.payload_salt, e.data) === link.payload_hash;
-    } catch {
-      ok = false;
-    }
-    if (!ok) return answer(bad('hash_mismatch', 'payload does not match the committed payload_hash'), switchAt);
+  let problem: Problem | null = null;
+  if (link.payload_salt !== null && !meetsCommitment(link.payload_salt, e.data, link.payload_hash)) problem = bad(seq, 'hash_mismatch', 'payload does not match the committed payload_hash');
+  else if (prevHash !== undefined && link.prev_hash !== prevHash) problem = bad(seq, 'link_mismatch', 'prev_hash is not the previous entry_hash');
+  return switchAt !== undefined ? { problem, entryHash, switchAt } : { problem, entryHash };
+}
+
+function bad(sequence_number: number, kind: ProblemKind, detail: string): Problem {
+  return { kind, sequence_number, detail };
+}
+
+function meetsCommitment(salt: string, data: unknown, payloadHash: string): boolean {
+  try {
+    return payloadHashV2(salt, data) === payloadHash;
+  } catch {
+    return false;
   }
-  if (prevHash !== undefined && link.prev_hash !== prevHash) return answer(bad('link_mismatch', 'prev_hash is not the previous entry_hash'), switchAt);
-  return answer(null, switchAt);
 }

@@ -11,8 +11,11 @@ t.test('node:crypto and @noble/hashes give identical bytes', async (t) => {
   for (const n of [0, 1, 55, 56, 64, 300, 4096]) {
     const data = randomBytes(n);
     t.same(new Uint8Array(sha256(data)), nobleSha256(data), `sha256 of ${n} bytes`);
-    const key = randomBytes(16);
-    t.same(new Uint8Array(hmacSha256(key, data)), hmac(nobleSha256, key, data), `hmac of ${n} bytes`);
+    for (const k of [0, 16, 32, 64, 65, 200]) {
+      const key = randomBytes(k);
+      t.same(new Uint8Array(hmacSha256(key, data)), hmac(nobleSha256, key, data), `hmac of ${n} bytes, key of ${k}`);
+    }
+    t.same(new Uint8Array(hmacSha256(randomBytes(0), 'ab', data, 'é')), hmac(nobleSha256, new Uint8Array(0), Buffer.concat([Buffer.from('ab'), data, Buffer.from('é')])), `hmac of parts (${n} bytes between)`);
   }
   t.same(new Uint8Array(sha256('a', 'bc')), nobleSha256(new TextEncoder().encode('abc')), 'parts concatenate');
 });

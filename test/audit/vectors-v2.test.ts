@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { jcs, openNote, verifyLines } from './independent-verifier.ts';
-import { envelopeV2, linkOf, linkedEntryHash, linkedFromJson, payloadHashV2 } from '../../src/audit/link.ts';
+import { envelopeV2, envelopeV2Text, linkOf, linkedEntryHash, linkedFromJson, payloadHashV2 } from '../../src/audit/link.ts';
 import { canonicalize } from '../../src/audit/hash.ts';
 
 // The frozen version 2 vectors of docs/audit-chain.md: recomputed by the
@@ -42,4 +42,26 @@ t.test("the service's own code produces the same values", async (t) => {
     t.equal(canonicalize(envelopeV2(ev, link)), e.envelope_canonical, `envelope ${e.sequence_number}`);
     t.equal(linkedEntryHash(ev, link), e.entry_hash, `entry_hash ${e.sequence_number}`);
   }
+});
+
+t.test('the envelope written member by member is the canonical text of the envelope, for every kind of field', async (t) => {
+  const link = { sequence_number: 7, prev_hash: 'a'.repeat(64), payload_salt: 'b'.repeat(32), payload_hash: 'c'.repeat(64) };
+  const base = { id: '0b6c1c3e-0000-4000-8000-000000000001', type: 'project.created', streamName: 'org-o1', revision: 0n, position: '', recordedAt: '', data: {} };
+  const metas: Record<string, unknown>[] = [
+    { org_id: 'o1', actor: { kind: 'api_key', id: 'key_1' }, occurred_at: '2026-11-21T12:00:00.000Z' },
+    { org_id: 'o1' },
+    { org_id: 'o1', actor: { kind: 'user', id: 7 }, occurred_at: 5 },
+    { org_id: 'o "quoted" \\ back\nline \u0001 é 😀', actor: { id: 'x\u2028y', kind: 'k' }, occurred_at: null },
+    { org_id: 42, actor: { kind: 'user', id: 'u' } },
+    { actor: { kind: 'user', id: 'u' } },
+  ];
+  for (const [i, m] of metas.entries()) {
+    const e = { ...base, metadata: m } as never;
+    t.equal(envelopeV2Text(e, link), canonicalize(envelopeV2(e, link)), `metadata ${i}`);
+  }
+  const odd = { ...base, id: undefined, metadata: metas[0] } as never;
+  t.equal(envelopeV2Text(odd, link), canonicalize(envelopeV2(odd, link)), 'an event without an id');
+  const lone = { ...base, streamName: 'org-\uD800', metadata: metas[0] } as never;
+  t.throws(() => envelopeV2Text(lone, link), 'a lone surrogate has no canonical form');
+  t.throws(() => canonicalize(envelopeV2(lone, link)), 'nor through canonicalize');
 });
