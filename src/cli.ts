@@ -326,7 +326,8 @@ export async function main(argv: string[]): Promise<number> {
         }
         const started = Date.now();
         const progress = process.stderr.isTTY ? (n: number) => n % 500 === 0 && stderr(`\rverifying ${values.org}: ${n} entries, ${Math.round(n / ((Date.now() - started) / 1000 || 1e-3))} entries/s`) : undefined;
-        const report = await verifyOrgChain(rt.store, values.org!, rt.auditKey, AUDIT_ORIGIN, progress);
+        // A second thread reads and hashes half the linked tail (PostgreSQL log): an auditor's walk uses both cores.
+        const report = await verifyOrgChain(rt.store, values.org!, rt.auditKey, AUDIT_ORIGIN, progress, { helper: { dbUrl: rt.db.url } });
         if (progress) stderr('\r\x1b[K');
         out(report);
         return report.ok ? 0 : 1;

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
-import path from 'node:path';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import { countPass } from '../metrics.ts';
+import { moduleWorker } from './worker-boot.ts';
 
 // Continuous verification re-reads and re-hashes every sealed entry: as much
 // work as sealing it, and none of it on any request's path. It runs on a
@@ -27,12 +27,7 @@ export class VerifierThread {
   ) {}
 
   static async start(spec: VerifierThreadSpec): Promise<VerifierThread> {
-    // The service runs its TypeScript through tsx, whose loader a worker does not
-    // inherit: the worker registers it first, then imports its entry. Compiled
-    // (the test suite runs so: scripts/build-tree.mjs), the entry is imported as is.
-    const entry = JSON.stringify(new URL(`./verifier-worker${path.extname(import.meta.url)}`, import.meta.url).href);
-    const boot = import.meta.url.endsWith('.js') ? `import(${entry})` : `import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((m) => { m.register(); return import(${entry}); })`;
-    const worker = new Worker(boot, { eval: true, workerData: spec });
+    const worker = moduleWorker('verifier-worker', spec);
     const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
     // Its messages: 'started', then each pass's result ({ pass }), counted here for /metrics; 'stopped' when told to stop.
     const said = new EventEmitter();

@@ -4,7 +4,8 @@ import { type AuditEntry, auditStream, isAuditStream, canonicalizeSafe, checkpoi
 import { canonicalize } from './hash.ts';
 import { CompactRange, leafOfHex } from './merkle.ts';
 import { openCheckpoint } from './note.ts';
-import { checkLinked } from './verify-linked.ts';
+import { checkLinked, type Prechecked, settleLinked } from './verify-linked.ts';
+import { type AheadHelper, type AheadOptions, AheadThread, linkedPosition, linkIn, precheckedTail } from './verify-ahead.ts';
 import { type AuditLink, decodeLink, LINK_MEMBER, LINK_RECORD_TYPE, type LinkRecordData, switchStream, SWITCH_EVENT_TYPE, withRecordedLink } from './link.ts';
 
 // The chain verifier. It walks a chain in order, recomputes every hash and
@@ -44,11 +45,17 @@ export type LinkedItem = {
 };
 /** One entry of a chain in order: a v1 entry of `audit-<org>`, or a linked event after the switch. */
 export type ChainItem = StoredEntry | LinkedItem;
+/**
+ * Linked events in log order, each already checked for what it says of itself
+ * (src/audit/verify-ahead.ts, perhaps on another thread); the walk places each
+ * where its link claims (unless that is behind the next place) and settles it.
+ */
+export type PrecheckedRun = { run: readonly Prechecked[] };
 export type StoredCheckpoint = { note: string };
 
 export type ChainSource = {
   orgId: string;
-  entries: AsyncIterable<ChainItem> | Iterable<ChainItem>;
+  entries: AsyncIterable<ChainItem | PrecheckedRun> | Iterable<ChainItem | PrecheckedRun>;
   checkpoints: readonly StoredCheckpoint[];
   /** The key checkpoints must be signed with. */
   key: { name: string; publicKey: Uint8Array };
@@ -203,28 +210,44 @@ export async function verifyChain(source: ChainSource): Promise<VerifyReport> {
   };
   checkRoots();
 
-  for await (const se of source.entries) {
+  /** Every entry's first check: its place. A place past the expected one is a gap (reported once, and what follows is unverifiable). */
+  const place = (revision: bigint): number => {
     count++;
-    const seq = Number(se.revision) + 1;
-    if (se.revision !== expectedRevision) {
+    const seq = Number(revision) + 1;
+    if (revision !== expectedRevision) {
       add({ kind: 'sequence_gap', sequence_number: Number(expectedRevision) + 1, to_sequence: seq - 1, detail: `entries ${Number(expectedRevision) + 1}..${seq - 1} are missing` });
-      expectedRevision = se.revision;
+      expectedRevision = revision;
       gapSeen = true;
       linkUnverifiable = true;
     }
-    if ('linked' in se) {
-      // Version 2: the event is the entry (docs/audit-chain.md, "Version 2").
-      const checked = checkLinked(source.orgId, se, linkUnverifiable ? undefined : prevHash, switchedAt);
-      linkUnverifiable = false;
-      if (seq > watermark) add(checked.problem);
-      if (switchedAt === 0 && checked.switchAt !== undefined) switchedAt = checked.switchAt;
-      prevHash = checked.entryHash;
-      range.append(leafOfHex(checked.entryHash));
-      checkRoots();
-      expectedRevision++;
-      tip = seq;
+    return seq;
+  };
+  /** Version 2: the event is the entry (docs/audit-chain.md, "Version 2"), whole or prechecked. */
+  const linked = (revision: bigint, item: LinkedItem | undefined, pre: Prechecked | undefined) => {
+    const seq = place(revision);
+    const known = linkUnverifiable ? undefined : prevHash;
+    const checked = pre ? settleLinked(pre, seq, known, switchedAt) : checkLinked(source.orgId, item!, known, switchedAt);
+    linkUnverifiable = false;
+    if (seq > watermark) add(checked.problem);
+    if (switchedAt === 0 && checked.switchAt !== undefined) switchedAt = checked.switchAt;
+    prevHash = checked.entryHash;
+    range.append(leafOfHex(checked.entryHash));
+    checkRoots();
+    expectedRevision++;
+    tip = seq;
+  };
+
+  for await (const se of source.entries) {
+    if ('run' in se) {
+      // Each in the place its link claims, unless that is behind the next place (the walk's own rule for a linked event).
+      for (const pre of se.run) linked(linkedPosition(pre.claimed, expectedRevision), undefined, pre);
       continue;
     }
+    if ('linked' in se) {
+      linked(se.revision, se, undefined);
+      continue;
+    }
+    const seq = place(se.revision);
     if (switchedAt > 0 && seq > watermark) add({ kind: 'format_mismatch', sequence_number: seq, detail: `a version 1 entry after the chain switched to version 2 at ${switchedAt}` });
     const entryHashHex = typeof se.entry?.entry_hash === 'string' ? se.entry.entry_hash : '';
     if (seq > watermark) {
@@ -269,24 +292,45 @@ export async function verifyChain(source: ChainSource): Promise<VerifyReport> {
  * event in `audit_switch-<org>`), the switch and the organization's linked
  * events in log order (docs/audit-chain.md, "Version 2").
  */
-export async function* chainItems(store: EventStore, orgId: string): AsyncGenerator<ChainItem> {
-  let revision = 0n;
-  const facts = factsOfRecords(store);
-  for await (const e of store.iterateStream(auditStream(orgId))) {
-    yield await chainItemOf(e, facts);
-    revision = e.revision + 1n;
-  }
-  const [sw] = await store.readStream(switchStream(orgId), { maxCount: 1 });
-  if (!sw) return;
-  const swLink = linkIn(sw);
-  yield { revision: (revision = linkedPosition(swLink, revision)), linked: sw, link: swLink };
-  revision++;
-  for await (const e of store.iterateAll({ after: sw.position })) {
-    // Every business event of the organization after the switch is an entry: one without its link is reported (malformed_entry).
-    if (e.metadata?.org_id !== orgId || isAuditStream(e.streamName)) continue;
-    const link = linkIn(e);
-    yield { revision: (revision = linkedPosition(link, revision)), linked: e, link };
+export function chainItems(store: EventStore, orgId: string): AsyncGenerator<ChainItem> {
+  return items(store, orgId, { prechecked: false }) as AsyncGenerator<ChainItem>;
+}
+
+/**
+ * The chain's items. For a walk (`prechecked`), the linked tail on the
+ * PostgreSQL log comes in prechecked runs, a stretch of the log at a time,
+ * with a helper thread's when given one (src/audit/verify-ahead.ts); readers
+ * that need the events themselves (the export, the windows) get each event.
+ */
+async function* items(store: EventStore, orgId: string, opts: { prechecked: boolean; helper?: AheadThread; ahead?: AheadOptions }): AsyncGenerator<ChainItem | PrecheckedRun> {
+  let handedOn = false;
+  try {
+    let revision = 0n;
+    const facts = factsOfRecords(store);
+    for await (const e of store.iterateStream(auditStream(orgId))) {
+      yield await chainItemOf(e, facts);
+      revision = e.revision + 1n;
+    }
+    const [sw] = await store.readStream(switchStream(orgId), { maxCount: 1 });
+    if (!sw) return;
+    const swLink = linkIn(sw);
+    yield { revision: (revision = linkedPosition(swLink?.sequence_number, revision)), linked: sw, link: swLink };
     revision++;
+    if (opts.prechecked && store.kind === 'postgres') {
+      handedOn = true;
+      yield* precheckedTail(store, orgId, sw.position, opts.helper, opts.ahead);
+      return;
+    }
+    for await (const e of store.iterateAll({ after: sw.position })) {
+      // Every business event of the organization after the switch is an entry: one without its link is reported (malformed_entry).
+      if (e.metadata?.org_id !== orgId || isAuditStream(e.streamName)) continue;
+      const link = linkIn(e);
+      yield { revision: (revision = linkedPosition(link?.sequence_number, revision)), linked: e, link };
+      revision++;
+    }
+  } finally {
+    // A helper the walk never handed the tail to has nothing to do.
+    if (!handedOn) await opts.helper?.stop(false);
   }
 }
 
@@ -319,14 +363,6 @@ export async function chainItemOf(e: RecordedEvent, facts: (d: LinkRecordData) =
  * later entry as out of place. A claim behind the walk stays where it is found
  * (reported there: sequence_mismatch).
  */
-/** An event's link, decoded once for the walk (undefined when its metadata has none in the compact form). */
-const linkIn = (e: RecordedEvent): AuditLink | undefined => decodeLink((e.metadata as Record<string, unknown> | undefined)?.[LINK_MEMBER]);
-
-function linkedPosition(link: AuditLink | undefined, next: bigint): bigint {
-  const claimed = link?.sequence_number;
-  return claimed !== undefined && BigInt(claimed) - 1n > next ? BigInt(claimed) - 1n : next;
-}
-
 export async function storedCheckpoints(store: EventStore, orgId: string): Promise<{ note: string; verifier_key: string; size: number; root_hash: string; signed_at: string }[]> {
   const out = [];
   let from = 0n;
@@ -407,19 +443,37 @@ export function logCursor(store: EventStore, eventTypes: readonly string[]): Non
 
 /** Verifies an organization's chain in the live log against its source events. */
 /** Passes the entries through, telling `onEntry` how many went by (a progress display). */
-async function* counted<T>(items: AsyncIterable<T>, onEntry: (n: number) => void): AsyncIterable<T> {
+async function* counted(items: AsyncIterable<ChainItem | PrecheckedRun>, onEntry: (n: number) => void): AsyncIterable<ChainItem | PrecheckedRun> {
   let n = 0;
   for await (const item of items) {
-    onEntry(++n);
+    if ('run' in item) for (let i = 0; i < item.run.length; i++) onEntry(++n);
+    else onEntry(++n);
     yield item;
   }
 }
 
-export async function verifyOrgChain(store: EventStore, orgId: string, key: { name: string; publicKey: Uint8Array }, origin: string, onEntry?: (n: number) => void): Promise<VerifyReport> {
-  const checkpoints = await storedCheckpoints(store, orgId);
+export async function verifyOrgChain(
+  store: EventStore,
+  orgId: string,
+  key: { name: string; publicKey: Uint8Array },
+  origin: string,
+  onEntry?: (n: number) => void,
+  /** `helper`: a second thread for the linked tail on the PostgreSQL log (the command line's walk; the service's verifier keeps to its one). */
+  opts: AheadOptions & { helper?: AheadHelper } = {},
+): Promise<VerifyReport> {
+  const { helper, ...ahead } = opts;
+  // Started first: it loads while the checkpoints and the chain's first part are read.
+  const thread = helper && store.kind === 'postgres' ? AheadThread.start(helper, orgId) : undefined;
+  let checkpoints: Awaited<ReturnType<typeof storedCheckpoints>>;
+  try {
+    checkpoints = await storedCheckpoints(store, orgId);
+  } catch (err) {
+    await thread?.stop(false);
+    throw err;
+  }
   return verifyChain({
     orgId,
-    entries: onEntry ? counted(chainItems(store, orgId), onEntry) : chainItems(store, orgId),
+    entries: onEntry ? counted(items(store, orgId, { prechecked: true, helper: thread, ahead }), onEntry) : items(store, orgId, { prechecked: true, helper: thread, ahead }),
     checkpoints,
     key,
     origin: `${origin}/${orgId}`,

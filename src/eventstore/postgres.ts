@@ -556,6 +556,11 @@ export class PostgresEventStore implements EventStore {
     return store;
   }
 
+  /** Reads of a log already opened (migrated) by the process that started this thread: no migration, no LISTEN (src/audit/verify-ahead-worker.ts). */
+  static reader(db: Db): PostgresEventStore {
+    return new PostgresEventStore(db, APPEND_MAX_BYTES);
+  }
+
   checkRevision(stream: string, revision: bigint | 'no_stream'): Promise<void> {
     try {
       checkStreamName(stream);
