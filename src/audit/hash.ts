@@ -21,9 +21,9 @@ export function sha256(...parts: (Uint8Array | string)[]): Buffer {
 /** Scratch space for sha256 of byte parts (hashing is synchronous: no two calls share it at once). */
 let scratch = Buffer.allocUnsafe(256);
 
-/** SHA-256 of UTF-8 text, as lowercase hex (no Buffer made: the entry hashes are hex). */
-export function sha256Hex(text: string): string {
-  return hash('sha256', text, 'hex');
+/** SHA-256 of UTF-8 text or bytes, as lowercase hex (no Buffer made: the entry hashes are hex). */
+export function sha256Hex(data: string | Uint8Array): string {
+  return hash('sha256', data, 'hex');
 }
 
 /**

@@ -56,7 +56,7 @@ export type SwitchData = { org_id: string; format: 2; from_sequence: number };
 
 const HEX64 = /^[0-9a-f]{64}$/;
 const HEX32 = /^[0-9a-f]{32}$/;
-const LINK = /^2:([1-9][0-9]{0,15}):([0-9a-f]{64}):((?:[0-9a-f]{32})?):([0-9a-f]{64})$/;
+const LINK = /^2:[1-9][0-9]{0,15}:[0-9a-f]{64}:(?:[0-9a-f]{32})?:[0-9a-f]{64}$/;
 
 export function encodeLink(l: AuditLink): string {
   if (!Number.isSafeInteger(l.sequence_number) || l.sequence_number < 1) throw new Error(`audit link: bad sequence number ${l.sequence_number}`);
@@ -66,12 +66,14 @@ export function encodeLink(l: AuditLink): string {
 
 /** The link of a metadata value, or undefined when it has none or it is not in the exact compact form. */
 export function decodeLink(value: unknown): AuditLink | undefined {
-  if (typeof value !== 'string') return undefined;
-  const m = LINK.exec(value);
-  if (!m) return undefined;
-  const seq = Number(m[1]);
+  if (typeof value !== 'string' || !LINK.test(value)) return undefined;
+  // In the exact form: the sequence number up to the second colon, then fixed widths from each end.
+  const c = value.indexOf(':', 2);
+  const seq = Number(value.slice(2, c));
   if (!Number.isSafeInteger(seq)) return undefined;
-  return { sequence_number: seq, prev_hash: m[2]!, payload_salt: m[3] === '' ? null : m[3]!, payload_hash: m[4]! };
+  const prevEnd = c + 65;
+  const hashAt = value.length - 64;
+  return { sequence_number: seq, prev_hash: value.slice(c + 1, prevEnd), payload_salt: hashAt - 1 === prevEnd + 1 ? null : value.slice(prevEnd + 1, hashAt - 1), payload_hash: value.slice(hashAt) };
 }
 
 export const linkOf = (e: Pick<RecordedEvent, 'metadata'>): AuditLink | undefined => decodeLink((e.metadata as Record<string, unknown>)[LINK_MEMBER]);

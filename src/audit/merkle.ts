@@ -1,4 +1,4 @@
-import { sha256 } from './hash.ts';
+import { sha256, sha256Hex } from './hash.ts';
 
 // RFC 6962 / RFC 9162 Merkle tree over entry hashes: leaf = SHA-256(0x00 || d),
 // node = SHA-256(0x01 || left || right), split at the largest power of two
@@ -10,10 +10,19 @@ const NODE = Buffer.from([1]);
 export const leafHash = (data: Uint8Array): Buffer => sha256(LEAF, data);
 /** The leaf hash of an entry whose hash is given as hex (the verifier's walk). */
 export function leafOfHex(entryHashHex: string): Buffer {
+  return sha256(leafInput(entryHashHex));
+}
+
+/** The same leaf hash as hex (computed where an entry is prechecked, perhaps on another thread). */
+export function leafHexOfHex(entryHashHex: string): string {
+  return sha256Hex(leafInput(entryHashHex));
+}
+
+function leafInput(entryHashHex: string): Buffer {
   const b = Buffer.allocUnsafe(1 + (entryHashHex.length >> 1));
   b[0] = 0;
   const n = b.write(entryHashHex, 1, 'hex');
-  return sha256(b.subarray(0, 1 + n));
+  return b.subarray(0, 1 + n);
 }
 export const nodeHash = (l: Uint8Array, r: Uint8Array): Buffer => sha256(NODE, l, r);
 export const EMPTY_ROOT = sha256();

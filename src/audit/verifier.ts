@@ -231,7 +231,7 @@ export async function verifyChain(source: ChainSource): Promise<VerifyReport> {
     if (seq > watermark) add(checked.problem);
     if (switchedAt === 0 && checked.switchAt !== undefined) switchedAt = checked.switchAt;
     prevHash = checked.entryHash;
-    range.append(leafOfHex(checked.entryHash));
+    range.append(pre ? Buffer.from(pre.leaf, 'hex') : leafOfHex(checked.entryHash));
     checkRoots();
     expectedRevision++;
     tip = seq;

@@ -1,5 +1,6 @@
 import type { RecordedEvent } from '../eventstore/port.ts';
 import { type AuditLink, linkedEntryHash, linkOf, payloadHashV2, SWITCH_EVENT_TYPE, type SwitchData } from './link.ts';
+import { leafHexOfHex } from './merkle.ts';
 import type { LinkedItem, Problem, ProblemKind } from './verifier.ts';
 
 // One v2 entry checked (docs/audit-chain.md, "Version 2", "Verifying"): the
@@ -16,6 +17,7 @@ import type { LinkedItem, Problem, ProblemKind } from './verifier.ts';
 
 /** An entry hash no real entry has: the walk continues past an entry that cannot be hashed. */
 const UNHASHABLE = '0'.repeat(64);
+const UNHASHABLE_LEAF = leafHexOfHex(UNHASHABLE);
 
 /** What a linked event says of itself, ready for its place in the walk (plain data: it crosses threads). */
 export type Prechecked = {
@@ -24,6 +26,8 @@ export type Prechecked = {
   /** Why it is not an entry at all (no link, no canonical envelope), reported at its place. */
   malformed?: string;
   entryHash: string;
+  /** Its leaf hash in the tree, hex (of the entry hash's bytes). */
+  leaf: string;
   /** Its link's prev_hash ('' without a link). */
   prevHash: string;
   /** Its organization when it is not the chain's (reported as a foreign entry). */
@@ -38,7 +42,7 @@ export type Prechecked = {
 
 export function precheckLinked(orgId: string, e: RecordedEvent, decoded?: AuditLink): Prechecked {
   const link: AuditLink | undefined = decoded ?? (typeof e === 'object' && e !== null && typeof e.metadata === 'object' && e.metadata !== null ? linkOf(e) : undefined);
-  const none = { claimed: link?.sequence_number, entryHash: UNHASHABLE, prevHash: '', isSwitch: false, switchFrom: undefined, payloadOk: false };
+  const none = { claimed: link?.sequence_number, entryHash: UNHASHABLE, leaf: UNHASHABLE_LEAF, prevHash: '', isSwitch: false, switchFrom: undefined, payloadOk: false };
   if (!link) return { ...none, malformed: `event ${String(e?.id)} carries no audit link in the compact form` };
   let entryHash: string;
   try {
@@ -51,6 +55,7 @@ export function precheckLinked(orgId: string, e: RecordedEvent, decoded?: AuditL
   const pre: Prechecked = {
     claimed: link.sequence_number,
     entryHash,
+    leaf: leafHexOfHex(entryHash),
     prevHash: link.prev_hash,
     isSwitch,
     switchFrom: isSwitch && d.format === 2 && d.org_id === orgId && typeof d.from_sequence === 'number' ? d.from_sequence : undefined,

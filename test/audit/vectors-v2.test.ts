@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { jcs, openNote, verifyLines } from './independent-verifier.ts';
-import { envelopeV2, envelopeV2Text, linkOf, linkedEntryHash, linkedFromJson, payloadHashV2 } from '../../src/audit/link.ts';
+import { decodeLink, encodeLink, envelopeV2, envelopeV2Text, linkOf, linkedEntryHash, linkedFromJson, payloadHashV2 } from '../../src/audit/link.ts';
 import { canonicalize } from '../../src/audit/hash.ts';
 
 // The frozen version 2 vectors of docs/audit-chain.md: recomputed by the
@@ -64,4 +64,24 @@ t.test('the envelope written member by member is the canonical text of the envel
   const lone = { ...base, streamName: 'org-\uD800', metadata: metas[0] } as never;
   t.throws(() => envelopeV2Text(lone, link), 'a lone surrogate has no canonical form');
   t.throws(() => canonicalize(envelopeV2(lone, link)), 'nor through canonicalize');
+});
+
+t.test('a link decodes from its exact compact form only', async (t) => {
+  const h = (c: string) => c.repeat(64);
+  const salted = { sequence_number: 12, prev_hash: h('a'), payload_salt: 'b'.repeat(32), payload_hash: h('c') };
+  const redacted = { ...salted, sequence_number: 9007199254740991, payload_salt: null };
+  t.same(decodeLink(encodeLink(salted)), salted, 'with its salt');
+  t.same(decodeLink(encodeLink(redacted)), redacted, 'redacted (no salt), the largest safe sequence number');
+  for (const bad of [
+    `2:0:${h('a')}::${h('c')}`,
+    `2:012:${h('a')}::${h('c')}`,
+    `2:12:${h('a')}:${'b'.repeat(31)}:${h('c')}`,
+    `2:12:${h('A')}::${h('c')}`,
+    `1:12:${h('a')}::${h('c')}`,
+    `2:12:${h('a')}::${h('c')}0`,
+    `2:9007199254740993:${h('a')}::${h('c')}`,
+    `2:12:${h('a')}:${h('c')}`,
+    12,
+    null,
+  ]) t.equal(decodeLink(bad), undefined, `refused: ${String(bad).slice(0, 24)}…`);
 });
