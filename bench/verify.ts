@@ -76,7 +76,7 @@ try {
   // the median round is the figure (ROUNDS, default 3).
   const rounds = Math.max(1, Number(process.env.ROUNDS ?? '3'));
   let sink = 0;
-  const results: { baseSecs: number; walkSecs: number; liveSecs: number; twoSecs: number; twoCpu: { ours: number; postgres: number }; walkOk: boolean; liveOk: boolean }[] = [];
+  const results: { baseSecs: number; walkSecs: number; liveSecs: number; liveCpu: { ours: number; postgres: number }; twoSecs: number; twoCpu: { ours: number; postgres: number }; walkOk: boolean; liveOk: boolean }[] = [];
   for (let r = 0; r < rounds; r++) {
     t0 = process.hrtime.bigint();
     for (const se of entries) sink ^= sha256(canonicalize('linked' in se ? { data: se.linked.data, metadata: se.linked.metadata } : se.entry))[0]!;
@@ -96,7 +96,9 @@ try {
     // PROFILE_VERIFY=<file>: a CPU profile of this thread during the last round's full verification (PROFILE_HELPER=1: the one with a helper thread).
     const profileHere = (helped: boolean) => (process.env.PROFILE_VERIFY && r === rounds - 1 && helped === (process.env.PROFILE_HELPER === '1') ? startProfile() : undefined);
     let profiling = await profileHere(false);
+    const oneCpu = cpuMeter();
     const live = await verifyOrgChain(store, org, key, origin);
+    const liveCpu = oneCpu.perRequest(entries.length);
     if (profiling) await profiling(process.env.PROFILE_VERIFY!);
     const liveSecs = Number(process.hrtime.bigint() - t0) / 1e9;
     // As `ledger audit verify` runs it: the linked tail prechecked by this thread and a helper thread.
@@ -107,14 +109,16 @@ try {
     const twoCpu = cpu.perRequest(entries.length);
     if (profiling) await profiling(process.env.PROFILE_VERIFY!);
     const twoSecs = Number(process.hrtime.bigint() - t0) / 1e9;
-    results.push({ baseSecs, walkSecs, liveSecs, twoSecs, twoCpu, walkOk: offline.ok, liveOk: live.ok && two.ok && two.entries === live.entries && two.tip_hash === live.tip_hash });
+    results.push({ baseSecs, walkSecs, liveSecs, liveCpu, twoSecs, twoCpu, walkOk: offline.ok, liveOk: live.ok && two.ok && two.entries === live.entries && two.tip_hash === live.tip_hash });
   }
 
   const n = entries.length;
   const rate = (s: number) => (n / s).toFixed(0).padStart(9);
   console.log(`\nbench/verify: ${n}-entry chain of ${org} in format ${format}${format === 1 ? ` (${auditStream(org)})` : ' (the events themselves, linked)'}, ${checkpoints.length} signed checkpoints, ${rounds} rounds (sink ${sink})\n`);
   for (const [i, r] of results.entries()) {
-    console.log(`round ${i + 1}: baseline ${rate(r.baseSecs)}, chain walk ${rate(r.walkSecs)} (ok=${r.walkOk}), full verify ${rate(r.liveSecs)}, with a helper thread ${rate(r.twoSecs)} (ok=${r.liveOk}) entries/s; walk ${(r.baseSecs / r.walkSecs).toFixed(2)}x, full ${(r.baseSecs / r.liveSecs).toFixed(2)}x, with the helper ${(r.baseSecs / r.twoSecs).toFixed(2)}x (CPU an entry: this process ${r.twoCpu.ours.toFixed(1)} + PostgreSQL ${r.twoCpu.postgres.toFixed(1)} µs in ${((r.twoSecs * 1e6) / n).toFixed(1)} µs of wall time)`);
+    console.log(`round ${i + 1}: baseline ${rate(r.baseSecs)}, chain walk ${rate(r.walkSecs)} (ok=${r.walkOk}), full verify ${rate(r.liveSecs)}, with a helper thread ${rate(r.twoSecs)} (ok=${r.liveOk}) entries/s; walk ${(r.baseSecs / r.walkSecs).toFixed(2)}x, full ${(r.baseSecs / r.liveSecs).toFixed(2)}x, with the helper ${(r.baseSecs / r.twoSecs).toFixed(2)}x`);
+    const cpuLine = (c: { ours: number; postgres: number }, secs: number) => `this process ${c.ours.toFixed(1)} + PostgreSQL ${c.postgres.toFixed(1)} µs of CPU in ${((secs * 1e6) / n).toFixed(1)} µs of wall time an entry`;
+    console.log(`         full verify: ${cpuLine(r.liveCpu, r.liveSecs)}; with the helper: ${cpuLine(r.twoCpu, r.twoSecs)}`);
   }
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
   const walkSecs = median(results.map((r) => r.walkSecs));
