@@ -40,14 +40,15 @@ export function hmacSha256(key: Uint8Array, ...parts: (Uint8Array | string)[]): 
   padKey(inner, k, 0x36);
   let at = BLOCK;
   for (const p of parts) at += typeof p === 'string' ? inner.write(p, at, 'utf8') : (inner.set(p, at), p.length);
-  const outer = Buffer.allocUnsafe(BLOCK + 32);
-  padKey(outer, k, 0x5c);
-  outer.set(hash('sha256', inner, 'buffer'), BLOCK);
-  return hash('sha256', outer, 'buffer');
+  padKey(OUTER, k, 0x5c);
+  OUTER.set(hash('sha256', inner, 'buffer'), BLOCK);
+  return hash('sha256', OUTER, 'buffer');
 }
 
 /** SHA-256's block size in bytes: the HMAC key is padded to it. */
 const BLOCK = 64;
+/** The outer hash's input, reused (hashing is synchronous). */
+const OUTER = Buffer.alloc(BLOCK + 32);
 
 function padKey(into: Buffer, key: Uint8Array, pad: number): void {
   for (let i = 0; i < BLOCK; i++) into[i] = (i < key.length ? key[i]! : 0) ^ pad;

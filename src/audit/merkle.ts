@@ -19,12 +19,22 @@ export function leafHexOfHex(entryHashHex: string): string {
 }
 
 function leafInput(entryHashHex: string): Buffer {
-  const b = Buffer.allocUnsafe(1 + (entryHashHex.length >> 1));
+  // An entry hash's 32 bytes go through one reused buffer (hashing is synchronous); anything else through its own.
+  const b = entryHashHex.length === 64 ? LEAF_INPUT : Buffer.allocUnsafe(1 + (entryHashHex.length >> 1));
   b[0] = 0;
   const n = b.write(entryHashHex, 1, 'hex');
-  return b.subarray(0, 1 + n);
+  return n === 32 ? b : b.subarray(0, 1 + n);
 }
-export const nodeHash = (l: Uint8Array, r: Uint8Array): Buffer => sha256(NODE, l, r);
+
+const LEAF_INPUT = Buffer.alloc(33);
+const NODE_INPUT = Buffer.alloc(65);
+export function nodeHash(l: Uint8Array, r: Uint8Array): Buffer {
+  if (l.length !== 32 || r.length !== 32) return sha256(NODE, l, r);
+  NODE_INPUT[0] = 1;
+  NODE_INPUT.set(l, 1);
+  NODE_INPUT.set(r, 33);
+  return sha256(NODE_INPUT);
+}
 export const EMPTY_ROOT = sha256();
 
 function split(n: number): number {

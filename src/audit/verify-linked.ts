@@ -42,13 +42,12 @@ export type Prechecked = {
 
 export function precheckLinked(orgId: string, e: RecordedEvent, decoded?: AuditLink): Prechecked {
   const link: AuditLink | undefined = decoded ?? (typeof e === 'object' && e !== null && typeof e.metadata === 'object' && e.metadata !== null ? linkOf(e) : undefined);
-  const none = { claimed: link?.sequence_number, entryHash: UNHASHABLE, leaf: UNHASHABLE_LEAF, prevHash: '', isSwitch: false, switchFrom: undefined, payloadOk: false };
-  if (!link) return { ...none, malformed: `event ${String(e?.id)} carries no audit link in the compact form` };
+  if (!link) return malformed(undefined, `event ${String(e?.id)} carries no audit link in the compact form`);
   let entryHash: string;
   try {
     entryHash = linkedEntryHash(e, link);
   } catch {
-    return { ...none, malformed: 'the event has no canonical envelope' };
+    return malformed(link.sequence_number, 'the event has no canonical envelope');
   }
   const isSwitch = e.type === SWITCH_EVENT_TYPE;
   const d = (isSwitch && typeof e.data === 'object' && e.data !== null ? e.data : {}) as Partial<SwitchData>;
@@ -63,6 +62,10 @@ export function precheckLinked(orgId: string, e: RecordedEvent, decoded?: AuditL
   };
   if (e.metadata.org_id !== orgId) pre.foreignOrg = String(e.metadata.org_id);
   return pre;
+}
+
+function malformed(claimed: number | undefined, why: string): Prechecked {
+  return { claimed, malformed: why, entryHash: UNHASHABLE, leaf: UNHASHABLE_LEAF, prevHash: '', isSwitch: false, switchFrom: undefined, payloadOk: false };
 }
 
 /** The checks an entry's place asks, in the order the walk reports them. */
