@@ -18,7 +18,7 @@ import { migrate } from '../postgres/schema.ts';
  * 0.60–0.67 s for 5 000 and two ahead (the same at 200 000); 500 was slower
  * (docs/performance.md, ninth round).
  */
-const REBUILD_PAGE = 1_000;
+export const REBUILD_PAGE = 1_000;
 /** Pages a rebuild reads ahead of the one being applied. */
 const REBUILD_AHEAD = 1;
 /** How often a follower's position over ignored events is written down. */
