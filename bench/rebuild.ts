@@ -7,7 +7,7 @@ import type { NewEvent } from '../src/eventstore/port.ts';
 import { openDb } from '../src/postgres/db.ts';
 import { migrateCheckpoints } from '../src/projector/checkpoints.ts';
 import { REBUILD_PAGE, rebuildProjection } from '../src/projector/runner.ts';
-import { benchPostgres, cpuMeter, startProfile } from './harness.ts';
+import { benchPostgres, collectGarbage, cpuMeter, startProfile } from './harness.ts';
 import { arrayLiteral } from '../src/postgres/array-literal.ts';
 import { cpus } from 'node:os';
 import { ESDB_DISCLAIMER, esdbStoreForBench, storeArg } from './esdb.ts';
@@ -92,6 +92,9 @@ try {
     type Round = { readSecs: number; readUs: Cpu; rebuildSecs: number; rebuildUs: Cpu; floor: Awaited<ReturnType<typeof writeFloor>>; processed: number; projectRows: string; read: number };
     const results: Round[] = [];
     for (let round = 0; round < rounds; round++) {
+      // Each phase starts on a collected heap and ends with a full collection of its own garbage,
+      // which it pays for (else the next phase pays for the one before it).
+      collectGarbage();
       // Baseline: a plain readAll of the whole log, page by page.
       const readCpu = cpuMeter();
       let t0 = process.hrtime.bigint();
@@ -103,6 +106,7 @@ try {
         read += page.length;
         after = page[page.length - 1]!.position;
       }
+      collectGarbage();
       const readSecs = Number(process.hrtime.bigint() - t0) / 1e9;
       const readUs = readCpu.perRequest(read);
 
@@ -111,6 +115,7 @@ try {
       // PROFILE_REBUILD=<file>: a CPU profile of this process during the last round's rebuild alone (chrome devtools format).
       const profiling = process.env.PROFILE_REBUILD && round === rounds - 1 ? await startProfile() : undefined;
       const r = await rebuildProjection(db, store, orgProjection);
+      collectGarbage();
       if (profiling) await profiling(process.env.PROFILE_REBUILD!);
       const rebuildSecs = Number(process.hrtime.bigint() - t0) / 1e9;
       const rebuildUs = rebuildCpu.perRequest(read);
@@ -162,6 +167,7 @@ try {
        SELECT id, org_id, name, slug, environment, is_default, settings::jsonb, created_at, deleted_at, position
        FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::boolean[], $7::text[], $8::timestamptz[], $9::timestamptz[], $10::text[])
          AS x(${cols.join(', ')})`;
+    collectGarbage();
     const cpu = cpuMeter();
     const t0 = process.hrtime.bigint();
     // A page of rows per page of events the rebuild reads (REBUILD_PAGE), each in its transaction, as the rebuild writes them.
@@ -170,6 +176,7 @@ try {
       const page = rows.slice(i, i + perPage);
       await db.transaction((tx) => tx.query(insert, cols.map((c) => arrayLiteral(page.map((row) => row[c])))), { waitForFlush: false });
     }
+    collectGarbage();
     const secs = Number(process.hrtime.bigint() - t0) / 1e9;
     const us = cpu.perRequest(events);
     await db.query('DROP TABLE bench_floor_projects');
