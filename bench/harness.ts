@@ -200,7 +200,11 @@ export async function startProfile(): Promise<(file: string) => Promise<void>> {
  * for the garbage it made, instead of the next phase paying for it when the
  * collector gets round to it (bench/rebuild).
  */
-export const collectGarbage: () => void = (() => {
-  v8.setFlagsFromString('--expose-gc');
-  return runInNewContext('gc') as () => void;
-})();
+export function collectGarbage(): void {
+  if (!gc) {
+    v8.setFlagsFromString('--expose-gc');
+    gc = runInNewContext('gc') as () => void;
+  }
+  gc();
+}
+let gc: (() => void) | undefined;
