@@ -18,6 +18,9 @@ t.test('node:crypto and @noble/hashes give identical bytes', async (t) => {
     t.same(new Uint8Array(hmacSha256(randomBytes(0), 'ab', data, 'é')), hmac(nobleSha256, new Uint8Array(0), Buffer.concat([Buffer.from('ab'), data, Buffer.from('é')])), `hmac of parts (${n} bytes between)`);
   }
   t.same(new Uint8Array(sha256('a', 'bc')), nobleSha256(new TextEncoder().encode('abc')), 'parts concatenate');
+  const bytes = randomBytes(300);
+  t.same(new Uint8Array(sha256(Buffer.from([1]), 'é', bytes, 'z')), nobleSha256(Buffer.concat([Buffer.from([1]), Buffer.from('é'), bytes, Buffer.from('z')])), 'bytes and text parts concatenate, past the reused buffer\'s first size');
+  t.same(new Uint8Array(sha256(Buffer.from([1]), bytes.subarray(0, 32), bytes.subarray(32, 64))), nobleSha256(Buffer.concat([Buffer.from([1]), bytes.subarray(0, 64)])), 'a tree node\'s three parts');
 });
 
 t.test('node:crypto and @noble/ed25519 give identical Ed25519 signatures and verdicts', async (t) => {
