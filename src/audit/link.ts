@@ -76,7 +76,8 @@ export function decodeLink(value: unknown): AuditLink | undefined {
   return { sequence_number: seq, prev_hash: value.slice(c + 1, prevEnd), payload_salt: hashAt - 1 === prevEnd + 1 ? null : value.slice(prevEnd + 1, hashAt - 1), payload_hash: value.slice(hashAt) };
 }
 
-export const linkOf = (e: Pick<RecordedEvent, 'metadata'>): AuditLink | undefined => decodeLink((e.metadata as Record<string, unknown>)[LINK_MEMBER]);
+/** An event's link; undefined when its metadata has none in the compact form (or no metadata at all). */
+export const linkOf = (e: Pick<RecordedEvent, 'metadata'>): AuditLink | undefined => decodeLink((e.metadata as Record<string, unknown> | undefined)?.[LINK_MEMBER]);
 
 export function payloadHashV2(saltHex: string, payload: unknown): string {
   return hmacSha256(Buffer.from(saltHex, 'hex'), PAYLOAD_PREFIX_V2, canonicalize(payload)).toString('hex');

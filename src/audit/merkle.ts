@@ -27,14 +27,7 @@ function leafInput(entryHashHex: string): Buffer {
 }
 
 const LEAF_INPUT = Buffer.alloc(33);
-const NODE_INPUT = Buffer.alloc(65);
-export function nodeHash(l: Uint8Array, r: Uint8Array): Buffer {
-  if (l.length !== 32 || r.length !== 32) return sha256(NODE, l, r);
-  NODE_INPUT[0] = 1;
-  NODE_INPUT.set(l, 1);
-  NODE_INPUT.set(r, 33);
-  return sha256(NODE_INPUT);
-}
+export const nodeHash = (l: Uint8Array, r: Uint8Array): Buffer => sha256(NODE, l, r);
 export const EMPTY_ROOT = sha256();
 
 function split(n: number): number {

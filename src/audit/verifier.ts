@@ -5,8 +5,8 @@ import { canonicalize } from './hash.ts';
 import { CompactRange, leafOfHex } from './merkle.ts';
 import { openCheckpoint } from './note.ts';
 import { checkLinked, type Prechecked, settleLinked } from './verify-linked.ts';
-import { type AheadHelper, type AheadOptions, AheadThread, linkedPosition, linkIn, precheckedTail } from './verify-ahead.ts';
-import { type AuditLink, decodeLink, LINK_MEMBER, LINK_RECORD_TYPE, type LinkRecordData, switchStream, SWITCH_EVENT_TYPE, withRecordedLink } from './link.ts';
+import { type AheadHelper, type AheadOptions, AheadThread, linkedPosition, precheckedTail } from './verify-ahead.ts';
+import { type AuditLink, LINK_MEMBER, linkOf, LINK_RECORD_TYPE, type LinkRecordData, switchStream, SWITCH_EVENT_TYPE, withRecordedLink } from './link.ts';
 
 // The chain verifier. It walks a chain in order, recomputes every hash and
 // link, re-canonicalizes the stored envelope text, compares each entry with
@@ -313,7 +313,7 @@ async function* items(store: EventStore, orgId: string, opts: { prechecked: bool
     }
     const [sw] = await store.readStream(switchStream(orgId), { maxCount: 1 });
     if (!sw) return;
-    const swLink = linkIn(sw);
+    const swLink = linkOf(sw);
     yield { revision: (revision = linkedPosition(swLink?.sequence_number, revision)), linked: sw, link: swLink };
     revision++;
     if (opts.prechecked && store.kind === 'postgres') {
@@ -324,7 +324,7 @@ async function* items(store: EventStore, orgId: string, opts: { prechecked: bool
     for await (const e of store.iterateAll({ after: sw.position })) {
       // Every business event of the organization after the switch is an entry: one without its link is reported (malformed_entry).
       if (e.metadata?.org_id !== orgId || isAuditStream(e.streamName)) continue;
-      const link = linkIn(e);
+      const link = linkOf(e);
       yield { revision: (revision = linkedPosition(link?.sequence_number, revision)), linked: e, link };
       revision++;
     }

@@ -1,7 +1,7 @@
 import type { Worker } from 'node:worker_threads';
-import type { EventStore, Position, RecordedEvent } from '../eventstore/port.ts';
+import type { EventStore, Position } from '../eventstore/port.ts';
 import { isAuditStream } from './chain.ts';
-import { type AuditLink, decodeLink, LINK_MEMBER } from './link.ts';
+import { linkOf } from './link.ts';
 import { type Prechecked, precheckLinked } from './verify-linked.ts';
 import type { PrecheckedRun } from './verifier.ts';
 import { moduleWorker } from './worker-boot.ts';
@@ -37,9 +37,6 @@ export type AheadOptions = {
   stats?: { here: number; helper: number };
 };
 
-/** An event's link, decoded once (undefined when its metadata has none in the compact form). */
-export const linkIn = (e: RecordedEvent): AuditLink | undefined => decodeLink((e.metadata as Record<string, unknown> | undefined)?.[LINK_MEMBER]);
-
 /** The place of a linked event in the walk: where its link says, unless that is behind the next place (a gap is reported there). */
 export function linkedPosition(claimed: number | undefined, next: bigint): bigint {
   return claimed !== undefined && BigInt(claimed) - 1n > next ? BigInt(claimed) - 1n : next;
@@ -68,7 +65,7 @@ export async function precheckRange(store: EventStore, orgId: string, after: big
       if (last !== undefined && e.position > last) break;
       // Every business event of the organization after the switch is an entry: one without its link is reported (malformed_entry).
       if (e.metadata?.org_id !== orgId || isAuditStream(e.streamName)) continue;
-      out.push(precheckLinked(orgId, e, linkIn(e)));
+      out.push(precheckLinked(orgId, e, linkOf(e)));
     }
     if (!more) return out;
   }

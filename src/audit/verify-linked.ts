@@ -41,7 +41,7 @@ export type Prechecked = {
 };
 
 export function precheckLinked(orgId: string, e: RecordedEvent, decoded?: AuditLink): Prechecked {
-  const link: AuditLink | undefined = decoded ?? (typeof e === 'object' && e !== null && typeof e.metadata === 'object' && e.metadata !== null ? linkOf(e) : undefined);
+  const link: AuditLink | undefined = decoded ?? (typeof e === 'object' && e !== null ? linkOf(e) : undefined);
   if (!link) return malformed(undefined, `event ${String(e?.id)} carries no audit link in the compact form`);
   let entryHash: string;
   try {
