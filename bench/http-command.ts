@@ -30,6 +30,10 @@ import { AuditVerifier } from '../src/audit/health.ts';
 // and no verifier runs, so the figures say what the audit chain costs a
 // command (docs/performance.md, seventeenth round). Every answer is still
 // checked; no entry is sealed, so nothing of the chain may be read from it.
+//
+// INLINE=0, likewise an experiment: the read models and the sealer advance
+// in their own transactions after each append instead of inside it, and each
+// command waits for them before it answers (what a 2xx promises).
 
 const withoutAuditChain = process.env.WITHOUT_AUDIT_CHAIN === '1';
 if (withoutAuditChain) {
@@ -74,7 +78,7 @@ try {
   // The service.
   const db = openDb(await pgServer.database('bench_command'), { max: Number(process.env.POOL ?? '10') });
   const store = await PostgresEventStore.open(db);
-  const readSide = await startReadSide(db, store, { signingKey: generateSigningKey('bench'), origin: 'agent-ledger/audit', format: process.env.AUDIT_FORMAT === '1' ? 1 : 2 });
+  const readSide = await startReadSide(db, store, { signingKey: generateSigningKey('bench'), origin: 'agent-ledger/audit', format: process.env.AUDIT_FORMAT === '1' ? 1 : 2 }, undefined, { inline: process.env.INLINE !== '0' });
   const { app, auth, mandate } = await benchOrg(db, store, readSide);
   process.stderr.write(`creating ${MANDATES} mandates...\n`);
   const mandateIds: string[] = [];

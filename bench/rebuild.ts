@@ -98,6 +98,8 @@ try {
       // Baseline: a plain readAll of the whole log, page by page.
       const readCpu = cpuMeter();
       let t0 = process.hrtime.bigint();
+      // PROFILE_READ=<file>: a CPU profile of this process during the last round's plain read.
+      const profilingRead = process.env.PROFILE_READ && round === rounds - 1 ? await startProfile() : undefined;
       let after = '';
       let read = 0;
       for (;;) {
@@ -107,6 +109,7 @@ try {
         after = page[page.length - 1]!.position;
       }
       collectGarbage();
+      if (profilingRead) await profilingRead(process.env.PROFILE_READ!);
       const readSecs = Number(process.hrtime.bigint() - t0) / 1e9;
       const readUs = readCpu.perRequest(read);
 

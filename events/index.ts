@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import { inShape } from './check.ts';
 import { agentEvents } from './agent.ts';
 import { auditEvents, SEALER_OUTPUT_TYPES } from './audit.ts';
 import { consumerEvents } from './consumer.ts';
@@ -60,9 +61,22 @@ export function isEventType(t: string): t is EventType {
   return Object.hasOwn(eventSchemas, t);
 }
 
-/** Validates event data against its schema; throws on an unknown type or a bad shape. */
+/**
+ * Validates event data against its schema; throws on an unknown type or a bad
+ * shape. Data exactly in its schema's shape (what the write side appends) is
+ * answered as it is, without a copy (events/check.ts): the reader must not
+ * change it. Anything else is zod's copy, without the members the schema does
+ * not name.
+ */
 export function parseEvent(type: string, data: unknown): DomainEvent {
   if (!isEventType(type)) throw new Error(`unknown event type ${type}`);
-  const parsed = eventSchemas[type].parse(data);
-  return { type, data: parsed } as DomainEvent;
+  const schema = eventSchemas[type];
+  if (inShape(type, schema, data)) return { type, data } as DomainEvent;
+  return { type, data: schema.parse(data) } as DomainEvent;
+}
+
+/** The data as the write side appends it: always zod's copy (members in the schema's order, none it does not name). */
+export function normalizeEvent(type: string, data: unknown): DomainEvent {
+  if (!isEventType(type)) throw new Error(`unknown event type ${type}`);
+  return { type, data: eventSchemas[type].parse(data) } as DomainEvent;
 }

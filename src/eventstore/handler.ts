@@ -1,4 +1,4 @@
-import { type DomainEvent, parseEvent } from '../../events/index.ts';
+import { type DomainEvent, normalizeEvent, parseEvent } from '../../events/index.ts';
 import type { Actor, EventMeta } from '../../events/common.ts';
 import { SNAPSHOT_EVERY_EVENTS, STATE_CACHE_MAX_STREAMS } from '../limits.ts';
 import { randomUUID } from 'node:crypto';
@@ -322,7 +322,7 @@ async function decideAndAppend<State, Command>(
     // Assert on the write side: every event matches its schema before it is appended.
     const newEvents: NewEvent[] = produced.map((e) => ({
       type: e.type,
-      data: parseEvent(e.type, e.data).data as NewEvent['data'],
+      data: normalizeEvent(e.type, e.data).data as NewEvent['data'],
       metadata: eventMeta(ctx, now) as unknown as NewEvent['metadata'],
     }));
     const expected: ExpectedRevision = opts.expectedRevision ?? (revision === null ? 'no_stream' : revision);
