@@ -23,15 +23,14 @@ try {
   await db.query('CREATE TABLE raw_events (id bigserial PRIMARY KEY, stream text NOT NULL, type text NOT NULL, data json NOT NULL)');
   await db.query(FLOOR_SQL);
   const batch = (i: number) => [Array.from({ length: N }, (_, k) => `s-${i}-${k}`), Array.from({ length: N }, () => randomUUID()), Array(N).fill('bench.appended'), Array(N).fill(payload), Array(N).fill(meta)];
-  const esAppend =
-    'SELECT ok, actual, last_revision, last_position, now() AS at FROM es_append($1::text[], $2::bigint[], $3::int[], $4::int[], $5::int[], $6::uuid[], $7::text[], $8::json, $9::json, $10::text[], $11::bigint[])';
   const scenarios: [string, number, (i: number) => Promise<unknown>][] = [
     ['raw one-row insert (autocommit)', 1, () => db.query('INSERT INTO raw_events (stream, type, data) VALUES ($1, $2, $3)', ['s', 'bench.appended', payload])],
     [`raw ${N}-row insert (autocommit)`, N, () => db.query('INSERT INTO raw_events (stream, type, data) SELECT * FROM unnest($1::text[], $2::text[], $3::json[])', [Array(N).fill('s'), Array(N).fill('bench.appended'), Array(N).fill(payload)])],
     [`floor: lock, ${N} rows, head, NOTIFY`, N, (i) => db.query('SELECT floor_append($1, $2, $3, $4, $5)', batch(i))],
     [`es_append, ${N} appends (SQL only)`, N, (i) => {
       const [s, ids, t, d, m] = batch(i);
-      return db.query(esAppend, [s, Array(N).fill('-3'), Array(N).fill(1), Array.from({ length: N }, (_, k) => k + 1), Array(N).fill(1), ids, t, `[${(d as string[]).join(',')}]`, `[${(m as string[]).join(',')}]`, Array(N).fill(null), Array(N).fill(null)], { name: 'bench_es_append' });
+      // The statement the store sends (PostgresEventStore.APPEND_SQL): no guard, no link, the log's head as known.
+      return db.query(PostgresEventStore.APPEND_SQL, [s, Array(N).fill('-3'), Array(N).fill(1), Array.from({ length: N }, (_, k) => k + 1), Array(N).fill(1), ids, t, `[${(d as string[]).join(',')}]`, `[${(m as string[]).join(',')}]`, Array(N).fill(null), Array(N).fill(null), null, Array(N).fill('org_bench'), Array(N).fill(null), Array(N).fill(null), Array(N).fill(null), '0'], { name: 'bench_es_append' });
     }],
     [`store: ${N} concurrent appendToStream`, N, (i) => Promise.all(Array.from({ length: N }, (_, k) => store.appendToStream(`st-${i}-${k}`, [{ type: 'bench.appended', data: JSON.parse(payload), metadata: { org_id: 'org_bench' } }])))],
   ];

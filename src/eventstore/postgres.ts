@@ -132,35 +132,22 @@ CREATE OR REPLACE FUNCTION es_append(
 ) RETURNS TABLE (ok boolean, actual bigint, guard_actual bigint, last_revision bigint, last_position bigint, link_ok boolean, chain_seq bigint, chain_tip text)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 DECLARE
-  corgs text[];
-  cseq bigint[];
-  ctip text[];
-  cmoved boolean[] := '{}';
-  c int;
-  linked boolean;
-  link_oks boolean[] := '{}';
-  chain_seqs bigint[] := '{}';
-  chain_tips text[] := '{}';
-  g int;
-  guard_cur bigint;
-  guard_ok boolean;
-  guard_actuals bigint[] := '{}';
-  datas json[] := ARRAY(SELECT x.d FROM json_array_elements(p_data) WITH ORDINALITY AS x(d, o) ORDER BY x.o);
-  metas json[] := ARRAY(SELECT x.m FROM json_array_elements(p_metadata) WITH ORDINALITY AS x(m, o) ORDER BY x.o);
+  n int := coalesce(array_length(p_streams, 1), 0);
   head bigint;
   start_head bigint;
   names text[];
   revs bigint[];
+  corgs text[];
+  cseq bigint[];
+  ctip text[];
+  cmoved boolean[] := '{}';
+  oks boolean[] := '{}';
+  base_revs bigint[] := '{}';
+  base_pos bigint[] := '{}';
+  c int;
   j int;
   cur bigint;
   exp bigint;
-  n int := coalesce(array_length(p_streams, 1), 0);
-  oks boolean[] := '{}';
-  actuals bigint[] := '{}';
-  base_revs bigint[] := '{}';
-  base_pos bigint[] := '{}';
-  last_revs bigint[] := '{}';
-  last_pos bigint[] := '{}';
 BEGIN
   -- The log-head row lock serializes appends across every process: positions are
   -- taken and committed in the same order, so the log has no gap a reader could skip.
@@ -177,73 +164,72 @@ BEGIN
   FROM (SELECT DISTINCT x AS name FROM unnest(p_streams || p_guard_streams) AS x WHERE x IS NOT NULL) s
   LEFT JOIN LATERAL (SELECT max(e.stream_revision) AS rev FROM es_events e WHERE e.stream_name = s.name) m ON true;
 
+  -- Each append in order, answered as it is decided (one row each): its
+  -- revision and guard as of its place in the batch, then its link.
   FOR i IN 1 .. n LOOP
     j := array_position(names, p_streams[i]);
     cur := revs[j];
     exp := p_expected[i];
-    guard_ok := true;
-    guard_actuals[i] := NULL;
+    ok := exp = -3 OR (exp = -1 AND cur = -1) OR (exp = -2 AND cur <> -1) OR (exp >= 0 AND cur = exp);
+    guard_actual := NULL;
     IF p_guard_streams[i] IS NOT NULL THEN
-      g := array_position(names, p_guard_streams[i]);
-      guard_cur := revs[g];
-      guard_actuals[i] := guard_cur;
-      guard_ok := guard_cur = p_guard_expected[i];
+      guard_actual := revs[array_position(names, p_guard_streams[i])];
+      ok := ok AND guard_actual = p_guard_expected[i];
     END IF;
-    linked := true;
+    link_ok := true;
     c := NULL;
     IF p_orgs[i] IS NOT NULL AND p_counts[i] > 0 THEN
       c := array_position(corgs, p_orgs[i]);
       IF cseq[c] IS NULL THEN
         -- Not switched: unlinked, or the switch itself.
-        linked := p_link_first[i] IS NULL OR p_streams[i] = 'audit_switch-' || p_orgs[i];
+        link_ok := p_link_first[i] IS NULL OR p_streams[i] = 'audit_switch-' || p_orgs[i];
       ELSIF p_link_first[i] IS NULL THEN
-        linked := starts_with(p_streams[i], 'audit_checkpoint-');
+        link_ok := starts_with(p_streams[i], 'audit_checkpoint-');
       ELSE
-        linked := p_link_first[i] = cseq[c] + 1 AND p_link_prev[i] = ctip[c];
+        link_ok := p_link_first[i] = cseq[c] + 1 AND p_link_prev[i] = ctip[c];
       END IF;
     END IF;
-    link_oks[i] := linked;
-    IF linked AND guard_ok AND (exp = -3 OR (exp = -1 AND cur = -1) OR (exp = -2 AND cur <> -1) OR (exp >= 0 AND cur = exp)) THEN
+    ok := coalesce(ok AND link_ok, false);
+    oks[i] := ok;
+    IF ok THEN
       IF c IS NOT NULL AND p_link_first[i] IS NOT NULL THEN
         cseq[c] := p_link_first[i] + p_counts[i] - 1;
         ctip[c] := p_link_tip[i];
         cmoved[c] := true;
       END IF;
-      oks[i] := true;
       base_revs[i] := cur;
       base_pos[i] := head;
       head := head + p_counts[i];
       cur := cur + p_counts[i];
       revs[j] := cur;
-      actuals[i] := cur;
-      last_revs[i] := cur;
-      last_pos[i] := head;
+      last_revision := cur;
+      last_position := head;
     ELSE
-      oks[i] := false;
-      actuals[i] := cur;
-      base_revs[i] := NULL;
-      base_pos[i] := NULL;
-      last_revs[i] := NULL;
-      last_pos[i] := NULL;
+      last_revision := NULL;
+      last_position := NULL;
     END IF;
-    chain_seqs[i] := CASE WHEN c IS NULL THEN NULL ELSE cseq[c] END;
-    chain_tips[i] := CASE WHEN c IS NULL THEN NULL ELSE ctip[c] END;
+    actual := cur;
+    chain_seq := cseq[c];
+    chain_tip := ctip[c];
+    RETURN NEXT;
   END LOOP;
 
   IF head <> start_head THEN
     INSERT INTO es_events (position, event_id, stream_name, stream_revision, event_type, data, metadata, recorded_at)
     SELECT base_pos[e.app] + e.k, e.id, p_streams[e.app], base_revs[e.app] + e.k, e.type, e.data, e.metadata, coalesce(p_recorded_at, now())
-    FROM unnest(p_event_append, p_event_k, p_ids, p_types, datas, metas) AS e(app, k, id, type, data, metadata)
+    FROM unnest(p_event_append, p_event_k, p_ids, p_types,
+      ARRAY(SELECT x.d FROM json_array_elements(p_data) WITH ORDINALITY AS x(d, o) ORDER BY x.o),
+      ARRAY(SELECT x.m FROM json_array_elements(p_metadata) WITH ORDINALITY AS x(m, o) ORDER BY x.o)) AS e(app, k, id, type, data, metadata)
     WHERE oks[e.app]
     ORDER BY 1;
-    INSERT INTO audit_chain_head (org_id, sequence, tip_hash)
-    SELECT corgs[k], cseq[k], ctip[k] FROM generate_subscripts(corgs, 1) AS k WHERE cmoved[k]
-    ON CONFLICT (org_id) DO UPDATE SET sequence = EXCLUDED.sequence, tip_hash = EXCLUDED.tip_hash;
+    IF true = ANY(cmoved) THEN
+      INSERT INTO audit_chain_head (org_id, sequence, tip_hash)
+      SELECT corgs[k], cseq[k], ctip[k] FROM generate_subscripts(corgs, 1) AS k WHERE cmoved[k]
+      ON CONFLICT (org_id) DO UPDATE SET sequence = EXCLUDED.sequence, tip_hash = EXCLUDED.tip_hash;
+    END IF;
     UPDATE es_log_head SET position = head WHERE id = 1;
     PERFORM pg_notify('${NOTIFY_CHANNEL}', head::text);
   END IF;
-
-  RETURN QUERY SELECT * FROM unnest(oks, actuals, guard_actuals, last_revs, last_pos, link_oks, chain_seqs, chain_tips);
 END
 $fn$;
 
@@ -776,7 +762,7 @@ export class PostgresEventStore implements EventStore {
    * database goes backwards"). The check reads the head as of the statement's
    * start (the function's own update is later), never past what committed.
    */
-  private static readonly APPEND_SQL =
+  static readonly APPEND_SQL =
     `SELECT ok, actual, guard_actual, last_revision, last_position, link_ok, chain_seq, chain_tip, coalesce($12::timestamptz, now()) AS at,
        (SELECT es_expect(h.position >= $17::bigint, '${LOG_REWOUND}:' || h.position) FROM es_log_head h WHERE h.id = 1) AS held
      FROM es_append($1::text[], $2::bigint[], $3::int[], $4::int[], $5::int[], $6::uuid[], $7::text[], $8::json, $9::json, $10::text[], $11::bigint[], $12::timestamptz, $13::text[], $14::bigint[], $15::text[], $16::text[])`;
