@@ -138,6 +138,8 @@ try {
     console.log(`\nbench/rebuild (${label}, audit format ${format}): ${read} events (${shown.processed} handled by the projection), read models in durable embedded PostgreSQL, ${rounds} rounds\n`);
     for (const [i, x] of results.entries()) {
       console.log(`round ${i + 1}: read ${x.readSecs.toFixed(2)} s, rebuild ${x.rebuildSecs.toFixed(2)} s, write floor ${x.floor.secs.toFixed(2)} s; CPU / (reading + write floor) ${cpuRatioOf(x).toFixed(2)}x, wall / longer floor ${wallRatioOf(x).toFixed(2)}x`);
+      // Where each round's CPU went: this process + PostgreSQL, µs per event of the log.
+      console.log(`         CPU per event: read ${x.readUs.ours.toFixed(1)} + ${x.readUs.postgres.toFixed(1)}, rebuild ${x.rebuildUs.ours.toFixed(1)} + ${x.rebuildUs.postgres.toFixed(1)}, write floor ${x.floor.us.ours.toFixed(1)} + ${x.floor.us.postgres.toFixed(1)}`);
     }
     console.log(`\nthe median round (by CPU):`);
     console.log(`plain readAll          ${readRate.toFixed(0).padStart(9)} events/s  (${readSecs.toFixed(2)} s)`);
