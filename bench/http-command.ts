@@ -10,7 +10,7 @@ import { PostgresEventStore } from '../src/eventstore/postgres.ts';
 import { openDb } from '../src/postgres/db.ts';
 import { startReadSide } from '../src/readside.ts';
 import { benchOrg } from './spend-app.ts';
-import { benchPostgres, cpuMeter, cpuText } from './harness.ts';
+import { benchPostgres, cpuMeter, cpuText, startProfile } from './harness.ts';
 import { Sealer } from '../src/audit/sealer.ts';
 import { VerifierThread } from '../src/audit/verifier-thread.ts';
 import { AuditVerifier } from '../src/audit/health.ts';
@@ -22,7 +22,7 @@ import { AuditVerifier } from '../src/audit/health.ts';
 // Both targets are warmed up first, then loaded in alternating rounds; each
 // figure is the median round's ratio.
 // Beside each rate at 50 connections: the CPU this process (both servers) and PostgreSQL spent per request.
-// Run: npm run bench:http-command   (BENCH_SECONDS=5 per round, ROUNDS=3, WARMUP_SECONDS=3; ONLY50=1 skips one connection;
+// Run: npm run bench:http-command   (BENCH_SECONDS=5 per round, ROUNDS=3, WARMUP_SECONDS=3; ONLY50=1 skips one connection; PROFILE_SERVICE=<file>;
 // the audit chain in version 2, the default: each fact carries its link; AUDIT_FORMAT=1 for version 1)
 //
 // WITHOUT_AUDIT_CHAIN=1 is an experiment, never a way to run the service: in
@@ -96,7 +96,10 @@ try {
     const out: { b: Load; m: Load; ratio: number }[] = [];
     for (let r = 0; r < rounds; r++) {
       const b = await baseline(connections);
+      // PROFILE_SERVICE=<file>: a CPU profile of this process during the last round of the service at 50 connections.
+      const profiling = process.env.PROFILE_SERVICE && connections === 50 && r === rounds - 1 ? await startProfile() : undefined;
       const m = await service(connections);
+      if (profiling) await profiling(process.env.PROFILE_SERVICE!);
       out.push({ b, m, ratio: m.rps / b.rps });
     }
     return out;
