@@ -174,18 +174,20 @@ type ProjectRecord = {
  * batch's size.
  * Fresh (a rebuild's bulk phase): a row the batch creates does not exist yet,
  * so it is not looked for, and goes in by a plain INSERT, without the upsert's
- * conflict check; a batch of creations and renames then needs no answer before
- * its writes (one round trip).
+ * conflict check; a row an earlier batch wrote is not read either: its events
+ * go as `apply` writes them (guarded statements, in order). Every statement is
+ * then issued before any answer (`pipelined`), so a rebuild can send the
+ * batch's COMMIT, and the next batch, right behind them.
  */
 orgProjection.applyBatch = async (tx, events, t, opts = {}) => {
   const ids = new Set<string>();
   const orgsAll = new Set<string>();
-  const created = new Set<string>();
-  for (const ev of events) {
+  // What the batch reads first (fresh: nothing, above).
+  for (const ev of opts.fresh ? [] : events) {
     const id = (ev.data as { project_id?: string }).project_id;
-    if ((ev.type === 'project.updated' || ev.type === 'project.deleted') && !created.has(id!)) ids.add(id!);
-    // A creation of an id that exists changes nothing (as in `apply`): load it to know. Fresh, nothing exists yet.
-    if (ev.type === 'project.created') (opts.fresh ? created : ids).add(id!);
+    if (ev.type === 'project.updated' || ev.type === 'project.deleted') ids.add(id!);
+    // A creation of an id that exists changes nothing (as in `apply`): load it to know.
+    if (ev.type === 'project.created') ids.add(id!);
     if (ev.type === 'project.default_changed') orgsAll.add(ev.metadata.org_id);
   }
   const rows = new Map<string, ProjectRecord>();
@@ -202,12 +204,18 @@ orgProjection.applyBatch = async (tx, events, t, opts = {}) => {
   const loaded = new Set(rows.keys());
   const touched = new Set<string>();
   const newOrgs: { org_id: string; name: string; created_at: string; position: string }[] = [];
+  // The writes are issued together and answered together.
+  const writes: Promise<unknown>[] = [];
   for (const ev of events) {
     if (!PROJECT_EVENTS.has(ev.type)) {
       // Other tables do not depend on the project rows: apply in order, one by one.
-      await orgProjection.apply(tx, ev, t);
+      if (opts.fresh) writes.push(orgProjection.apply(tx, ev, t));
+      else await orgProjection.apply(tx, ev, t);
       continue;
     }
+    // Fresh: a row an earlier batch wrote (not in memory) is changed as `apply` changes it, by a guarded statement.
+    const id = (ev.data as { project_id?: string }).project_id!;
+    if (opts.fresh && ev.type !== 'org.created' && ev.type !== 'project.created' && (ev.type === 'project.default_changed' || !rows.has(id))) writes.push(orgProjection.apply(tx, ev, t));
     const e = parseEvent(ev.type, ev.data);
     const pos = ev.position;
     switch (e.type) {
@@ -261,8 +269,6 @@ orgProjection.applyBatch = async (tx, events, t, opts = {}) => {
       }
     }
   }
-  // The writes are issued together and answered together.
-  const writes: Promise<unknown>[] = [];
   if (newOrgs.length > 0) {
     writes.push(
       tx.query(
@@ -297,6 +303,9 @@ orgProjection.applyBatch = async (tx, events, t, opts = {}) => {
   }
   await Promise.all(writes);
 };
+
+/** Fresh, every statement of a batch goes out before any answer (see applyBatch). */
+orgProjection.pipelined = (_events, opts) => opts?.fresh === true;
 
 export type ProjectRow = {
   id: string;

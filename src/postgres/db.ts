@@ -70,11 +70,26 @@ export interface Db extends Queryable {
    * work a later synchronous commit makes durable, or that may be lost).
    */
   transaction<T>(fn: (tx: Transaction) => Promise<T>, opts?: { isolation?: 'read committed' | 'repeatable read' | 'serializable'; waitForFlush?: boolean }): Promise<T>;
+  /**
+   * Transactions one after another on one connection, each issued as soon as
+   * the one before has issued its COMMIT, not once that COMMIT is answered:
+   * the connection runs them in order, so each sees the ones before it as
+   * committed. Each answers once its COMMIT is answered (RolledBack if a
+   * statement of it failed). For bulk writes whose next transaction needs no
+   * answer of the one before (a rebuild's pages); `close` waits for them all.
+   */
+  sequence(): TxSequence;
   /** Subscribes to a NOTIFY channel; the returned function stops listening. */
   listen(channel: string, onPayload: (payload: string) => void): Promise<() => Promise<void>>;
   close(): Promise<void>;
   readonly url: string;
 }
+
+export type TxSequence = {
+  /** `fn` issues the transaction's statements; its COMMIT goes out when `fn` settles. */
+  transaction<T>(fn: (tx: Transaction) => Promise<T>, opts?: { waitForFlush?: boolean }): Promise<T>;
+  close(): Promise<void>;
+};
 
 export function openDb(url: string, opts: { max?: number; applicationName?: string } = {}): Db {
   const pool = new pg.Pool({
@@ -153,6 +168,87 @@ export function openDb(url: string, opts: { max?: number; applicationName?: stri
         client.off('error', onError);
         client.release(broken);
       }
+    },
+    sequence() {
+      // The connection is held while a transaction of the sequence is unanswered, and given back
+      // whenever none is: a sequence never keeps from the rest of the pool (a pool of one included)
+      // a connection it is not using, and a transaction after a pause sees the ones before it
+      // committed, on whichever connection.
+      let client: pg.PoolClient | undefined;
+      let broken = false;
+      const onError = () => {
+        broken = true;
+      };
+      let pending = 0;
+      const acquire = async () => {
+        if (!client) {
+          client = await pool.connect();
+          broken = false;
+          client.on('error', onError);
+          (client as PipelineSwitch).pipeline = true;
+        }
+        return client;
+      };
+      const releaseIfIdle = () => {
+        if (pending > 0 || !client) return;
+        const c = client;
+        client = undefined;
+        (c as PipelineSwitch).pipeline = false;
+        c.off('error', onError);
+        c.release(broken);
+      };
+      // Settled once the last transaction issued its COMMIT (or ROLLBACK): the next one's BEGIN goes after it.
+      let issued: Promise<unknown> = Promise.resolve();
+      // Settled once every transaction is answered.
+      let answered: Promise<unknown> = Promise.resolve();
+      return {
+        transaction<T>(fn: (tx: Transaction) => Promise<T>, o?: { waitForFlush?: boolean }): Promise<T> {
+          pending++;
+          const run = issued.then(async () => {
+            const c = await acquire();
+            const begun = c.query(o?.waitForFlush === false ? 'BEGIN; SET LOCAL synchronous_commit = off' : 'BEGIN');
+            begun.catch(() => {});
+            let committing = false;
+            const tx: Transaction = {
+              async query<R extends Row = Row>(text: string, params?: readonly unknown[], q?: QueryOptions) {
+                if (committing) throw new Error(`statement issued after its transaction's COMMIT, not run: ${text.slice(0, 80)}`);
+                const res = await c.query(queryConfig(text, params, q));
+                return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
+              },
+            };
+            try {
+              const out = await fn(tx);
+              committing = true;
+              return { out, end: c.query('COMMIT') };
+            } catch (err) {
+              committing = true;
+              const end = c.query('ROLLBACK');
+              end.catch(() => {
+                broken = true;
+              });
+              return { err, end };
+            }
+          });
+          issued = run.catch(() => {});
+          const done = run
+            .then(async (r) => {
+              const end = await r.end;
+              if ('err' in r) throw r.err;
+              if (end.command !== 'COMMIT') throw new RolledBack();
+              return r.out;
+            })
+            .finally(() => {
+              pending--;
+              releaseIfIdle();
+            });
+          answered = Promise.allSettled([answered, done]);
+          return done;
+        },
+        async close() {
+          await answered;
+          releaseIfIdle();
+        },
+      };
     },
     async listen(channel, onPayload) {
       if (!/^[a-z_][a-z0-9_]*$/.test(channel)) throw new Error(`invalid channel: ${channel}`);

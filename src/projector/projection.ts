@@ -41,7 +41,7 @@ export interface Projection {
    * them (a statement issued after an answer would come after the COMMIT, outside
    * the transaction); any other projection's statements are answered first.
    */
-  pipelined?(events: readonly RecordedEvent[]): boolean;
+  pipelined?(events: readonly RecordedEvent[], opts?: BatchOptions): boolean;
 }
 
 export const liveTables = (p: Projection): TableNames => Object.fromEntries(Object.keys(p.tables).map((k) => [k, k]));

@@ -63,8 +63,8 @@ export async function applyBatch(tx: Queryable, p: Projection, events: readonly 
 }
 
 /** Whether the projection applies these (handled) events by statements all issued before any answer (Projection.pipelined). */
-export function isPipelined(p: Projection, handled: readonly RecordedEvent[]): boolean {
-  return p.applyBatch !== undefined && p.pipelined?.(handled) === true;
+export function isPipelined(p: Projection, handled: readonly RecordedEvent[], opts?: BatchOptions): boolean {
+  return p.applyBatch !== undefined && p.pipelined?.(handled, opts) === true;
 }
 
 /**
@@ -77,7 +77,7 @@ export function isPipelined(p: Projection, handled: readonly RecordedEvent[]): b
 export async function applyInline(tx: Queryable, p: Projection, events: readonly RecordedEvent[], t: TableNames, opts: BatchOptions = {}): Promise<void> {
   const handled = events.filter((e) => p.eventTypes.has(e.type));
   if (handled.length === 0) return;
-  if (!p.applyBatch || (handled.length === 1 && !isPipelined(p, handled))) return applyEach(tx, p, handled, t);
+  if (!p.applyBatch || (handled.length === 1 && !isPipelined(p, handled, opts))) return applyEach(tx, p, handled, t);
   await p.applyBatch(tx, handled, t, opts);
 }
 
@@ -256,22 +256,19 @@ export async function rebuildProjection(db: Db, store: EventStore, p: Projection
   };
   let pos: Position = '';
   let processed = 0;
-  // The first page is read while the shadow tables are made (their DDL in one
-  // transaction, one commit rather than one per statement) and a second
-  // connection is opened.
-  let next = read(pos);
-  const [head] = await Promise.all([
-    store.headPosition(),
-    // Dropped first, so each is made anew: every statement issued at once (the transaction pipelines).
+  // Dropped first, so each is made anew: every statement issued at once (the transaction pipelines).
+  const makeShadow = () =>
     db.transaction((tx) =>
       Promise.all([
         ...Object.values(shadow).map((name) => tx.query(`DROP TABLE IF EXISTS ${name}`)),
         ...Object.entries(p.tables).map(([logical, ddl]) => tx.query(ddl(shadow[logical]!))),
       ]),
-    ),
-    ensureCheckpoint(db, p.name, 'projection', p.version),
-    db.transaction(async () => {}),
-  ]);
+    );
+  // The first page is read while the shadow tables are made (their DDL in one
+  // transaction, one commit rather than one per statement).
+  let next = read(pos);
+  const [head] = await Promise.all([store.headPosition(), makeShadow(), ensureCheckpoint(db, p.name, 'projection', p.version)]);
+  const seq = p.pipelined ? db.sequence() : undefined;
   // Bulk phase: pages of the log straight into the shadow tables, reading the
   // next pages (at most REBUILD_AHEAD) while one is written.
   //  - A page is applied in one transaction whose statements all travel in
@@ -282,42 +279,84 @@ export async function rebuildProjection(db: Db, store: EventStore, p: Projection
   //  - Each event is applied once, in order, to tables holding only what this
   //    pass wrote: the projection may skip its idempotency guards (`fresh`);
   //    if that fails, the page falls back to the one-by-one path.
+  //  - A projection that says which fresh pages it writes without waiting
+  //    for any answer (`pipelined`) has its pages sent back to back on one
+  //    connection (Db.sequence): such a page's COMMIT, and the next page,
+  //    follow its statements at once, so the next page is built while
+  //    PostgreSQL writes this one. A page that fails there may already have
+  //    pages built on it behind it: the bulk phase starts over on new shadow
+  //    tables, each page answered before the next is built (below).
   //  - The bulk transactions commit without waiting for their WAL flush: the
   //    swap below commits synchronously, which flushes everything before it,
   //    and a rebuild cut short by a crash starts again from dropped tables.
   // A failure fails the rebuild; the next attempt drops the shadow tables.
-  let tail: Promise<void> = Promise.resolve();
-  const pageDone: Promise<void>[] = [];
-  let failed: unknown;
+  const FRESH = { fresh: true } as const;
+  const handledOf = (page: readonly RecordedEvent[]) => page.filter((e) => p.eventTypes.has(e.type));
+  const backToBack = (page: readonly RecordedEvent[]) =>
+    seq!.transaction(
+      (tx) => {
+        const applying = applyInline(tx, p, page, shadow, FRESH);
+        if (!isPipelined(p, handledOf(page), FRESH)) return applying;
+        // Every statement is out: the COMMIT goes right behind them, and rolls back if one fails.
+        applying.catch(() => {});
+        return Promise.resolve();
+      },
+      { waitForFlush: false },
+    );
   // Set-based and fresh in one transaction without a savepoint; if that fails,
   // the page is applied again one by one, with the guards, in a new one.
-  const applyPage = (page: readonly RecordedEvent[]) =>
+  const oneAfterAnother = (page: readonly RecordedEvent[]) =>
     db
-      .transaction((tx) => applyInline(tx, p, page, shadow, { fresh: true }), { waitForFlush: false })
-      .catch(() => db.transaction((tx) => applyEach(tx, p, page.filter((e) => p.eventTypes.has(e.type)), shadow), { waitForFlush: false }));
-  for (;;) {
-    const page = await next;
-    if (page.length === 0) break;
-    const last = page[page.length - 1]!.position;
-    if (page.length === pageSize) next = read(last);
-    const run = tail.then(() => (failed === undefined ? applyPage(page) : undefined));
-    // A failure is carried by `failed` (the tail never rejects).
-    tail = run.then(
-      () => {
-        processed += page.length;
-        onProgress?.({ processed, position: last, head });
-      },
-      (err: unknown) => {
-        failed ??= err;
-      },
-    );
-    pageDone.push(tail);
-    pos = last;
-    if (pageDone.length > REBUILD_AHEAD) await pageDone.shift();
-    if (failed !== undefined || page.length < pageSize) break;
+      .transaction((tx) => applyInline(tx, p, page, shadow, FRESH), { waitForFlush: false })
+      .catch(() => db.transaction((tx) => applyEach(tx, p, handledOf(page), shadow), { waitForFlush: false }));
+  const bulk = async (pipelined: boolean) => {
+    let tail: Promise<void> = Promise.resolve();
+    const pageDone: Promise<void>[] = [];
+    let failed: unknown;
+    for (;;) {
+      const page = await next;
+      if (page.length === 0) break;
+      const last = page[page.length - 1]!.position;
+      if (page.length === pageSize) next = read(last);
+      // Back to back, a page goes out once the page before it has issued its COMMIT (Db.sequence);
+      // one after another, once the page before it is answered.
+      const run = pipelined ? (failed === undefined ? backToBack(page) : Promise.resolve()) : tail.then(() => (failed === undefined ? oneAfterAnother(page) : undefined));
+      // A failure is carried by `failed` (the tail never rejects). Pages are answered in order.
+      tail = run.then(
+        () => {
+          processed += page.length;
+          onProgress?.({ processed, position: last, head });
+        },
+        (err: unknown) => {
+          failed ??= err;
+        },
+      );
+      pageDone.push(tail);
+      pos = last;
+      if (pageDone.length > REBUILD_AHEAD) await pageDone.shift();
+      if (failed !== undefined || page.length < pageSize) break;
+    }
+    await Promise.all(pageDone);
+    if (failed !== undefined) throw failed;
+  };
+  try {
+    if (!seq) await bulk(false);
+    else {
+      try {
+        await bulk(true);
+      } catch {
+        // Started over, one page after another, once every page sent is answered.
+        await seq.close();
+        pos = '';
+        processed = 0;
+        next = read(pos);
+        await makeShadow();
+        await bulk(false);
+      }
+    }
+  } finally {
+    await seq?.close();
   }
-  await tail;
-  if (failed !== undefined) throw failed;
   // Swap phase.
   return db.transaction(async (tx) => {
     await readCheckpoint(tx, p.name, true);

@@ -73,3 +73,65 @@ t.test('a connection goes back to the pool unpipelined: a plain query after a tr
   const { rows } = await db.query<{ x: number }>('SELECT 41 + 1 AS x');
   t.same(rows, [{ x: 42 }]);
 });
+
+// Db.sequence: transactions one after another on one connection, each going
+// out once the one before has issued its COMMIT (a rebuild's pages). What the
+// rebuild relies on: each sees the ones before it committed; each answers on
+// its own, a failed one with RolledBack; the connection goes back to the pool
+// whenever nothing of the sequence is unanswered.
+
+t.test('a sequence sends each transaction behind the COMMIT of the one before, unanswered; each sees the ones before', async (t) => {
+  const { db } = await testDatabase(t);
+  await db.query('CREATE TABLE s (id int PRIMARY KEY)');
+  const seq = db.sequence();
+  let firstAnswered = false;
+  let secondStartedBeforeFirstAnswered: boolean | undefined;
+  const first = seq.transaction(async (tx) => {
+    tx.query('INSERT INTO s VALUES (1)').catch(() => {});
+  });
+  first.then(() => (firstAnswered = true));
+  const second = seq.transaction(async (tx) => {
+    secondStartedBeforeFirstAnswered = !firstAnswered;
+    // Queued behind the first one's COMMIT on the same connection: it sees the row.
+    const { rows } = await tx.query<{ n: string }>('SELECT count(*)::text AS n FROM s');
+    await tx.query('INSERT INTO s VALUES (2)');
+    return rows[0]!.n;
+  });
+  t.equal(await second, '1', "the second transaction saw the first one's row committed");
+  await first;
+  t.equal(secondStartedBeforeFirstAnswered, true, "the second was built before the first's COMMIT was answered");
+  await seq.close();
+  t.same((await db.query('SELECT id FROM s ORDER BY id')).rows, [{ id: 1 }, { id: 2 }]);
+});
+
+t.test('in a sequence a failed transaction rolls back alone and says so; the connection is given back when idle', async (t) => {
+  const { db } = await testDatabase(t, { poolMax: 1 });
+  await db.query('CREATE TABLE f (id int PRIMARY KEY)');
+  const seq = db.sequence();
+  const a = seq.transaction(async (tx) => {
+    tx.query('INSERT INTO f VALUES (1)').catch(() => {});
+  });
+  // Its failure is not awaited here: the COMMIT answers ROLLBACK.
+  const b = seq.transaction(async (tx) => {
+    tx.query('INSERT INTO f VALUES (1)').catch(() => {});
+    tx.query('INSERT INTO f VALUES (3)').catch(() => {});
+  });
+  const c = seq.transaction(async (tx) => {
+    tx.query('INSERT INTO f VALUES (2)').catch(() => {});
+  });
+  await a;
+  const failed = await b.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  t.ok(failed instanceof RolledBack, 'the failed one rolled back, and says so');
+  await c;
+  // A pool of one: the sequence holds no connection while nothing of it is unanswered.
+  t.same((await db.query('SELECT id FROM f ORDER BY id')).rows, [{ id: 1 }, { id: 2 }], 'the others committed, nothing of the failed one');
+  const d = seq.transaction(async (tx) => {
+    await tx.query('INSERT INTO f VALUES (4)');
+  });
+  await d;
+  await seq.close();
+  t.equal((await db.query<{ n: string }>('SELECT count(*)::text AS n FROM f')).rows[0]!.n, '3', 'a transaction after a pause, on the connection taken again');
+});
