@@ -91,6 +91,23 @@ export type TxSequence = {
   close(): Promise<void>;
 };
 
+/** A transaction's statements on a pipelined connection, refused once its COMMIT is issued (they would run after it, outside the transaction). */
+function pipelinedTx(client: pg.PoolClient, committing: () => boolean): Transaction {
+  return {
+    async query<R extends Row = Row>(text: string, params?: readonly unknown[], q?: QueryOptions) {
+      if (committing()) throw new Error(`statement issued after its transaction's COMMIT, not run: ${text.slice(0, 80)}`);
+      const res = await client.query(queryConfig(text, params, q));
+      return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
+    },
+  };
+}
+
+/** A transaction's BEGIN; without waiting for the WAL flush at COMMIT when asked (the setting is local to the transaction). */
+function beginText(o?: { isolation?: string; waitForFlush?: boolean }): string {
+  const begin = o?.isolation ? `BEGIN ISOLATION LEVEL ${o.isolation.toUpperCase()}` : 'BEGIN';
+  return o?.waitForFlush === false ? `${begin}; SET LOCAL synchronous_commit = off` : begin;
+}
+
 export function openDb(url: string, opts: { max?: number; applicationName?: string } = {}): Db {
   const pool = new pg.Pool({
     connectionString: url,
@@ -132,22 +149,14 @@ export function openDb(url: string, opts: { max?: number; applicationName?: stri
         // one). BEGIN travels with the transaction's first statements, and
         // statements issued together (independent writes) share a round trip.
         (client as PipelineSwitch).pipeline = true;
-        const begin = o?.isolation ? `BEGIN ISOLATION LEVEL ${o.isolation.toUpperCase()}` : 'BEGIN';
-        // The setting is local to this transaction.
-        const begun = client.query(o?.waitForFlush === false ? `${begin}; SET LOCAL synchronous_commit = off` : begin);
+        const begun = client.query(beginText(o));
         // Its failure is the next statement's failure too; this one is observed there.
         begun.catch(() => {});
         // Once the COMMIT is issued, a statement would run after it, outside the
         // transaction: refused instead (a caller that issues statements only
         // after waiting for answers must be waited for before the COMMIT).
         let committing = false;
-        const tx: Transaction = {
-          async query<R extends Row = Row>(text: string, params?: readonly unknown[], q?: QueryOptions) {
-            if (committing) throw new Error(`statement issued after its transaction's COMMIT, not run: ${text.slice(0, 80)}`);
-            const res = await client.query(queryConfig(text, params, q));
-            return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
-          },
-        };
+        const tx = pipelinedTx(client, () => committing);
         const out = await fn(tx);
         // Statements still in flight go before it (pipelined). One that failed
         // without its caller seeing it leaves the transaction aborted: COMMIT
@@ -206,16 +215,10 @@ export function openDb(url: string, opts: { max?: number; applicationName?: stri
           pending++;
           const run = issued.then(async () => {
             const c = await acquire();
-            const begun = c.query(o?.waitForFlush === false ? 'BEGIN; SET LOCAL synchronous_commit = off' : 'BEGIN');
+            const begun = c.query(beginText(o));
             begun.catch(() => {});
             let committing = false;
-            const tx: Transaction = {
-              async query<R extends Row = Row>(text: string, params?: readonly unknown[], q?: QueryOptions) {
-                if (committing) throw new Error(`statement issued after its transaction's COMMIT, not run: ${text.slice(0, 80)}`);
-                const res = await c.query(queryConfig(text, params, q));
-                return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
-              },
-            };
+            const tx = pipelinedTx(c, () => committing);
             try {
               const out = await fn(tx);
               committing = true;
@@ -232,8 +235,12 @@ export function openDb(url: string, opts: { max?: number; applicationName?: stri
           issued = run.catch(() => {});
           const done = run
             .then(async (r) => {
+              if ('err' in r) {
+                // The caller's failure, whatever its ROLLBACK answers.
+                await r.end.catch(() => {});
+                throw r.err;
+              }
               const end = await r.end;
-              if ('err' in r) throw r.err;
               if (end.command !== 'COMMIT') throw new RolledBack();
               return r.out;
             })
