@@ -185,9 +185,8 @@ orgProjection.applyBatch = async (tx, events, t, opts = {}) => {
   // What the batch reads first (fresh: nothing, above).
   for (const ev of opts.fresh ? [] : events) {
     const id = (ev.data as { project_id?: string }).project_id;
-    if (ev.type === 'project.updated' || ev.type === 'project.deleted') ids.add(id!);
     // A creation of an id that exists changes nothing (as in `apply`): load it to know.
-    if (ev.type === 'project.created') ids.add(id!);
+    if (ev.type === 'project.updated' || ev.type === 'project.deleted' || ev.type === 'project.created') ids.add(id!);
     if (ev.type === 'project.default_changed') orgsAll.add(ev.metadata.org_id);
   }
   const rows = new Map<string, ProjectRecord>();
@@ -215,7 +214,8 @@ orgProjection.applyBatch = async (tx, events, t, opts = {}) => {
     }
     // Fresh: a row an earlier batch wrote (not in memory) is changed as `apply` changes it, by a guarded statement.
     const id = (ev.data as { project_id?: string }).project_id!;
-    if (opts.fresh && ev.type !== 'org.created' && ev.type !== 'project.created' && (ev.type === 'project.default_changed' || !rows.has(id))) writes.push(orgProjection.apply(tx, ev, t));
+    const earlier = ev.type === 'project.default_changed' || ((ev.type === 'project.updated' || ev.type === 'project.deleted') && !rows.has(id));
+    if (opts.fresh && earlier) writes.push(orgProjection.apply(tx, ev, t));
     const e = parseEvent(ev.type, ev.data);
     const pos = ev.position;
     switch (e.type) {
